@@ -1,0 +1,65 @@
+"""The `agentsaga` command. Each subcommand lives in its own module with `configure(parser)` and
+`run(args) -> int`; this file only lists them."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from agentsaga.errors import SagaError
+
+# name -> (module, one-line help). Modules are imported only when their command runs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "sidecar": ("agentsaga.sidecar.main", "serve the gRPC sidecar for the agent in this pod"),
+    "migrate": ("agentsaga.commands", "apply the saga-log schema migrations to the database"),
+    "log": ("agentsaga.commands", "print a run's saga log as a table"),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `only`, just that command's module is imported (fast start-up)."""
+    parser = argparse.ArgumentParser(
+        prog="agentsaga",
+        description=(
+            "Sagas for LLM agents: an intent log before every side effect, idempotency keys "
+            "from (run, step, tool), reconcile before compensate."
+        ),
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(_module=module_name)
+        if only is not None and name != only:
+            continue
+        module = importlib.import_module(module_name)
+        configure = getattr(module, f"configure_{name}", None) or module.configure
+        configure(command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=first if first in COMMANDS else None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    module = importlib.import_module(args._module)
+    run = getattr(module, f"run_{args.command}", None) or module.run
+    try:
+        return int(run(args) or 0)
+    except SagaError as exc:
+        print(f"agentsaga {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

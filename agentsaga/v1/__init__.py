@@ -1,0 +1,1 @@
+"""Generated gRPC and protobuf code (see tools/gen_protos.py)."""
