@@ -4,7 +4,7 @@
     ├── RegistrationError          a tool declaration breaks R1 (caught at import, in code review)
     ├── ToolError                  raised by tool functions and connectors (what happened outside)
     │   ├── Rejected               the real system said no (4xx): nothing happened -> FAILED
-    │   └── OutcomeUnknown         timeout, reset after send, 502/503/504: may have happened -> UNKNOWN
+    │   └── OutcomeUnknown         timeout, reset after send, 502/503/504: maybe -> UNKNOWN
     ├── RequestError               a request the harness refuses before anything is written
     │   ├── UnknownTool            no tool of that name is registered
     │   ├── InvalidArguments       arguments are not a JSON object, or too large

@@ -1,0 +1,72 @@
+"""agentsaga: sagas for LLM agents.
+
+Every side-effecting tool call goes through an intent log in Postgres, under an idempotency key
+derived from (run, step, tool); unknown outcomes are settled by asking the real system by key
+before anything is retried or undone.
+
+    from agentsaga import tool, Compensation, Rejected, OutcomeUnknown
+
+    @tool(cls="compensatable", audience=["support_team"],
+          compensate=lambda args, key: Compensation("close_ticket", {"by_key": key}),
+          lookup=find_ticket_by_key)
+    def create_ticket(summary: str, order_id: str, idempotency_key: str) -> dict: ...
+"""
+
+from agentsaga.errors import (
+    CompensationUnavailable,
+    ConfigurationError,
+    Fenced,
+    InvalidArguments,
+    InvalidRunId,
+    OutcomeUnknown,
+    RegistrationError,
+    Rejected,
+    RequestError,
+    RunEnded,
+    RunNotFound,
+    SagaError,
+    ToolError,
+    UnknownTool,
+)
+from agentsaga.keys import compensation_key, step_key
+from agentsaga.registry import (
+    NO_LOOKUP,
+    TOOL_CLASSES,
+    Compensation,
+    Effect,
+    Registry,
+    ToolSpec,
+    default_registry,
+    ref,
+    register,
+    tool,
+)
+
+__all__ = [
+    "NO_LOOKUP",
+    "TOOL_CLASSES",
+    "Compensation",
+    "CompensationUnavailable",
+    "ConfigurationError",
+    "Effect",
+    "Fenced",
+    "InvalidArguments",
+    "InvalidRunId",
+    "OutcomeUnknown",
+    "Registry",
+    "RegistrationError",
+    "Rejected",
+    "RequestError",
+    "RunEnded",
+    "RunNotFound",
+    "SagaError",
+    "ToolError",
+    "ToolSpec",
+    "UnknownTool",
+    "compensation_key",
+    "default_registry",
+    "ref",
+    "register",
+    "step_key",
+    "tool",
+]

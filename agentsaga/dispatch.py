@@ -1,0 +1,262 @@
+"""Dispatch (R2, R3, R5, R6): one tool call through the registry, the saga log and the real system.
+
+    pure tool ............................................. call it; no row (R2)
+    newest row unsettled, other tool ...................... STEP_UNRESOLVED, nothing called (R3)
+    newest row unsettled, same tool ....................... reconcile by key first (R7):
+        found .......................................... CONFIRMED, the found result
+        not found ...................................... run the same step again, same key
+        unknown ........................................ UNKNOWN again
+    otherwise ............................................. a new step: next index, its key
+    gate (pivot, approval) ................................ NEEDS_APPROVAL, no row (R6, R10)
+    compensation + audience built, INTENDED committed ..... then the call (R2, R6, R9)
+    the call: result -> CONFIRMED, Rejected -> FAILED, anything else -> UNKNOWN (R5)
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentsaga import pivot
+from agentsaga.errors import InvalidArguments, InvalidRunId, OutcomeUnknown, Rejected, RunEnded
+from agentsaga.keys import run_id_problem, step_key
+from agentsaga.log import Run, SagaLog, Step
+from agentsaga.reconcile import Reconciler
+from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
+from agentsaga.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["CONFIRMED", "FAILED", "UNKNOWN", "STEP_UNRESOLVED", "NEEDS_APPROVAL"]
+
+UNKNOWN_MESSAGE = (
+    "outcome unknown: the call may or may not have happened. Do not retry with new arguments "
+    "and do not assume it failed; call the same tool again to let the harness resolve it."
+)
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    outcome: Outcome
+    step_idx: int = -1
+    key: str = ""
+    result: Any = None
+    external_ref: str | None = None
+    message: str = ""
+    status: str = ""
+    """The saga-log row's status after the call ('' when no row was touched)."""
+
+
+def parse_args(args_json: str, limit: int) -> JSON:
+    """Arguments as the agent sent them: a JSON object of at most `limit` bytes."""
+    size = len(args_json.encode())
+    if size > limit:
+        raise InvalidArguments(
+            f"arguments are {size} bytes; the limit is {limit} (AGENTSAGA_MAX_ARGS_BYTES). "
+            "Pass large content by reference (a URL or an id), not inline."
+        )
+    try:
+        value = json.loads(args_json) if args_json.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidArguments(f"arguments are not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidArguments(
+            f"arguments must be a JSON object, got a JSON {type(value).__name__}"
+        )
+    return value
+
+
+def check_run_id(run_id: str) -> None:
+    problem = run_id_problem(run_id)
+    if problem:
+        raise InvalidRunId(problem)
+
+
+class Dispatcher:
+    """Runs tool calls for the runs this process owns (it holds their owner epochs)."""
+
+    def __init__(self, saga_log: SagaLog, registry: Registry, settings: Settings,
+                 *, sleep: Callable[[float], None] | None = None) -> None:
+        self.log = saga_log
+        self.registry = registry
+        self.settings = settings
+        self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s,
+                                     **({"sleep": sleep} if sleep else {}))
+        self._epochs: dict[str, int] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def begin_run(self, run_id: str, *, agent: str = "", owner: str = "", pod_uid: str = "",
+                  namespace: str = "") -> tuple[Run, bool]:
+        """Create or adopt the run (R12); this process then holds its epoch."""
+        check_run_id(run_id)
+        existing = self.log.run(run_id)
+        if existing is not None and not existing.open:
+            raise RunEnded(f"run {run_id!r} has ended ({existing.state}); start a new run id")
+        adoption = self.log.begin_run(run_id, agent=agent, owner=owner or self.settings.pod_name,
+                                      pod_uid=pod_uid or self.settings.pod_uid,
+                                      namespace=namespace or self.settings.pod_namespace)
+        with self._guard:
+            self._epochs[run_id] = adoption.run.owner_epoch
+        return adoption.run, adoption.adopted
+
+    def epoch(self, run_id: str) -> int:
+        """The epoch this process holds for the run; adopts the run if it holds none."""
+        held = self._epochs.get(run_id)
+        if held is None:
+            run, _ = self.begin_run(run_id)
+            held = run.owner_epoch
+        return held
+
+    def end_run(self, run_id: str, state: str = "succeeded") -> Run:
+        check_run_id(run_id)
+        self.log.set_run_state(run_id, self.epoch(run_id), state, end=True)
+        return self.log.require_run(run_id)
+
+    def _lock(self, run_id: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(run_id, threading.Lock())
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
+        check_run_id(run_id)
+        spec = self.registry.get(tool)
+        _check_signature(spec, args)
+        run = self.log.require_run(run_id)
+        if not run.open:
+            raise RunEnded(f"run {run_id!r} has ended ({run.state}); no more calls")
+        if not spec.logged:
+            return self._call_pure(spec, args)
+        with self._lock(run_id):
+            return self._dispatch_logged(run_id, spec, args)
+
+    def _call_pure(self, spec: ToolSpec, args: JSON) -> DispatchResult:
+        try:
+            effect = as_effect(_jsonable(spec.fn(**args)))
+        except Rejected as exc:
+            return DispatchResult("FAILED", message=str(exc))
+        except Exception as exc:  # a pure tool has no effect: any failure is just a failure
+            return DispatchResult("FAILED", message=f"{type(exc).__name__}: {exc}")
+        return DispatchResult("CONFIRMED", result=None if effect is None else effect.result,
+                              external_ref=None if effect is None else effect.ref)
+
+    def _dispatch_logged(self, run_id: str, spec: ToolSpec, args: JSON) -> DispatchResult:
+        epoch = self.epoch(run_id)
+        newest = self.log.newest_step(run_id)
+        retry_of: Step | None = None
+        if newest is not None and not newest.settled:
+            if newest.tool != spec.name:
+                return DispatchResult(
+                    "STEP_UNRESOLVED", newest.step_idx, newest.idempotency_key,
+                    status=newest.status,
+                    message=(f"step {newest.step_idx} ({newest.tool}) has an unknown outcome; "
+                             f"call {newest.tool} again to resolve it before anything else"),
+                )
+            settled = self.reconciler.settle(newest, epoch).step  # R7 before any retry
+            if settled.status == "CONFIRMED":
+                return _confirmed(settled, "already happened: found by its idempotency key")
+            if settled.status != "NOT_EXECUTED":
+                return _unknown(settled)
+            retry_of = settled
+        step_idx = retry_of.step_idx if retry_of else (newest.step_idx + 1 if newest else 0)
+        key = step_key(run_id, step_idx, spec.name)  # R3: from the run, never the model
+
+        run = self.log.require_run(run_id)
+        admission = pivot.admit(run, spec, args, self.settings.irreversible_before_pivot)
+        if not admission.allowed:
+            return DispatchResult("NEEDS_APPROVAL", step_idx, key, message=admission.reason)
+        compensation = spec.build_compensation(args, key)  # R6: before the call, or refuse
+        audience = spec.audience(args)  # R9
+        comp_json = None if compensation is None else compensation.to_json()
+        if retry_of is not None:
+            intended = self.log.re_intend(run_id, epoch, step_idx, args=args,
+                                          compensation=comp_json, audience=audience)
+        else:
+            intended = self.log.record_intent(
+                run_id, epoch, step_idx, tool=spec.name, tool_class=spec.cls, key=key, args=args,
+                compensation=comp_json, audience=audience, after_pivot=admission.after_pivot)
+        if intended is None:  # another writer took this step at the same moment
+            return DispatchResult("STEP_UNRESOLVED", step_idx, key, status="INTENDED",
+                                  message=f"step {step_idx} is being run by another writer")
+        if admission.counts_irreversible:
+            self.log.update_run(run_id, epoch, count_irreversible=True)
+        return self._call(intended, spec, args, epoch, admission.commit_index)
+
+    def _call(self, step: Step, spec: ToolSpec, args: JSON, epoch: int,
+              commit_index: int | None) -> DispatchResult:
+        extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
+        try:
+            effect = as_effect(_jsonable(spec.fn(**args, idempotency_key=step.idempotency_key)))
+        except Rejected as exc:
+            failed = self.log.record_outcome(step.run_id, epoch, step.step_idx, "FAILED",
+                                             error=str(exc))
+            return DispatchResult("FAILED", step.step_idx, step.idempotency_key,
+                                  message=str(exc), status=failed.status if failed else "FAILED")
+        except Exception as exc:  # R5: timeouts, resets, 5xx and surprises may have happened
+            level = logging.INFO if isinstance(exc, OutcomeUnknown) else logging.WARNING
+            log.log(level, "outcome unknown: %s", exc, extra=extra,
+                    exc_info=not isinstance(exc, OutcomeUnknown))
+            unknown = self.log.record_outcome(step.run_id, epoch, step.step_idx, "UNKNOWN",
+                                              error=f"{type(exc).__name__}: {exc}")
+            return _unknown(unknown or step)
+        confirmed = self.log.record_outcome(
+            step.run_id, epoch, step.step_idx, "CONFIRMED",
+            result=None if effect is None else effect.result,
+            external_ref=None if effect is None else effect.ref)
+        if commit_index is not None:
+            self._mark_commit_used(step.run_id, epoch, commit_index)
+        if confirmed is None:
+            current = self.log.step(step.run_id, step.step_idx)
+            assert current is not None
+            return _confirmed(current, "")
+        return _confirmed(confirmed, "")
+
+    def _mark_commit_used(self, run_id: str, epoch: int, index: int) -> None:
+        run = self.log.require_run(run_id)
+        record = dict(run.pivot or {})
+        record["used"] = sorted({*record.get("used", []), index})
+        self.log.update_run(run_id, epoch, pivot=record)
+
+
+def _confirmed(step: Step, message: str) -> DispatchResult:
+    return DispatchResult("CONFIRMED", step.step_idx, step.idempotency_key, step.result,
+                          step.external_ref, message, step.status)
+
+
+def _unknown(step: Step) -> DispatchResult:
+    detail = f" ({step.error})" if step.error else ""
+    return DispatchResult("UNKNOWN", step.step_idx, step.idempotency_key,
+                          message=UNKNOWN_MESSAGE + detail, status=step.status)
+
+
+def _check_signature(spec: ToolSpec, args: JSON) -> None:
+    """Refuse arguments the tool cannot take before anything is written."""
+    try:
+        signature = inspect.signature(spec.fn)
+    except (TypeError, ValueError):
+        return
+    extra = {} if spec.cls == "pure" else {"idempotency_key": "k"}
+    if "idempotency_key" in args:
+        raise InvalidArguments("idempotency_key is set by the harness, never by the agent (R3)")
+    try:
+        signature.bind(**args, **extra)
+    except TypeError as exc:
+        raise InvalidArguments(f"tool {spec.name!r}: {exc}") from None
+
+
+def _jsonable(value: Any) -> Any:
+    """Results are stored as JSON; objects that are not become their JSON rendering."""
+    if value is None or isinstance(value, (dict, list, str, int, float, bool)):
+        return value
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return value

@@ -1,0 +1,367 @@
+"""The saga log in Postgres (R2, R11, R12): the log, not the transcript, is the truth.
+
+Public methods own their transaction; every write checks the run's owner epoch under a share
+lock on the run row, so a writer whose epoch was bumped by an adopter is refused (`Fenced`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from agentsaga import migrations
+from agentsaga.errors import Fenced, RunEnded, RunNotFound
+
+log = logging.getLogger(__name__)
+
+StepStatus = Literal["INTENDED", "CONFIRMED", "FAILED", "UNKNOWN", "NOT_EXECUTED", "COMPENSATED"]
+UNSETTLED: tuple[str, ...] = ("INTENDED", "UNKNOWN")
+OPEN_STATES: tuple[str, ...] = ("running", "awaiting_approval", "committing")
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    agent: str
+    state: str
+    owner_epoch: int
+    owner: str
+    pod_uid: str
+    namespace: str
+    irreversible_before_pivot: int
+    pivot: dict[str, Any] | None
+    trace_context: dict[str, Any] | None
+    created_at: datetime
+    ended_at: datetime | None
+
+    @property
+    def open(self) -> bool:
+        return self.state in OPEN_STATES
+
+
+@dataclass(frozen=True)
+class Step:
+    run_id: str
+    step_idx: int
+    tool: str
+    tool_class: str
+    idempotency_key: str
+    args: dict[str, Any]
+    status: StepStatus
+    external_ref: str | None
+    result: Any
+    error: str | None
+    compensation: dict[str, Any] | None
+    audience: list[str]
+    after_pivot: bool
+    comp_key: str | None
+    comp_status: str | None
+    comp_result: Any
+    writer_epoch: int
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def settled(self) -> bool:
+        return self.status not in UNSETTLED
+
+
+@dataclass(frozen=True)
+class Adoption:
+    run: Run
+    adopted: bool
+    """True when the run existed and its epoch was bumped for the new owner."""
+
+
+_RUN_COLUMNS = (
+    "run_id, agent, state, owner_epoch, owner, pod_uid, namespace, irreversible_before_pivot, "
+    "pivot, trace_context, created_at, ended_at"
+)
+_STEP_COLUMNS = (
+    "run_id, step_idx, tool, tool_class, idempotency_key, args, status, external_ref, result, "
+    "error, compensation, audience, after_pivot, comp_key, comp_status, comp_result, "
+    "writer_epoch, created_at, updated_at"
+)
+
+
+def _json(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value, dumps=_dumps)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+class SagaLog:
+    """The saga log of one database. Thread-safe; share one per process."""
+
+    def __init__(self, dsn: str, *, min_size: int = 2, max_size: int = 16,
+                 async_outcomes: bool = True) -> None:
+        self.dsn = dsn
+        self.async_outcomes = async_outcomes
+        self.pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"row_factory": dict_row, "autocommit": True},
+            open=False,
+            name="agentsaga",
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def open(self, *, migrate: bool = True, timeout: float = 30.0) -> SagaLog:
+        self.pool.open(wait=True, timeout=timeout)
+        if migrate:
+            self.migrate()
+        return self
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> SagaLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def migrate(self) -> list[str]:
+        with self.pool.connection() as conn:
+            applied = migrations.migrate(conn)
+        for name in applied:
+            log.info("applied migration %s", name)
+        return applied
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def begin_run(self, run_id: str, *, agent: str = "", owner: str = "", pod_uid: str = "",
+                  namespace: str = "", trace_context: dict[str, Any] | None = None) -> Adoption:
+        """Create the run, or adopt it by bumping its owner epoch (R12)."""
+        with self._tx() as conn:
+            row = conn.execute(
+                "INSERT INTO saga_runs (run_id, agent, owner, pod_uid, namespace, trace_context)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING"
+                f" RETURNING {_RUN_COLUMNS}",
+                (run_id, agent, owner, pod_uid, namespace, _json(trace_context)),
+            ).fetchone()
+            if row is not None:
+                return Adoption(Run(**row), adopted=False)
+            row = conn.execute(
+                "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s,"
+                " pod_uid = %s, namespace = COALESCE(NULLIF(%s, ''), namespace),"
+                " updated_at = now() WHERE run_id = %s"
+                f" RETURNING {_RUN_COLUMNS}",
+                (owner, pod_uid, namespace, run_id),
+            ).fetchone()
+            assert row is not None
+            return Adoption(Run(**row), adopted=True)
+
+    def adopt(self, run_id: str, owner: str) -> Run:
+        """Take over an existing run (a resumed pod, a reconcile/unwind job): bump the epoch."""
+        with self._tx() as conn:
+            row = conn.execute(
+                "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s, updated_at = now()"
+                f" WHERE run_id = %s RETURNING {_RUN_COLUMNS}",
+                (owner, run_id),
+            ).fetchone()
+        if row is None:
+            raise RunNotFound(f"run {run_id!r} is not in the saga log")
+        return Run(**row)
+
+    def run(self, run_id: str) -> Run | None:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM saga_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        return None if row is None else Run(**row)
+
+    def require_run(self, run_id: str) -> Run:
+        found = self.run(run_id)
+        if found is None:
+            raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+        return found
+
+    def runs(self, *, states: Sequence[str] | None = None) -> list[Run]:
+        with self.pool.connection() as conn:
+            if states is None:
+                rows = conn.execute(f"SELECT {_RUN_COLUMNS} FROM saga_runs ORDER BY created_at")
+            else:
+                rows = conn.execute(
+                    f"SELECT {_RUN_COLUMNS} FROM saga_runs WHERE state = ANY(%s)"
+                    " ORDER BY created_at",
+                    (list(states),),
+                )
+            return [Run(**r) for r in rows.fetchall()]
+
+    def set_run_state(self, run_id: str, epoch: int, state: str, *, end: bool = False) -> None:
+        with self._tx() as conn:
+            self._check_epoch(conn, run_id, epoch, allow_ended=True)
+            conn.execute(
+                "UPDATE saga_runs SET state = %s, updated_at = now(),"
+                " ended_at = CASE WHEN %s THEN now() ELSE ended_at END WHERE run_id = %s",
+                (state, end, run_id),
+            )
+
+    def update_run(self, run_id: str, epoch: int, *, pivot: dict[str, Any] | None = None,
+                   state: str | None = None, count_irreversible: bool = False) -> Run:
+        """Change the pivot record, the state or the irreversible-before-pivot count (R10)."""
+        with self._tx() as conn:
+            self._check_epoch(conn, run_id, epoch, allow_ended=True)
+            row = conn.execute(
+                "UPDATE saga_runs SET pivot = COALESCE(%s, pivot), state = COALESCE(%s, state),"
+                " irreversible_before_pivot = irreversible_before_pivot + %s,"
+                f" updated_at = now() WHERE run_id = %s RETURNING {_RUN_COLUMNS}",
+                (_json(pivot), state, 1 if count_irreversible else 0, run_id),
+            ).fetchone()
+        assert row is not None
+        return Run(**row)
+
+    def _check_epoch(self, conn: psycopg.Connection[dict[str, Any]], run_id: str, epoch: int,
+                     *, allow_ended: bool = False) -> None:
+        """R12: the writer's epoch must be the run's current one (share lock held to commit)."""
+        row = conn.execute(
+            "SELECT owner_epoch, state FROM saga_runs WHERE run_id = %s FOR SHARE", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+        if row["owner_epoch"] != epoch:
+            raise Fenced(run_id, epoch, row["owner_epoch"])
+        if not allow_ended and row["state"] not in OPEN_STATES:
+            raise RunEnded(f"run {run_id!r} has ended ({row['state']}); no more calls")
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def steps(self, run_id: str, *, newest_first: bool = False) -> list[Step]:
+        order = "DESC" if newest_first else "ASC"
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE run_id = %s ORDER BY step_idx {order}",
+                (run_id,),
+            ).fetchall()
+        return [Step(**r) for r in rows]
+
+    def step(self, run_id: str, step_idx: int) -> Step | None:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE run_id = %s AND step_idx = %s",
+                (run_id, step_idx),
+            ).fetchone()
+        return None if row is None else Step(**row)
+
+    def step_by_key(self, key: str) -> Step | None:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE idempotency_key = %s", (key,)
+            ).fetchone()
+        return None if row is None else Step(**row)
+
+    def newest_step(self, run_id: str) -> Step | None:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE run_id = %s"
+                " ORDER BY step_idx DESC LIMIT 1",
+                (run_id,),
+            ).fetchone()
+        return None if row is None else Step(**row)
+
+    def unsettled(self, limit: int | None = None) -> list[Step]:
+        """Every INTENDED or UNKNOWN row of every run (for reconcile at scale)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE status IN ('INTENDED', 'UNKNOWN')"
+                " ORDER BY run_id, step_idx LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [Step(**r) for r in rows]
+
+    def record_intent(self, run_id: str, epoch: int, step_idx: int, *, tool: str,
+                      tool_class: str, key: str, args: dict[str, Any],
+                      compensation: dict[str, Any] | None, audience: Sequence[str],
+                      after_pivot: bool = False) -> Step | None:
+        """R2: commit the INTENDED row, durably, before the call. The only place it is written.
+
+        Returns None when the step already exists (another writer got there first).
+        """
+        with self._tx() as conn:
+            conn.execute("SET LOCAL synchronous_commit TO on")
+            self._check_epoch(conn, run_id, epoch)
+            row = conn.execute(
+                "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
+                " status, compensation, audience, after_pivot, writer_epoch)"
+                " VALUES (%s, %s, %s, %s, %s, %s, 'INTENDED', %s, %s, %s, %s)"
+                f" ON CONFLICT DO NOTHING RETURNING {_STEP_COLUMNS}",
+                (run_id, step_idx, tool, tool_class, key, _json(args), _json(compensation),
+                 list(audience), after_pivot, epoch),
+            ).fetchone()
+        return None if row is None else Step(**row)
+
+    def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
+                  compensation: dict[str, Any] | None, audience: Sequence[str]) -> Step | None:
+        """R2 again for a NOT_EXECUTED step that runs once more under the same key.
+
+        Returns None if the row is no longer NOT_EXECUTED (another writer moved it)."""
+        with self._tx() as conn:
+            conn.execute("SET LOCAL synchronous_commit TO on")
+            self._check_epoch(conn, run_id, epoch)
+            row = conn.execute(
+                "UPDATE saga_log SET status = 'INTENDED', args = %s, compensation = %s,"
+                " audience = %s, error = NULL, writer_epoch = %s, updated_at = now()"
+                " WHERE run_id = %s AND step_idx = %s AND status = 'NOT_EXECUTED'"
+                f" RETURNING {_STEP_COLUMNS}",
+                (_json(args), _json(compensation), list(audience), epoch, run_id, step_idx),
+            ).fetchone()
+        return None if row is None else Step(**row)
+
+    def record_outcome(self, run_id: str, epoch: int, step_idx: int, status: StepStatus, *,
+                       result: Any = None, external_ref: str | None = None,
+                       error: str | None = None, expect: Sequence[str] = UNSETTLED,
+                       allow_ended: bool = True) -> Step | None:
+        """Move an unsettled row to its outcome. Returns None if it was not in `expect`.
+
+        The commit need not wait for the WAL flush (async outcomes): losing it to a Postgres
+        crash leaves the INTENDED row, which reconcile settles by key (R7)."""
+        with self._tx() as conn:
+            if self.async_outcomes:
+                conn.execute("SET LOCAL synchronous_commit TO off")
+            self._check_epoch(conn, run_id, epoch, allow_ended=allow_ended)
+            row = conn.execute(
+                "UPDATE saga_log SET status = %s, result = COALESCE(%s, result),"
+                " external_ref = COALESCE(%s, external_ref), error = %s, updated_at = now()"
+                " WHERE run_id = %s AND step_idx = %s AND status = ANY(%s)"
+                f" RETURNING {_STEP_COLUMNS}",
+                (status, _json(result), external_ref, error, run_id, step_idx, list(expect)),
+            ).fetchone()
+        return None if row is None else Step(**row)
+
+    def record_compensation(self, run_id: str, epoch: int, step_idx: int, comp_status: str, *,
+                            comp_key: str | None = None, comp_result: Any = None,
+                            compensated: bool = False, error: str | None = None) -> Step:
+        """R8: the compensation's own progress; `compensated=True` marks the row COMPENSATED."""
+        with self._tx() as conn:
+            conn.execute("SET LOCAL synchronous_commit TO on")
+            self._check_epoch(conn, run_id, epoch, allow_ended=True)
+            row = conn.execute(
+                "UPDATE saga_log SET comp_status = %s, comp_key = COALESCE(%s, comp_key),"
+                " comp_result = COALESCE(%s, comp_result),"
+                " status = CASE WHEN %s THEN 'COMPENSATED' ELSE status END,"
+                " error = COALESCE(%s, error), updated_at = now()"
+                f" WHERE run_id = %s AND step_idx = %s RETURNING {_STEP_COLUMNS}",
+                (comp_status, comp_key, _json(comp_result), compensated, error, run_id, step_idx),
+            ).fetchone()
+        assert row is not None
+        return Step(**row)

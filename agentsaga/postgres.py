@@ -1,0 +1,31 @@
+"""Where the saga log lives: a DSN, or an embedded Postgres (the `pgserver` wheel) by default."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from agentsaga.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+
+def embedded_dsn(data_dir: Path) -> str:
+    """Start (or reuse) a private Postgres server in `data_dir` and return its DSN.
+
+    The server is shared by every process that asks for the same directory and keeps running
+    while any of them is alive.
+    """
+    try:
+        import pgserver
+    except ImportError as exc:  # pragma: no cover - pgserver is a declared dependency
+        raise ConfigurationError(
+            "no AGENTSAGA_DSN is set and the embedded Postgres (pgserver) is not installed"
+        ) from exc
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server: Any = pgserver.get_server(data_dir, cleanup_mode=None)  # type: ignore[attr-defined]
+    dsn: str = server.get_uri()
+    log.info("embedded Postgres in %s", data_dir)
+    return dsn

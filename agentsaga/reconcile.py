@@ -1,0 +1,84 @@
+"""Reconcile (R7): before any retry and any compensation, ask the real system by key.
+
+An empty lookup is re-checked once after a pause (search indexes lag); still empty means
+NOT_EXECUTED. A lookup that fails, or a tool that cannot be looked up, leaves the row UNKNOWN:
+only a human can settle it then.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentsaga.errors import UnknownTool
+from agentsaga.log import SagaLog, Step
+from agentsaga.registry import Effect, Registry, as_effect
+
+log = logging.getLogger(__name__)
+
+Finding = Literal["found", "found_on_recheck", "not_found", "lookup_failed", "no_lookup",
+                  "already_settled"]
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    step: Step
+    finding: Finding
+    detail: str = ""
+
+
+@dataclass
+class Reconciler:
+    log: SagaLog
+    registry: Registry
+    recheck_pause_s: float = 2.0
+    sleep: Callable[[float], None] = field(default=time.sleep)
+
+    def settle(self, step: Step, epoch: int) -> Reconciled:
+        """Settle one INTENDED/UNKNOWN row by key: CONFIRMED, NOT_EXECUTED, or left UNKNOWN."""
+        if step.settled:
+            return Reconciled(step, "already_settled")
+        extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
+        try:
+            spec = self.registry.get(step.tool)
+        except UnknownTool:
+            return self._unknown(step, epoch, "no_lookup",
+                                 f"tool {step.tool!r} is not registered in this process")
+        if spec.lookup is None:
+            return self._unknown(step, epoch, "no_lookup",
+                                 f"tool {step.tool!r} declares no lookup; a human must settle it")
+        try:
+            found = as_effect(spec.lookup(step.idempotency_key))
+            finding: Finding = "found"
+            if found is None:
+                log.info("lookup empty, re-checking after %.1fs", self.recheck_pause_s, extra=extra)
+                self.sleep(self.recheck_pause_s)
+                found = as_effect(spec.lookup(step.idempotency_key))
+                finding = "found_on_recheck"
+        except Exception as exc:  # any failure of the lookup leaves the outcome unknown
+            log.warning("lookup failed: %s", exc, extra=extra)
+            return self._unknown(step, epoch, "lookup_failed", f"lookup failed: {exc}")
+        if found is None:
+            return self._settle(step, epoch, None, "not_found")
+        return self._settle(step, epoch, found, finding)
+
+    def _settle(self, step: Step, epoch: int, found: Effect | None, finding: Finding) -> Reconciled:
+        if found is None:
+            updated = self.log.record_outcome(step.run_id, epoch, step.step_idx, "NOT_EXECUTED",
+                                              error="not found by key after re-check")
+        else:
+            updated = self.log.record_outcome(step.run_id, epoch, step.step_idx, "CONFIRMED",
+                                              result=found.result, external_ref=found.ref)
+        if updated is None:  # another writer settled it meanwhile: report what it decided
+            current = self.log.step(step.run_id, step.step_idx)
+            assert current is not None
+            return Reconciled(current, "already_settled")
+        return Reconciled(updated, finding)
+
+    def _unknown(self, step: Step, epoch: int, finding: Finding, detail: str) -> Reconciled:
+        updated = self.log.record_outcome(step.run_id, epoch, step.step_idx, "UNKNOWN",
+                                          error=detail)
+        return Reconciled(updated or step, finding, detail)

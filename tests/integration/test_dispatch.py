@@ -1,0 +1,176 @@
+"""Dispatch on a real Postgres: intent first, run-derived keys, three outcomes, reconcile first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from agentsaga import step_key
+from agentsaga.dispatch import Dispatcher
+from agentsaga.errors import CompensationUnavailable, InvalidArguments, RunEnded
+from agentsaga.log import SagaLog
+from agentsaga.settings import Settings
+from tests import ledger_tools
+from tests.ledger_tools import add_fault, calls, effects
+
+
+@pytest.fixture
+def ledger(pg: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    ledger_tools.setup(pg)
+    monkeypatch.setenv("LEDGER_DSN", pg)
+    return pg
+
+
+@pytest.fixture
+def dispatcher(pg: str, ledger: str) -> Iterator[Dispatcher]:
+    pauses: list[float] = []
+    saga_log = SagaLog(pg, min_size=1, max_size=4).open()
+    d = Dispatcher(saga_log, ledger_tools.build_registry(), Settings(recheck_pause_s=0.01),
+                   sleep=pauses.append)
+    d.pauses = pauses  # type: ignore[attr-defined]
+    yield d
+    saga_log.close()
+
+
+def rows(dsn: str) -> list[tuple[int, str, str, str]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT step_idx, tool, status, idempotency_key FROM saga_log ORDER BY step_idx"
+        ).fetchall()
+
+
+def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Dispatcher,
+                                                                ledger: str) -> None:
+    dispatcher.begin_run("refund-1182")
+    out = dispatcher.dispatch("refund-1182", "create_ticket",
+                              {"summary": "Refund for order 1182", "order_id": "1182"})
+    assert out.outcome == "CONFIRMED"
+    assert out.key == step_key("refund-1182", 0, "create_ticket")
+    assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", out.key)]
+    assert [e["key"] for e in effects(ledger, "ticket")] == [out.key]
+    assert out.external_ref == out.result["id"]
+
+
+def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
+        dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r1")
+    add_fault(ledger, "create_ticket", "unknown_after_commit")
+    first = dispatcher.dispatch("r1", "create_ticket",
+                                {"summary": "Refund for order 1182", "order_id": "1182"})
+    assert first.outcome == "UNKNOWN"
+    assert "do not retry with new arguments" in first.message.lower()
+    retry = dispatcher.dispatch("r1", "create_ticket",
+                                {"summary": "Order #1182 refund", "order_id": "1182"})
+    assert retry.outcome == "CONFIRMED"
+    assert retry.key == first.key and retry.step_idx == first.step_idx == 0
+    tickets = effects(ledger, "ticket")
+    assert len(tickets) == 1
+    assert retry.result["summary"] == "Refund for order 1182"  # the real effect, not the wording
+    assert len(calls(ledger, "create_ticket")) == 2  # one call, one lookup: no second create
+    assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", first.key)]
+
+
+def test_lookup_found_on_recheck_settles_confirmed(dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r2")
+    add_fault(ledger, "create_ticket", "unknown_after_commit")
+    dispatcher.dispatch("r2", "create_ticket", {"summary": "a", "order_id": "1"})
+    add_fault(ledger, "create_ticket", "hide_lookups", times=1)
+    out = dispatcher.dispatch("r2", "create_ticket", {"summary": "b", "order_id": "1"})
+    assert out.outcome == "CONFIRMED"
+    assert dispatcher.pauses == [0.01]  # type: ignore[attr-defined]
+    assert len(effects(ledger, "ticket")) == 1
+
+
+def test_lookup_never_finding_settles_not_executed_and_runs_once_under_same_key(
+        dispatcher: Dispatcher, ledger: str, pg: str) -> None:
+    dispatcher.begin_run("r3")
+    add_fault(ledger, "charge_card", "reject")
+    add_fault(ledger, "charge_card", "unknown_after_commit")
+    first = dispatcher.dispatch("r3", "charge_card", {"customer_id": "c", "amount": 500})
+    assert first.outcome == "FAILED"
+    second = dispatcher.dispatch("r3", "charge_card", {"customer_id": "c", "amount": 500})
+    assert second.outcome == "UNKNOWN" and second.step_idx == 1
+    with psycopg.connect(pg, autocommit=True) as conn:  # the effect vanished (never happened)
+        conn.execute("DELETE FROM ledger")
+    third = dispatcher.dispatch("r3", "charge_card", {"customer_id": "c", "amount": 500})
+    assert third.outcome == "CONFIRMED"
+    assert third.key == second.key and third.step_idx == 1
+    assert [e["key"] for e in effects(ledger, "charge")] == [second.key]
+    assert [r[2] for r in rows(ledger)] == ["FAILED", "CONFIRMED"]
+
+
+def test_failed_lookup_leaves_step_unknown(dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r4")
+    add_fault(ledger, "create_ticket", "unknown_after_commit")
+    dispatcher.dispatch("r4", "create_ticket", {"summary": "a", "order_id": "1"})
+    add_fault(ledger, "create_ticket", "fail_lookups")
+    out = dispatcher.dispatch("r4", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert out.outcome == "UNKNOWN"
+    assert [r[2] for r in rows(ledger)] == ["UNKNOWN"]
+    assert len(effects(ledger, "ticket")) == 1
+
+
+def test_different_tool_while_unknown_is_step_unresolved_and_not_called(
+        dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r5")
+    add_fault(ledger, "create_ticket", "unknown_after_commit")
+    dispatcher.dispatch("r5", "create_ticket", {"summary": "a", "order_id": "1"})
+    out = dispatcher.dispatch("r5", "charge_card", {"customer_id": "c", "amount": 500})
+    assert out.outcome == "STEP_UNRESOLVED"
+    assert "create_ticket" in out.message
+    assert calls(ledger, "charge_card") == []
+    assert [r[1] for r in rows(ledger)] == ["create_ticket"]
+
+
+def test_pure_tools_write_no_rows(dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r6")
+    out = dispatcher.dispatch("r6", "search_orders", {"order_id": "1182"})
+    assert out.outcome == "CONFIRMED" and out.result["order_id"] == "1182"
+    assert out.step_idx == -1
+    assert rows(ledger) == []
+
+
+def test_confirmed_step_is_never_called_again_new_call_is_next_step(
+        dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r7")
+    a = dispatcher.dispatch("r7", "create_ticket", {"summary": "a", "order_id": "1"})
+    b = dispatcher.dispatch("r7", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert (a.step_idx, b.step_idx) == (0, 1) and a.key != b.key
+    assert len(calls(ledger, "create_ticket")) == 2
+
+
+def test_irreversible_tool_needs_approval_and_is_not_called(dispatcher: Dispatcher,
+                                                             ledger: str) -> None:
+    dispatcher.begin_run("r8")
+    out = dispatcher.dispatch("r8", "send_email", {"to": "c@example.com", "body": "hi"})
+    assert out.outcome == "NEEDS_APPROVAL"
+    assert calls(ledger, "send_email") == [] and rows(ledger) == []
+
+
+def test_uncomputable_compensation_refuses_the_call(dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r9")
+    with pytest.raises(CompensationUnavailable, match="charge_card"):
+        dispatcher.dispatch("r9", "charge_card", {"customer_id": "c", "amount": "lots"})
+    assert calls(ledger) == [] and rows(ledger) == []
+
+
+def test_wrong_arguments_are_refused_before_anything_is_written(dispatcher: Dispatcher,
+                                                                 ledger: str) -> None:
+    dispatcher.begin_run("r10")
+    with pytest.raises(InvalidArguments, match="unexpected keyword argument 'colour'"):
+        dispatcher.dispatch("r10", "create_ticket", {"summary": "a", "order_id": "1",
+                                                     "colour": "red"})
+    with pytest.raises(InvalidArguments, match="set by the harness"):
+        dispatcher.dispatch("r10", "create_ticket", {"summary": "a", "order_id": "1",
+                                                     "idempotency_key": "mine"})
+    assert rows(ledger) == [] and calls(ledger) == []
+
+
+def test_ended_run_refuses_calls(dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r11")
+    dispatcher.end_run("r11")
+    with pytest.raises(RunEnded):
+        dispatcher.dispatch("r11", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert rows(ledger) == []

@@ -1,0 +1,71 @@
+"""Real Postgres for the tests: embedded (pgserver) by default, or AGENTSAGA_TEST_DSN.
+
+One server per test session; a template database carries the migrated schema, and every test
+that asks for `pg` gets a fresh database cloned from it (fast, isolated).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from agentsaga import migrations
+from agentsaga.postgres import embedded_dsn
+
+TEMPLATE = "agentsaga_template"
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The admin DSN of the session's Postgres server."""
+    dsn = os.environ.get("AGENTSAGA_TEST_DSN")
+    if dsn:
+        yield dsn
+        return
+    with tempfile.TemporaryDirectory(prefix="agentsaga-pg-") as tmp:
+        import pgserver
+
+        server = pgserver.get_server(Path(tmp), cleanup_mode="stop")  # type: ignore[attr-defined]
+        yield server.get_uri()
+        server.cleanup()
+
+
+def _with_db(dsn: str, dbname: str) -> str:
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: str) -> str:
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
+        conn.execute(f"CREATE DATABASE {TEMPLATE}")
+    with psycopg.connect(_with_db(pg_server, TEMPLATE), autocommit=True) as conn:
+        migrations.migrate(conn)
+    return TEMPLATE
+
+
+@pytest.fixture
+def pg(pg_server: str, pg_template: str) -> Iterator[str]:
+    """DSN of a fresh, migrated database for this test."""
+    name = f"t_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {pg_template}")
+    yield _with_db(pg_server, name)
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def embedded_pg_dsn() -> str:
+    """For code paths that must start the product's own embedded Postgres."""
+    return embedded_dsn(Path(tempfile.mkdtemp(prefix="agentsaga-embedded-")))
