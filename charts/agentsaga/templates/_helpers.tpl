@@ -1,0 +1,152 @@
+{{/* Names ---------------------------------------------------------------------------------- */}}
+
+{{- define "agentsaga.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "agentsaga.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "agentsaga.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "agentsaga.operatorName" -}}
+{{- printf "%s-operator" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "agentsaga.operatorServiceAccount" -}}
+{{- default (include "agentsaga.operatorName" .) .Values.operator.serviceAccount.name }}
+{{- end }}
+
+{{- define "agentsaga.webhookName" -}}
+{{- printf "%s-webhook" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "agentsaga.sidecarServiceAccount" -}}
+{{- .Values.sidecar.serviceAccount.name }}
+{{- end }}
+
+{{- define "agentsaga.connectorsConfigMap" -}}
+{{- printf "%s-connectors" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "agentsaga.sidecarTemplateConfigMap" -}}
+{{- printf "%s-sidecar-template" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The namespaces where agent pods (and so sidecars and reconcile/unwind Jobs) run. */}}
+{{- define "agentsaga.sidecarNamespaces" -}}
+{{- $namespaces := .Values.sidecar.namespaces | default (list .Release.Namespace) }}
+{{- toJson (uniq $namespaces) }}
+{{- end }}
+
+{{/* Labels (https://helm.sh/docs/chart_best_practices/labels/) -------------------------------- */}}
+
+{{- define "agentsaga.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "agentsaga.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "agentsaga.labels" -}}
+{{ include "agentsaga.selectorLabels" . }}
+helm.sh/chart: {{ include "agentsaga.chart" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: agentsaga
+{{- end }}
+
+{{/* Images ------------------------------------------------------------------------------------ */}}
+
+{{- define "agentsaga.image" -}}
+{{- printf "%s:%s" .repository (.tag | default $.appVersion) }}
+{{- end }}
+
+{{- define "agentsaga.operatorImage" -}}
+{{- include "agentsaga.image" (merge (dict "appVersion" .Chart.AppVersion) .Values.operator.image) }}
+{{- end }}
+
+{{- define "agentsaga.sidecarImage" -}}
+{{- include "agentsaga.image" (merge (dict "appVersion" .Chart.AppVersion) .Values.sidecar.image) }}
+{{- end }}
+
+{{/* Security ---------------------------------------------------------------------------------- */}}
+
+{{- define "agentsaga.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Environment shared by the operator and the sidecar ----------------------------------------- */}}
+
+{{- define "agentsaga.dsnEnv" -}}
+- name: AGENTSAGA_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "postgres.existingSecret is required: the name of a Secret holding the Postgres DSN" .Values.postgres.existingSecret }}
+      key: {{ .Values.postgres.secretKey }}
+{{- end }}
+
+{{/* OpenTelemetry: the standard OTEL_* variables. Call with (dict "root" $ "component" "operator"). */}}
+{{- define "agentsaga.otelEnv" -}}
+{{- $otel := .root.Values.otel }}
+- name: OTEL_SERVICE_NAME
+  value: {{ index $otel.serviceName .component | quote }}
+{{- if $otel.enabled }}
+- name: OTEL_TRACES_EXPORTER
+  value: otlp
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ required "otel.endpoint is required when otel.enabled is true" $otel.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $otel.protocol | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $otel.tracesSampler | quote }}
+{{- if $otel.tracesSamplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $otel.tracesSamplerArg | quote }}
+{{- end }}
+{{- $attributes := list (printf "k8s.namespace.name=$(AGENTSAGA_POD_NAMESPACE)") (printf "k8s.pod.name=$(AGENTSAGA_POD_NAME)") }}
+{{- range $key := keys $otel.resourceAttributes | sortAlpha }}
+{{- $attributes = append $attributes (printf "%s=%s" $key (index $otel.resourceAttributes $key)) }}
+{{- end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attributes | quote }}
+{{- else }}
+- name: OTEL_SDK_DISABLED
+  value: "true"
+- name: OTEL_TRACES_EXPORTER
+  value: none
+{{- end }}
+{{- end }}
+
+{{- define "agentsaga.podEnv" -}}
+- name: AGENTSAGA_POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: AGENTSAGA_POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: AGENTSAGA_POD_UID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.uid
+{{- end }}

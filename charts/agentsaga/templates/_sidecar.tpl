@@ -1,0 +1,145 @@
+{{/*
+The sidecar container, in one place. Three consumers render the very same container:
+  - the ConfigMap <fullname>-sidecar-template (sidecar.json) that the operator's mutating webhook
+    reads through AGENTSAGA_SIDECAR_TEMPLATE,
+  - the manual alternative for clusters without webhooks: `agentsaga.sidecar` (an initContainers
+    entry) and `agentsaga.sidecarVolumes` (volumes entries), included from an application chart
+    that depends on this one:
+        initContainers:
+          {{- include "agentsaga.sidecar" (index .Subcharts "agentsaga") | nindent 10 }}
+        volumes:
+          {{- include "agentsaga.sidecarVolumes" (index .Subcharts "agentsaga") | nindent 10 }}
+*/}}
+
+{{/* Connector credentials mounted as files: JSON list of {volume, secret, key, dir, env}. */}}
+{{- define "agentsaga.connectorFiles" -}}
+{{- $c := .Values.connectors }}
+{{- $files := list }}
+{{- $candidates := list
+  (dict "connector" "stripe" "ref" $c.stripe.apiKeySecret "env" "AGENTSAGA_STRIPE_API_KEY_FILE")
+  (dict "connector" "jira" "ref" $c.jira.tokenSecret "env" "AGENTSAGA_JIRA_TOKEN_FILE")
+  (dict "connector" "zendesk" "ref" $c.zendesk.tokenSecret "env" "AGENTSAGA_ZENDESK_TOKEN_FILE")
+  (dict "connector" "email" "ref" $c.email.apiKeySecret "env" "AGENTSAGA_EMAIL_API_KEY_FILE") }}
+{{- range $candidates }}
+{{- if .ref.name }}
+{{- $files = append $files (dict "volume" (printf "agentsaga-%s-credentials" .connector) "secret" .ref.name "key" .ref.key "dir" (printf "/var/run/secrets/agentsaga/%s" .connector) "env" .env) }}
+{{- end }}
+{{- end }}
+{{- toJson $files }}
+{{- end }}
+
+{{/* Connector endpoints (non-secret): the data of the connectors ConfigMap, as YAML. */}}
+{{- define "agentsaga.connectorEndpoints" -}}
+{{- $c := .Values.connectors }}
+{{- $data := dict
+  "AGENTSAGA_STRIPE_API_BASE" $c.stripe.apiBase
+  "AGENTSAGA_JIRA_URL" $c.jira.url
+  "AGENTSAGA_JIRA_EMAIL" $c.jira.email
+  "AGENTSAGA_JIRA_PROJECT" $c.jira.project
+  "AGENTSAGA_ZENDESK_URL" $c.zendesk.url
+  "AGENTSAGA_ZENDESK_EMAIL" $c.zendesk.email
+  "AGENTSAGA_EMAIL_URL" $c.email.url
+  "AGENTSAGA_EMAIL_FROM" $c.email.from }}
+{{- range $key := keys $data | sortAlpha }}
+{{- with index $data $key }}
+{{ $key }}: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "agentsaga.sidecarProbeHandler" -}}
+{{- $probe := .Values.sidecar.probe }}
+{{- $port := regexFind "[0-9]+$" .Values.sidecar.listen | int }}
+{{- if eq $probe.type "grpc" }}
+{{- if regexMatch "^(127\\.|localhost:|\\[::1\\]:)" .Values.sidecar.listen }}
+{{- fail "sidecar.probe.type=grpc needs a sidecar.listen address the kubelet can reach (it dials the pod IP), not loopback; use sidecar.probe.type=exec" }}
+{{- end }}
+grpc:
+  port: {{ $port }}
+{{- else }}
+exec:
+  command:
+    - python
+    - -c
+    - >-
+      import sys, grpc;
+      from grpc_health.v1 import health_pb2 as h, health_pb2_grpc as g;
+      r = g.HealthStub(grpc.insecure_channel(sys.argv[1])).Check(h.HealthCheckRequest(), timeout=float(sys.argv[2]));
+      sys.exit(0 if r.status == h.HealthCheckResponse.SERVING else 1)
+    - {{ .Values.sidecar.listen | quote }}
+    - {{ sub $probe.timeoutSeconds 1 | max 1 | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The container (a map). */}}
+{{- define "agentsaga.sidecarContainer" -}}
+{{- $files := include "agentsaga.connectorFiles" . | fromJsonArray }}
+{{- $probe := .Values.sidecar.probe }}
+name: agentsaga-sidecar
+image: {{ include "agentsaga.sidecarImage" . }}
+imagePullPolicy: {{ .Values.sidecar.image.pullPolicy }}
+args: [sidecar]
+# a native sidecar: an init container that keeps running next to the app containers
+restartPolicy: Always
+env:
+  {{- include "agentsaga.podEnv" . | nindent 2 }}
+  {{- include "agentsaga.dsnEnv" . | nindent 2 }}
+  - name: AGENTSAGA_TOOLS
+    value: {{ join "," .Values.sidecar.tools | quote }}
+  - name: AGENTSAGA_LISTEN
+    value: {{ .Values.sidecar.listen | quote }}
+  {{- range $files }}
+  - name: {{ .env }}
+    value: {{ printf "%s/%s" .dir .key | quote }}
+  {{- end }}
+  {{- include "agentsaga.otelEnv" (dict "root" . "component" "sidecar") | nindent 2 }}
+  {{- with .Values.sidecar.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+envFrom:
+  - configMapRef:
+      name: {{ include "agentsaga.connectorsConfigMap" . }}
+startupProbe:
+  {{- include "agentsaga.sidecarProbeHandler" . | nindent 2 }}
+  periodSeconds: 2
+  timeoutSeconds: {{ $probe.timeoutSeconds }}
+  failureThreshold: {{ div $probe.startupSeconds 2 | max 1 }}
+readinessProbe:
+  {{- include "agentsaga.sidecarProbeHandler" . | nindent 2 }}
+  periodSeconds: {{ $probe.periodSeconds }}
+  timeoutSeconds: {{ $probe.timeoutSeconds }}
+  failureThreshold: {{ $probe.failureThreshold }}
+resources:
+  {{- toYaml .Values.sidecar.resources | nindent 2 }}
+securityContext:
+  {{- include "agentsaga.containerSecurityContext" . | nindent 2 }}
+volumeMounts:
+  - name: agentsaga-sidecar-tmp
+    mountPath: /tmp
+  {{- range $files }}
+  - name: {{ .volume }}
+    mountPath: {{ .dir }}
+    readOnly: true
+  {{- end }}
+{{- end }}
+
+{{/* The volumes the container needs (a list). */}}
+{{- define "agentsaga.sidecarVolumes" -}}
+- name: agentsaga-sidecar-tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- range include "agentsaga.connectorFiles" . | fromJsonArray }}
+- name: {{ .volume }}
+  secret:
+    secretName: {{ .secret }}
+    defaultMode: 0444
+    items:
+      - key: {{ .key }}
+        path: {{ .key }}
+{{- end }}
+{{- end }}
+
+{{/* The manual alternative: one initContainers entry. */}}
+{{- define "agentsaga.sidecar" -}}
+- {{ include "agentsaga.sidecarContainer" . | nindent 2 | trim }}
+{{- end }}
