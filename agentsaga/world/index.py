@@ -1,0 +1,69 @@
+"""The world's shared settings and the lagging search index.
+
+Real search indexes (Stripe search, Jira JQL, Zendesk search, provider send logs) see a write some
+time after it happened. `LaggedIndex` keeps every version of every document with the time it was
+written; a search sees, for each document, the newest version older than the current lag. The lag is
+read at query time, so changing it takes effect at once, also for earlier writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class WorldConfig:
+    """Knobs shared by the stand-ins; changed at run time (`World`, `POST /_world/config`)."""
+
+    search_lag: float = 0.0
+    """Seconds before a write becomes visible to search endpoints (Stripe search, Jira JQL, ...)."""
+    search_rate: float = 20.0
+    """Stripe search requests allowed per second (all search endpoints together); beyond: 429."""
+
+
+@dataclass
+class LaggedIndex:
+    """Versions of documents by id, each visible `config.search_lag` seconds after its write."""
+
+    config: WorldConfig
+    _versions: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)
+
+    def put(self, doc_id: str, doc: dict[str, Any]) -> None:
+        """Record a new version of a document (a deep copy: later changes do not leak in)."""
+        self._versions.setdefault(doc_id, []).append((time.monotonic(), copy.deepcopy(doc)))
+
+    def visible(self, always: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+        """The newest visible version of each document, in first-write order.
+
+        Ids in `always` are read through to their newest version (Jira's `reconcileIssues`)."""
+        horizon = time.monotonic() - self.config.search_lag
+        out: list[dict[str, Any]] = []
+        for doc_id, versions in self._versions.items():
+            if doc_id in always:
+                out.append(versions[-1][1])
+                continue
+            seen = [doc for written, doc in versions if written <= horizon]
+            if seen:
+                out.append(seen[-1])
+        return out
+
+
+@dataclass
+class RateLimiter:
+    """At most `config.search_rate` events in any one-second window."""
+
+    config: WorldConfig
+    _events: deque[float] = field(default_factory=deque)
+
+    def allow(self) -> bool:
+        now = time.monotonic()
+        while self._events and self._events[0] <= now - 1.0:
+            self._events.popleft()
+        if len(self._events) >= self.config.search_rate:
+            return False
+        self._events.append(now)
+        return True

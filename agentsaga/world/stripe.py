@@ -1,0 +1,435 @@
+"""Stripe stand-in: PaymentIntents (manual capture, cancel, search), Refunds, Stripe's idempotency.
+
+Served under `/v1/`; point the official SDK at it with
+`stripe.StripeClient("sk_test_x", base_addresses={"api": world.url})`. Requests are
+form-encoded with bracket keys, as the SDK sends them; answers carry `"object"` and the
+non-optional fields the SDK's typed objects need. Payment methods are not modelled: any `pm_...`
+authorises, except ids containing `declined` (`pm_card_chargeDeclined`): 402 `card_declined`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+from agentsaga.world.idempotency import IdempotencyPolicy, Route, uncached
+from agentsaga.world.index import LaggedIndex, RateLimiter, WorldConfig
+from agentsaga.world.stripe_query import QueryError, parse_form, parse_search
+
+Obj = dict[str, Any]
+Params = dict[str, Any]
+Endpoint = Callable[[Params, web.Request], Obj]
+
+
+class StripeError(Exception):
+    """An error answer in Stripe's shape; `cache=False` for errors raised before execution."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        cache: bool = False,
+        extra: Obj | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.cache = status, cache
+        self.body: Obj = {"type": type, "message": message, **(extra or {})}
+        if code:
+            self.body["code"] = code
+            self.body["doc_url"] = f"https://docs.stripe.com/error-codes/{code.replace('_', '-')}"
+        if param:
+            self.body["param"] = param
+
+
+def _json(status: int, body: Obj) -> web.Response:
+    response = web.json_response(body, status=status)
+    response.headers["Request-Id"] = "req_" + secrets.token_hex(7)
+    return response
+
+
+def _policy_error(status: int, body: Obj) -> web.Response:
+    return uncached(_json(status, {"error": body}))
+
+
+STRIPE_POLICY = IdempotencyPolicy(
+    name="stripe",
+    mismatch=lambda key: _policy_error(400, {
+        "type": "idempotency_error",
+        "message": "Keys for idempotent requests can only be used with the same parameters they "
+        f"were first used with. Try using a key other than '{key}' if you meant to execute a "
+        "different request.",
+    }),
+    in_flight=lambda key: _policy_error(409, {
+        "type": "invalid_request_error",
+        "code": "idempotency_key_in_use",
+        "message": "There is currently another in-progress request using this Idempotent Key "
+        "(that probably means you submitted twice, and the other request is still going "
+        f"through): {key}. Please try again later.",
+    }),
+    invalid_key=lambda key: _policy_error(400, {
+        "type": "invalid_request_error",
+        "message": "Invalid idempotency key: keys can be at most 255 characters long.",
+    }),
+    headers=lambda key, replayed: (
+        {"Idempotency-Key": key, "Idempotent-Replayed": "true"}
+        if replayed else {"Idempotency-Key": key}
+    ),
+)
+
+_CANCELABLE = ("requires_payment_method", "requires_capture", "requires_confirmation",
+               "requires_action", "processing")
+
+
+def _int(params: Params, name: str, *, required: bool = False) -> int | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise StripeError(400, f"Missing required param: {name}.", code="parameter_missing",
+                              param=name)
+        return None
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise StripeError(400, f"Invalid integer: {raw}", code="parameter_invalid_integer",
+                          param=name) from None
+
+
+def _metadata(params: Params) -> dict[str, str]:
+    raw = params.get("metadata") or {}
+    if not isinstance(raw, dict):
+        raise StripeError(400, "Invalid metadata: must be an object.", param="metadata")
+    if len(raw) > 50 or any(len(k) > 40 or len(str(v)) > 500 for k, v in raw.items()):
+        raise StripeError(400, "Invalid metadata: at most 50 keys, keys up to 40 characters and "
+                          "values up to 500 characters.", param="metadata")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _true(params: Params, name: str) -> bool:
+    return str(params.get(name, "")).lower() == "true"
+
+
+class StripeStandIn:
+    """The state and routes of the Stripe stand-in."""
+
+    def __init__(self, config: WorldConfig) -> None:
+        self.config = config
+        self.reset()
+
+    def reset(self) -> None:
+        self.intents: dict[str, Obj] = {}
+        self.refunds: dict[str, Obj] = {}
+        self.refunded: dict[str, int] = {}
+        self.keys: dict[str, list[str]] = {}
+        self.charges: dict[str, str] = {}  # charge id -> payment intent id
+        self.index = LaggedIndex(self.config)
+        self.search_limiter = RateLimiter(self.config)
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def routes(self) -> list[Route]:
+        def api(method: str, path: str, fn: Endpoint) -> Route:
+            async def handler(request: web.Request) -> web.Response:
+                return await self._answer(request, fn)
+            return Route(method, path, handler, STRIPE_POLICY if method == "POST" else None)
+
+        pi = "/v1/payment_intents"
+        return [
+            api("POST", pi, self.create_intent),
+            api("GET", pi, self.list_intents),
+            api("GET", f"{pi}/search", self.search_intents),
+            api("GET", pi + "/{id}", self.retrieve_intent),
+            api("POST", pi + "/{id}", self.update_intent),
+            api("POST", pi + "/{id}/confirm", self.confirm_intent),
+            api("POST", pi + "/{id}/capture", self.capture_intent),
+            api("POST", pi + "/{id}/cancel", self.cancel_intent),
+            api("POST", "/v1/refunds", self.create_refund),
+            api("GET", "/v1/refunds", self.list_refunds),
+            api("GET", "/v1/refunds/{id}", self.retrieve_refund),
+        ]
+
+    async def _answer(self, request: web.Request, fn: Endpoint) -> web.Response:
+        auth = request.headers.get("Authorization", "")
+        if not auth.startswith("Bearer sk_") and not auth.startswith("Bearer rk_"):
+            return _policy_error(401, {
+                "type": "invalid_request_error",
+                "message": "You did not provide an API key. You need to provide your API key in "
+                "the Authorization header, using Bearer auth.",
+            })
+        pairs = list(request.query.items())
+        if request.method == "POST":
+            pairs = parse_qsl((await request.read()).decode(), keep_blank_values=True)
+        try:
+            obj = fn(parse_form(pairs), request)
+        except StripeError as exc:
+            response = _json(exc.status, {"error": exc.body})
+            return response if exc.cache else uncached(response)
+        except ValueError as exc:
+            return _policy_error(400, {"type": "invalid_request_error", "message": str(exc)})
+        return _json(200, obj)
+
+    def _save(self, pi: Obj, request: web.Request) -> Obj:
+        self.intents[pi["id"]] = pi
+        key = request.headers.get("Idempotency-Key")
+        if key and key not in self.keys.setdefault(pi["id"], []):
+            self.keys[pi["id"]].append(key)
+        self.index.put(pi["id"], pi)
+        return pi
+
+    def _intent(self, request: web.Request) -> Obj:
+        pi_id = request.match_info["id"]
+        if pi_id not in self.intents:
+            raise StripeError(404, f"No such payment_intent: '{pi_id}'", code="resource_missing",
+                              param="intent")
+        return self.intents[pi_id]
+
+    def _unexpected(self, pi: Obj, action: str) -> StripeError:
+        return StripeError(
+            400,
+            f"This PaymentIntent's {action} could not be completed because it has a status of "
+            f"{pi['status']}.",
+            code="payment_intent_unexpected_state", cache=True, extra={"payment_intent": pi},
+        )
+
+    # --- PaymentIntents ---------------------------------------------------------------------------
+
+    def create_intent(self, params: Params, request: web.Request) -> Obj:
+        amount = _int(params, "amount", required=True)
+        assert amount is not None
+        if amount < 50 or amount > 99_999_999:
+            raise StripeError(400, "Amount must be at least 50 cents and at most 8 digits.",
+                              code="amount_too_small" if amount < 50 else "amount_too_large",
+                              param="amount")
+        currency = str(params.get("currency") or "")
+        if not currency:
+            raise StripeError(400, "Missing required param: currency.", code="parameter_missing",
+                              param="currency")
+        if len(currency) != 3 or not currency.isalpha():
+            raise StripeError(400, f"Invalid currency: {currency}.", param="currency")
+        capture = str(params.get("capture_method") or "automatic")
+        if capture not in ("automatic", "automatic_async", "manual"):
+            raise StripeError(400, f"Invalid capture_method: {capture}.", param="capture_method")
+        pi_id = "pi_" + secrets.token_hex(12)
+        pm = params.get("payment_method") or None
+        pi: Obj = {
+            "id": pi_id, "object": "payment_intent", "amount": amount, "amount_capturable": 0,
+            "amount_received": 0, "application": None, "application_fee_amount": None,
+            "automatic_payment_methods": None, "canceled_at": None, "cancellation_reason": None,
+            "capture_method": capture, "client_secret": f"{pi_id}_secret_{secrets.token_hex(8)}",
+            "confirmation_method": "automatic", "created": int(time.time()),
+            "currency": currency.lower(), "customer": params.get("customer") or None,
+            "description": params.get("description") or None, "last_payment_error": None,
+            "latest_charge": None, "livemode": False, "metadata": _metadata(params),
+            "next_action": None, "on_behalf_of": None, "payment_method": pm,
+            "payment_method_types": ["card"], "processing": None, "receipt_email": None,
+            "review": None, "setup_future_usage": None, "shipping": None,
+            "statement_descriptor": None, "status": "requires_payment_method",
+            "transfer_data": None, "transfer_group": None,
+        }
+        if pm:
+            pi["status"] = "requires_confirmation"
+        if _true(params, "confirm"):
+            if not pm:
+                raise StripeError(400, "You cannot confirm this PaymentIntent because it's "
+                                  "missing a payment method.", param="payment_method",
+                                  code="payment_intent_unexpected_state")
+            return self._confirm(pi, request)
+        return self._save(pi, request)
+
+    def _confirm(self, pi: Obj, request: web.Request) -> Obj:
+        if "declined" in str(pi["payment_method"]).lower():
+            pi["status"] = "requires_payment_method"
+            pi["last_payment_error"] = {"type": "card_error", "code": "card_declined",
+                                        "decline_code": "generic_decline",
+                                        "message": "Your card was declined."}
+            self._save(pi, request)
+            raise StripeError(402, "Your card was declined.", type="card_error",
+                              code="card_declined", cache=True,
+                              extra={"decline_code": "generic_decline", "payment_intent": pi})
+        charge = "ch_" + secrets.token_hex(12)
+        self.charges[charge] = pi["id"]
+        pi["latest_charge"] = charge
+        if pi["capture_method"] == "manual":
+            pi["status"], pi["amount_capturable"] = "requires_capture", pi["amount"]
+        else:
+            pi["status"], pi["amount_received"] = "succeeded", pi["amount"]
+        return self._save(pi, request)
+
+    def confirm_intent(self, params: Params, request: web.Request) -> Obj:
+        pi = self._intent(request)
+        if pi["status"] not in ("requires_payment_method", "requires_confirmation"):
+            raise self._unexpected(pi, "confirm")
+        if params.get("payment_method"):
+            pi["payment_method"] = params["payment_method"]
+        if not pi["payment_method"]:
+            raise StripeError(400, "You cannot confirm this PaymentIntent because it's missing a "
+                              "payment method.", code="payment_intent_unexpected_state", cache=True)
+        return self._confirm(pi, request)
+
+    def capture_intent(self, params: Params, request: web.Request) -> Obj:
+        pi = self._intent(request)
+        if pi["status"] != "requires_capture":
+            raise self._unexpected(pi, "capture")
+        amount = _int(params, "amount_to_capture")
+        amount = pi["amount_capturable"] if amount is None else amount
+        if amount <= 0 or amount > pi["amount_capturable"]:
+            raise StripeError(400, "The amount to capture must be positive and at most the "
+                              f"amount capturable ({pi['amount_capturable']}).",
+                              code="amount_too_large", param="amount_to_capture")
+        pi.update(status="succeeded", amount_received=amount, amount_capturable=0)
+        pi["metadata"].update(_metadata(params))
+        return self._save(pi, request)
+
+    def cancel_intent(self, params: Params, request: web.Request) -> Obj:
+        pi = self._intent(request)
+        if pi["status"] not in _CANCELABLE:
+            raise self._unexpected(pi, "cancel")
+        reason = params.get("cancellation_reason") or None
+        if reason not in (None, "duplicate", "fraudulent", "requested_by_customer", "abandoned"):
+            raise StripeError(400, f"Invalid cancellation_reason: {reason}.",
+                              param="cancellation_reason")
+        pi.update(status="canceled", amount_capturable=0, canceled_at=int(time.time()),
+                  cancellation_reason=reason)
+        return self._save(pi, request)
+
+    def update_intent(self, params: Params, request: web.Request) -> Obj:
+        pi = self._intent(request)
+        for name, value in _metadata(params).items():
+            if value == "":
+                pi["metadata"].pop(name, None)
+            else:
+                pi["metadata"][name] = value
+        if "description" in params:
+            pi["description"] = params["description"] or None
+        return self._save(pi, request)
+
+    def retrieve_intent(self, params: Params, request: web.Request) -> Obj:
+        return self._intent(request)
+
+    def list_intents(self, params: Params, request: web.Request) -> Obj:
+        rows = list(reversed(self.intents.values()))
+        if params.get("customer"):
+            rows = [pi for pi in rows if pi["customer"] == params["customer"]]
+        created = params.get("created")
+        if isinstance(created, dict):
+            ops = {"gt": int.__gt__, "gte": int.__ge__, "lt": int.__lt__, "lte": int.__le__}
+            for op, bound in created.items():
+                if op not in ops:
+                    raise StripeError(400, f"Invalid created[{op}].", param=f"created[{op}]")
+                rows = [pi for pi in rows if ops[op](pi["created"], int(bound))]
+        elif created:
+            rows = [pi for pi in rows if pi["created"] == int(created)]
+        if params.get("starting_after"):
+            ids = [pi["id"] for pi in rows]
+            after = params["starting_after"]
+            rows = rows[ids.index(after) + 1:] if after in ids else []
+        return self._page(rows, params, "/v1/payment_intents")
+
+    def _page(self, rows: list[Obj], params: Params, url: str) -> Obj:
+        limit = _int(params, "limit") or 10
+        if not 1 <= limit <= 100:
+            raise StripeError(400, "Invalid limit: must be between 1 and 100.", param="limit")
+        return {"object": "list", "url": url, "has_more": len(rows) > limit, "data": rows[:limit]}
+
+    def search_intents(self, params: Params, request: web.Request) -> Obj:
+        if not self.search_limiter.allow():
+            raise StripeError(429, "Too many requests hit the API too quickly (search is limited "
+                              f"to {self.config.search_rate:g} requests per second).",
+                              code="rate_limit")
+        try:
+            query = parse_search(str(params.get("query") or ""))
+        except QueryError as exc:
+            raise StripeError(400, str(exc), param="query") from None
+        rows = [pi for pi in reversed(self.index.visible()) if query.test(pi)]
+        limit = _int(params, "limit") or 10
+        if not 1 <= limit <= 100:
+            raise StripeError(400, "Invalid limit: must be between 1 and 100.", param="limit")
+        start = int(params["page"]) if str(params.get("page") or "").isdigit() else 0
+        chunk, more = rows[start:start + limit], len(rows) > start + limit
+        result: Obj = {"object": "search_result", "url": "/v1/payment_intents/search",
+                       "has_more": more, "next_page": str(start + limit) if more else None,
+                       "data": chunk}
+        if "total_count" in (params.get("expand") or []):
+            result["total_count"] = len(rows)
+        return result
+
+    # --- Refunds ---------------------------------------------------------------------------------
+
+    def create_refund(self, params: Params, request: web.Request) -> Obj:
+        pi_id = params.get("payment_intent") or self.charges.get(str(params.get("charge") or ""))
+        if not pi_id:
+            raise StripeError(400, "One of the following params should be provided for this "
+                              "request: payment_intent or charge.", code="parameter_missing")
+        if pi_id not in self.intents:
+            raise StripeError(404, f"No such payment_intent: '{pi_id}'", code="resource_missing",
+                              param="payment_intent")
+        pi = self.intents[pi_id]
+        if pi["status"] != "succeeded":
+            raise StripeError(400, f"This PaymentIntent ({pi_id}) does not have a successful "
+                              f"charge to refund (status {pi['status']}).",
+                              code="payment_intent_unexpected_state", cache=True)
+        remaining = pi["amount_received"] - self.refunded.get(pi_id, 0)
+        amount = _int(params, "amount")
+        amount = remaining if amount is None else amount
+        if remaining <= 0:
+            raise StripeError(400, f"Charge {pi['latest_charge']} has already been refunded.",
+                              code="charge_already_refunded", cache=True)
+        if amount <= 0 or amount > remaining:
+            raise StripeError(400, f"Refund amount ({amount}) is greater than unrefunded amount "
+                              f"on charge ({remaining}).", code="amount_too_large",
+                              param="amount", cache=True)
+        reason = params.get("reason") or None
+        if reason not in (None, "duplicate", "fraudulent", "requested_by_customer"):
+            raise StripeError(400, f"Invalid reason: {reason}.", param="reason")
+        refund: Obj = {
+            "id": "re_" + secrets.token_hex(12), "object": "refund", "amount": amount,
+            "balance_transaction": None, "charge": pi["latest_charge"],
+            "created": int(time.time()), "currency": pi["currency"], "description": None,
+            "failure_reason": None, "metadata": _metadata(params), "payment_intent": pi_id,
+            "reason": reason, "receipt_number": None, "source_transfer_reversal": None,
+            "status": "succeeded", "transfer_reversal": None,
+            "idempotency_key": request.headers.get("Idempotency-Key"),
+        }
+        self.refunded[pi_id] = self.refunded.get(pi_id, 0) + amount
+        self.refunds[refund["id"]] = refund
+        return {k: v for k, v in refund.items() if k != "idempotency_key"}
+
+    def retrieve_refund(self, params: Params, request: web.Request) -> Obj:
+        refund = self.refunds.get(request.match_info["id"])
+        if refund is None:
+            raise StripeError(404, f"No such refund: '{request.match_info['id']}'",
+                              code="resource_missing", param="id")
+        return {k: v for k, v in refund.items() if k != "idempotency_key"}
+
+    def list_refunds(self, params: Params, request: web.Request) -> Obj:
+        rows = [{k: v for k, v in r.items() if k != "idempotency_key"}
+                for r in reversed(self.refunds.values())]
+        if params.get("payment_intent"):
+            rows = [r for r in rows if r["payment_intent"] == params["payment_intent"]]
+        return self._page(rows, params, "/v1/refunds")
+
+    # --- ground truth ----------------------------------------------------------------------------
+
+    def truth(self) -> dict[str, list[Obj]]:
+        intents = [
+            {"id": pi["id"], "status": pi["status"], "amount": pi["amount"],
+             "currency": pi["currency"], "customer": pi["customer"],
+             "amount_capturable": pi["amount_capturable"],
+             "amount_received": pi["amount_received"],
+             "amount_refunded": self.refunded.get(pi["id"], 0),
+             "metadata": dict(pi["metadata"]),
+             "idempotency_keys": list(self.keys.get(pi["id"], [])),
+             "created": pi["created"]}
+            for pi in self.intents.values()
+        ]
+        refunds = [json.loads(json.dumps(r)) for r in self.refunds.values()]
+        return {"payment_intents": intents, "refunds": refunds}
