@@ -1,0 +1,430 @@
+"""Objects, resourceVersions, generations, finalizers and the watch event history.
+
+Everything here runs on the server's event loop thread; the thread-side API goes through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import secrets
+import string
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import errors, patch
+from .errors import ApiError
+from .resources import CRD_GROUP, CRD_PLURAL, Registry, ResourceType
+from .selectors import Predicate
+
+Obj = dict[str, Any]
+StoreKey = tuple[str, str]  # (group, plural)
+ObjKey = tuple[str, str]  # (namespace or "", name)
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    key: StoreKey
+    obj: Obj
+
+
+@dataclass(eq=False)
+class Watcher:
+    key: StoreKey
+    queue: asyncio.Queue[WatchEvent | None] = field(default_factory=asyncio.Queue)
+
+
+def apply_defaults(schema: dict[str, Any] | None, node: Any) -> None:
+    """Fill `default:` values of absent properties, recursively (structural schemas only)."""
+    if not schema or not isinstance(node, dict):
+        if schema and isinstance(node, list) and isinstance(schema.get("items"), dict):
+            for item in node:
+                apply_defaults(schema["items"], item)
+        return
+    for name, sub in (schema.get("properties") or {}).items():
+        if name not in node and "default" in sub:
+            node[name] = copy.deepcopy(sub["default"])
+        if name in node:
+            apply_defaults(sub, node[name])
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        known = schema.get("properties") or {}
+        for name, value in node.items():
+            if name not in known:
+                apply_defaults(extra, value)
+
+
+def _spec_part(obj: Obj, rt: ResourceType) -> Obj:
+    """What counts for metadata.generation: all but metadata (and status, if a subresource)."""
+    skip = {"metadata", "status"} if rt.has_status else {"metadata"}
+    return {k: v for k, v in obj.items() if k not in skip}
+
+
+def _comparable(obj: Obj) -> Obj:
+    out = copy.deepcopy(obj)
+    out.get("metadata", {}).pop("resourceVersion", None)
+    return out
+
+
+class Store:
+    def __init__(self, registry: Registry, history_limit: int = 5000) -> None:
+        self.registry = registry
+        self.objects: dict[StoreKey, dict[ObjKey, Obj]] = {}
+        self.rv = 1000
+        self.history: deque[WatchEvent] = deque()
+        self.history_limit = history_limit
+        self.compacted_rv = self.rv  # a watch may resume from any RV >= this
+        self.watchers: set[Watcher] = set()
+        self.listeners: list[Callable[[], None]] = []
+        self.evictions_blocked = False
+        self.graceful_pod_deletion = False
+        ns_type = self.registry.find("", "v1", "namespaces")
+        assert ns_type is not None
+        for name in DEFAULT_NAMESPACES:
+            self.create(ns_type, None, {"metadata": {"name": name}})
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def _next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    def _emit(self, rt: ResourceType, type_: str, obj: Obj) -> None:
+        event = WatchEvent(int(obj["metadata"]["resourceVersion"]), type_, rt.key,
+                           copy.deepcopy(obj))
+        self.history.append(event)
+        while len(self.history) > self.history_limit:
+            self.compacted_rv = self.history.popleft().rv
+        for watcher in list(self.watchers):
+            if watcher.key == rt.key:
+                watcher.queue.put_nowait(event)
+        for listener in list(self.listeners):
+            listener()
+
+    def compact(self) -> None:
+        """Forget the event history: watches from any older resourceVersion get 410 Gone."""
+        self.history.clear()
+        self.compacted_rv = self.rv
+
+    def events_since(self, key: StoreKey, rv: int) -> list[WatchEvent] | None:
+        """Events of `key` newer than `rv`, or None when `rv` is too old (410)."""
+        if rv < self.compacted_rv:
+            return None
+        return [e for e in self.history if e.key == key and e.rv > rv]
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def _bucket(self, rt: ResourceType) -> dict[ObjKey, Obj]:
+        return self.objects.setdefault(rt.key, {})
+
+    @staticmethod
+    def _okey(rt: ResourceType, ns: str | None, name: str) -> ObjKey:
+        return (ns or "" if rt.namespaced else "", name)
+
+    @staticmethod
+    def present(rt: ResourceType, obj: Obj) -> Obj:
+        out = copy.deepcopy(obj)
+        out["apiVersion"] = rt.api_version
+        out["kind"] = rt.kind
+        return out
+
+    def _current(self, rt: ResourceType, ns: str | None, name: str) -> Obj:
+        obj = self._bucket(rt).get(self._okey(rt, ns, name))
+        if obj is None:
+            raise errors.not_found(rt, name)
+        return obj
+
+    def get(self, rt: ResourceType, ns: str | None, name: str) -> Obj:
+        return self.present(rt, self._current(rt, ns, name))
+
+    def list(
+        self, rt: ResourceType, ns: str | None, predicate: Predicate | None = None
+    ) -> list[Obj]:
+        out = []
+        for (obj_ns, _), obj in sorted(self._bucket(rt).items()):
+            if rt.namespaced and ns and obj_ns != ns:
+                continue
+            if predicate is None or predicate(obj):
+                out.append(self.present(rt, obj))
+        return out
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    def create(self, rt: ResourceType, ns: str | None, body: Any, dry_run: bool = False) -> Obj:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body of the request was not an object", "BadRequest")
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise errors.invalid(rt, "", "metadata.name: Required value: name or "
+                                             "generateName is required")
+            suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits)
+                             for _ in range(5))
+            meta["name"] = meta["generateName"] + suffix
+        name = meta["name"]
+        if rt.namespaced:
+            if meta.get("namespace") and ns and meta["namespace"] != ns:
+                raise ApiError(400, "the namespace of the provided object does not match the "
+                                    "namespace sent on the request", "BadRequest")
+            ns = ns or meta.get("namespace") or "default"
+            ns_type = self.registry.find("", "v1", "namespaces")
+            assert ns_type is not None
+            if (("", ns) not in self._bucket(ns_type)):
+                raise ApiError(404, f'namespaces "{ns}" not found', "NotFound",
+                               {"name": ns, "kind": "namespaces"})
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        if self._okey(rt, ns, name) in self._bucket(rt):
+            raise errors.already_exists(rt, name)
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(key, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["generation"] = 1
+        meta["creationTimestamp"] = now()
+        if rt.custom and rt.has_status:
+            obj.pop("status", None)
+        self._prepare(rt, obj)
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        if dry_run:
+            meta["resourceVersion"] = str(self.rv)
+            return self.present(rt, obj)
+        meta["resourceVersion"] = str(self._next_rv())
+        self._bucket(rt)[self._okey(rt, ns, name)] = obj
+        if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
+            self.registry.register_crd(obj)
+        self._emit(rt, "ADDED", obj)
+        return self.present(rt, obj)
+
+    def _prepare(self, rt: ResourceType, obj: Obj) -> None:
+        """Server-side defaults: CRD schema defaults and a few built-in status fields."""
+        if rt.custom and rt.schema:
+            apply_defaults(rt.schema, obj)
+        if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
+            self._prepare_crd(rt, obj)
+        elif rt.group == "" and rt.kind == "Namespace":
+            obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+            obj.setdefault("status", {}).setdefault("phase", "Active")
+        elif rt.group == "" and rt.kind == "Pod":
+            obj.setdefault("status", {}).setdefault("phase", "Pending")
+
+    def _prepare_crd(self, rt: ResourceType, obj: Obj) -> None:
+        spec = obj.get("spec") or {}
+        names = spec.get("names") or {}
+        name = obj["metadata"]["name"]
+        if not spec.get("group") or not names.get("plural") or not names.get("kind"):
+            raise errors.invalid(rt, name, "spec: Required value: group, names.plural and "
+                                           "names.kind are required")
+        if name != f"{names['plural']}.{spec['group']}":
+            raise errors.invalid(rt, name, f'metadata.name: Invalid value: "{name}": must be '
+                                           "spec.names.plural+\".\"+spec.group")
+        accepted = dict(names)
+        accepted.setdefault("singular", names["kind"].lower())
+        accepted.setdefault("listKind", names["kind"] + "List")
+        stamp = now()
+        obj["status"] = {
+            "acceptedNames": accepted,
+            "storedVersions": [v["name"] for v in spec.get("versions", []) if v.get("storage")],
+            "conditions": [
+                {"type": t, "status": "True", "reason": r, "message": m,
+                 "lastTransitionTime": stamp}
+                for t, r, m in (
+                    ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                    ("Established", "InitialNamesAccepted", "the initial names have been "
+                                                            "accepted"),
+                )
+            ],
+        }
+
+    def update(self, rt: ResourceType, ns: str | None, name: str, body: Any,
+               subresource: str | None = None, dry_run: bool = False) -> Obj:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body of the request was not an object", "BadRequest")
+        old = self._current(rt, ns, name)
+        given_rv = (body.get("metadata") or {}).get("resourceVersion")
+        if given_rv and given_rv != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt, name)
+        return self._write(rt, old, copy.deepcopy(body), subresource, dry_run)
+
+    def patch(self, rt: ResourceType, ns: str | None, name: str, content_type: str,
+              document: Any, subresource: str | None = None, dry_run: bool = False) -> Obj:
+        old = self._current(rt, ns, name)
+        if content_type == patch.MERGE:
+            new = patch.merge_patch(old, document)
+        elif content_type == patch.JSON:
+            new = patch.json_patch(old, document)
+        elif content_type == patch.STRATEGIC and not rt.custom:
+            new = patch.strategic_merge_patch(old, document)
+        else:
+            raise ApiError(415, f"the body of the request was in an unknown format - accepted "
+                                f"media types include: application/json-patch+json, "
+                                f"application/merge-patch+json"
+                                f"{'' if rt.custom else ', ' + patch.STRATEGIC}",
+                           "UnsupportedMediaType")
+        if not isinstance(new, dict):
+            raise ApiError(422, "patch result is not an object", "Invalid")
+        patched_rv = (new.get("metadata") or {}).get("resourceVersion")
+        if patched_rv and patched_rv != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt, name)
+        return self._write(rt, old, new, subresource, dry_run)
+
+    def _write(self, rt: ResourceType, old: Obj, new: Obj, subresource: str | None,
+               dry_run: bool) -> Obj:
+        """The common path of PUT and PATCH: status split, immutables, generation, no-ops."""
+        name = old["metadata"]["name"]
+        if subresource == "status":
+            candidate = copy.deepcopy(old)
+            if "status" in new:
+                candidate["status"] = new["status"]
+            else:
+                candidate.pop("status", None)
+            new = candidate
+        elif subresource is not None:
+            raise ApiError(405, f"{subresource} does not support this method", "MethodNotAllowed")
+        elif rt.has_status:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        meta = new.setdefault("metadata", {})
+        old_meta = old["metadata"]
+        for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                    "deletionGracePeriodSeconds", "generation", "resourceVersion"):
+            if key in old_meta:
+                meta[key] = old_meta[key]
+            else:
+                meta.pop(key, None)
+        if old_meta.get("deletionTimestamp"):
+            added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
+            if added:
+                raise ApiError(422, f'{rt.describe()} "{name}" is forbidden: no new finalizers '
+                                    "can be added if the object is being deleted", "Forbidden")
+        if not meta.get("finalizers"):
+            meta.pop("finalizers", None)
+        new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
+        if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
+            self._keep_crd_status(old, new)
+        else:
+            self._prepare(rt, new)
+        if _spec_part(new, rt) != _spec_part(old, rt):
+            meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        if _comparable(new) == _comparable(old):
+            return self.present(rt, old)
+        if dry_run:
+            return self.present(rt, new)
+        meta["resourceVersion"] = str(self._next_rv())
+        okey = self._okey(rt, meta.get("namespace"), name)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._remove(rt, okey, new)
+        else:
+            self._bucket(rt)[okey] = new
+            if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
+                self.registry.register_crd(new)
+            self._emit(rt, "MODIFIED", new)
+        return self.present(rt, new)
+
+    def _keep_crd_status(self, old: Obj, new: Obj) -> None:
+        rt = self.registry.find(CRD_GROUP, "v1", CRD_PLURAL)
+        assert rt is not None
+        self._prepare_crd(rt, new)
+        if new["status"]["acceptedNames"] == (old.get("status") or {}).get("acceptedNames"):
+            new["status"] = copy.deepcopy(old.get("status"))
+
+    def _remove(self, rt: ResourceType, key: ObjKey, final: Obj) -> None:
+        self._bucket(rt).pop(key, None)
+        self._emit(rt, "DELETED", final)
+        if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
+            spec = final["spec"]
+            served = self.registry.find(spec["group"], spec["versions"][0]["name"],
+                                        spec["names"]["plural"])
+            self.registry.unregister_crd(final["metadata"]["name"])
+            if served is not None:
+                for okey, obj in list(self._bucket(served).items()):
+                    self._force_remove(served, okey, obj)
+        elif rt.group == "" and rt.kind == "Namespace":
+            for types in self.registry.all():
+                if types.namespaced:
+                    for okey, obj in list(self._bucket(types).items()):
+                        if okey[0] == key[1]:
+                            self._force_remove(types, okey, obj)
+
+    def _force_remove(self, rt: ResourceType, key: ObjKey, obj: Obj) -> None:
+        final = copy.deepcopy(obj)
+        final["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._bucket(rt).pop(key, None)
+        self._emit(rt, "DELETED", final)
+
+    def delete(self, rt: ResourceType, ns: str | None, name: str,
+               options: dict[str, Any] | None = None, dry_run: bool = False) -> Obj:
+        options = options or {}
+        old = self._current(rt, ns, name)
+        pre = options.get("preconditions") or {}
+        if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"][
+                "resourceVersion"]:
+            raise errors.conflict(rt, name)
+        if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
+            raise errors.conflict(rt, name)
+        if dry_run:
+            return self.present(rt, old)
+        key = self._okey(rt, ns, name)
+        graceful = (self.graceful_pod_deletion and rt.group == "" and rt.kind == "Pod"
+                    and options.get("gracePeriodSeconds") != 0)
+        if old["metadata"].get("finalizers") or graceful:
+            if old["metadata"].get("deletionTimestamp"):
+                if graceful and options.get("gracePeriodSeconds") == 0:
+                    return self.remove_now(rt, ns, name)
+                return self.present(rt, old)
+            new = copy.deepcopy(old)
+            new["metadata"]["deletionTimestamp"] = now()
+            new["metadata"]["deletionGracePeriodSeconds"] = int(
+                options.get("gracePeriodSeconds", 30 if graceful else 0))
+            new["metadata"]["resourceVersion"] = str(self._next_rv())
+            self._bucket(rt)[key] = new
+            self._emit(rt, "MODIFIED", new)
+            return self.present(rt, new)
+        final = copy.deepcopy(old)
+        final["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._remove(rt, key, final)
+        return self.present(rt, final)
+
+    def remove_now(self, rt: ResourceType, ns: str | None, name: str) -> Obj:
+        """Remove an object at once, ignoring finalizers (a kubelet finishing a pod, a test)."""
+        old = self._current(rt, ns, name)
+        final = copy.deepcopy(old)
+        final["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._remove(rt, self._okey(rt, ns, name), final)
+        return self.present(rt, final)
+
+    def evict(self, rt: ResourceType, ns: str | None, name: str, body: Any) -> Obj:
+        """policy/v1 Eviction: DisruptionTarget condition, then a delete (R: §3.1)."""
+        pod = self._current(rt, ns, name)
+        if self.evictions_blocked:
+            raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption "
+                                "budget.", "TooManyRequests",
+                           {"causes": [{"reason": "DisruptionBudget",
+                                        "message": "The disruption budget needs 1 healthy pods"}]})
+        options = (body or {}).get("deleteOptions") if isinstance(body, dict) else None
+        if not pod["metadata"].get("deletionTimestamp"):
+            status = copy.deepcopy(pod.get("status") or {})
+            conditions = [c for c in status.get("conditions") or []
+                          if c.get("type") != "DisruptionTarget"]
+            conditions.append({"type": "DisruptionTarget", "status": "True",
+                               "reason": "EvictionByEvictionAPI",
+                               "message": "Eviction API: evicting", "lastTransitionTime": now()})
+            status["conditions"] = conditions
+            self._write(rt, pod, {**copy.deepcopy(pod), "status": status}, "status", False)
+        self.delete(rt, ns, name, options)
+        return errors.status_body(201, "", "")
