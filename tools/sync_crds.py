@@ -44,8 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         names = drifted()
         for name in names:
-            print(f"{TARGET.relative_to(ROOT) / name} differs from crds/{name}: "
-                  "run python tools/sync_crds.py", file=sys.stderr)
+            print(
+                f"{TARGET.relative_to(ROOT) / name} differs from crds/{name}: "
+                "run python tools/sync_crds.py",
+                file=sys.stderr,
+            )
         return 1 if names else 0
     for name in sync():
         print(f"copied crds/{name} -> {TARGET.relative_to(ROOT) / name}")
