@@ -146,6 +146,14 @@ class Registry:
     def __len__(self) -> int:
         return len(self._tools)
 
+    def merge(self, other: Registry) -> None:
+        """Add every tool of `other` (the same tool may come twice; two different ones not)."""
+        for spec in other:
+            current = self._tools.get(spec.name)
+            if current is not None and current.fn is not spec.fn:
+                raise RegistrationError(f"two different tools are named {spec.name!r}")
+            self._tools[spec.name] = spec
+
     def get(self, name: str) -> ToolSpec:
         try:
             return self._tools[name]

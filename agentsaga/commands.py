@@ -1,0 +1,79 @@
+"""Small commands: `agentsaga migrate` and `agentsaga log --run RUN`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from agentsaga.log import SagaLog, Step
+from agentsaga.postgres import embedded_dsn
+from agentsaga.settings import Settings
+
+
+def _add_dsn(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dsn", help="Postgres DSN (default: AGENTSAGA_DSN, else the embedded "
+                        "Postgres under AGENTSAGA_DATA_DIR)")
+
+
+def open_log_from(args: argparse.Namespace, *, migrate: bool = True) -> SagaLog:
+    settings = Settings.from_env()
+    dsn = args.dsn or settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
+    return SagaLog(dsn, min_size=1, max_size=2).open(migrate=migrate)
+
+
+def configure_migrate(parser: argparse.ArgumentParser) -> None:
+    _add_dsn(parser)
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    saga_log = open_log_from(args, migrate=False)
+    try:
+        applied = saga_log.migrate()
+    finally:
+        saga_log.close()
+    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+    return 0
+
+
+def configure_log(parser: argparse.ArgumentParser) -> None:
+    _add_dsn(parser)
+    parser.add_argument("--run", required=True, help="the run id")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run_log(args: argparse.Namespace) -> int:
+    saga_log = open_log_from(args)
+    try:
+        run = saga_log.require_run(args.run)
+        steps = saga_log.steps(args.run)
+    finally:
+        saga_log.close()
+    if args.json:
+        print(json.dumps({"run_id": run.run_id, "state": run.state, "owner_epoch":
+                          run.owner_epoch, "steps": [_step_json(s) for s in steps]},
+                         default=str, indent=2))
+        return 0
+    print(f"run {run.run_id}  state={run.state}  epoch={run.owner_epoch}  "
+          f"irreversible_before_pivot={run.irreversible_before_pivot}")
+    print(format_steps(steps))
+    return 0
+
+
+def _step_json(step: Step) -> dict[str, object]:
+    return {k: getattr(step, k) for k in (
+        "step_idx", "tool", "tool_class", "idempotency_key", "status", "external_ref",
+        "audience", "args", "result", "compensation", "comp_status", "error")}
+
+
+def format_steps(steps: list[Step]) -> str:
+    """The saga log as a fixed-width table."""
+    header = ("step", "tool", "class", "status", "key", "external ref", "audience")
+    rows = [(str(s.step_idx), s.tool, s.tool_class, s.status, s.idempotency_key[:12] + "…",
+             s.external_ref or "-", ",".join(s.audience) or "-") for s in steps]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in [header, *rows]]
+    if not rows:
+        lines.append("(no side-effecting steps)")
+    return "\n".join(lines)

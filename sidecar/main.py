@@ -1,0 +1,97 @@
+"""`agentsaga sidecar`: serve the gRPC sidecar until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+from agentsaga.dispatch import Dispatcher
+from agentsaga.errors import ConfigurationError
+from agentsaga.loading import load_tools
+from agentsaga.log import SagaLog
+from agentsaga.postgres import embedded_dsn
+from agentsaga.settings import Settings
+from agentsaga.sidecar.server import Extensions, SidecarServicer, serve
+
+log = logging.getLogger(__name__)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tools", help="comma-separated Python modules that register the tools "
+                        "(default: AGENTSAGA_TOOLS)")
+    parser.add_argument("--listen", help="host:port or unix:/path (default: AGENTSAGA_LISTEN, "
+                        "else 127.0.0.1:50051)")
+    parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN, "
+                        "else an embedded Postgres under AGENTSAGA_DATA_DIR)")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="allow listening on a non-loopback address (the agent and the "
+                        "sidecar normally share the pod's loopback)")
+
+
+def check_listen(listen: str, allow_remote: bool) -> None:
+    """The sidecar serves its own pod: loopback or a unix socket unless explicitly allowed."""
+    if listen.startswith("unix:") or allow_remote:
+        return
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigurationError(
+            f"refusing to listen on {listen!r}: not a loopback address. The agent reaches the "
+            "sidecar on localhost; pass --allow-remote to serve other hosts on purpose."
+        )
+
+
+def build_settings(args: argparse.Namespace) -> Settings:
+    settings = Settings.from_env()
+    changes: dict[str, object] = {}
+    if getattr(args, "tools", None):
+        changes["tools"] = tuple(t.strip() for t in args.tools.split(",") if t.strip())
+    if getattr(args, "listen", None):
+        changes["listen"] = args.listen
+    if getattr(args, "dsn", None):
+        changes["dsn"] = args.dsn
+    return settings.with_(**changes) if changes else settings
+
+
+def open_log(settings: Settings) -> SagaLog:
+    dsn = settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
+    return SagaLog(dsn, min_size=settings.pool_min, max_size=settings.pool_max,
+                   async_outcomes=settings.outcome_commit == "async").open()
+
+
+def build_servicer(saga_log: SagaLog, settings: Settings) -> SidecarServicer:
+    registry = load_tools(settings.tools)
+    dispatcher = Dispatcher(saga_log, registry, settings)
+    return SidecarServicer(dispatcher, extensions(dispatcher))
+
+
+def extensions(dispatcher: Dispatcher) -> Extensions:
+    """The RPCs implemented by the rest of the product (reconcile, unwind, pivot)."""
+    return Extensions()
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = build_settings(args)
+    check_listen(settings.listen, args.allow_remote)
+    saga_log = open_log(settings)
+    servicer = build_servicer(saga_log, settings)
+    serving = serve(servicer, settings.listen, workers=settings.workers)
+    print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
+          f"{len(servicer.dispatcher.registry)} tools)", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    serving.stop()
+    saga_log.close()
+    return 0

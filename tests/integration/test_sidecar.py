@@ -1,0 +1,175 @@
+"""The sidecar as agents meet it: a separate process, real gRPC over a socket, real Postgres."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import psycopg
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from agentsaga.client import AsyncSagaClient, StepUnresolved, ToolOutcomeUnknown
+from agentsaga.v1 import sidecar_pb2 as pb
+from tests import ledger_tools
+from tests.ledger_tools import add_fault, calls, effects
+from tests.sidecar_fixtures import SidecarProcess
+
+TOOLS = "tests.ledger_tools"
+Factory = Callable[..., SidecarProcess]
+
+
+@pytest.fixture
+def ledger(pg: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    ledger_tools.setup(pg)
+    monkeypatch.setenv("LEDGER_DSN", pg)
+    return pg
+
+
+def log_rows(dsn: str) -> list[tuple[int, str, str]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT step_idx, tool, status FROM saga_log ORDER BY step_idx").fetchall()
+
+
+def run_count(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM saga_runs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_reworded_retry_over_grpc_produces_one_effect(sidecar_factory: Factory,
+                                                      ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("refund-1182")
+    add_fault(ledger, "create_ticket", "unknown_after_commit")
+    with pytest.raises(ToolOutcomeUnknown) as unknown:
+        client.dispatch("refund-1182", "create_ticket",
+                        {"summary": "Refund for order 1182", "order_id": "1182"})
+    result = client.dispatch("refund-1182", "create_ticket",
+                             {"summary": "Order #1182 refund", "order_id": "1182"})
+    tickets = effects(ledger, "ticket")
+    assert len(tickets) == 1
+    assert tickets[0]["key"] == unknown.value.idempotency_key
+    assert result["id"] == f"TICKET-{tickets[0]['id']}"
+    assert log_rows(ledger) == [(0, "create_ticket", "CONFIRMED")]
+
+
+def test_sidecar_killed_after_the_effect_reconciles_on_restart_without_calling_again(
+        sidecar_factory: Factory, ledger: str) -> None:
+    first = sidecar_factory(ledger, TOOLS)
+    client = first.client()
+    client.begin_run("evicted-run")
+    add_fault(ledger, "charge_card", "kill_after_commit")
+    with pytest.raises(grpc.RpcError) as lost:
+        client.dispatch("evicted-run", "charge_card", {"customer_id": "cus_1", "amount": 500})
+    assert lost.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert first.kill() == -9
+    assert log_rows(ledger) == [(0, "charge_card", "INTENDED")]  # the outcome was never written
+
+    second = sidecar_factory(ledger, TOOLS).client()
+    begun = second.begin_run("evicted-run")
+    assert begun.adopted and begun.owner_epoch == 2
+    result = second.dispatch("evicted-run", "charge_card", {"customer_id": "cus_1", "amount": 500})
+    charges = effects(ledger, "charge")
+    assert len(charges) == 1 and result["id"] == f"CHARGE-{charges[0]['id']}"
+    assert [c["what"] for c in calls(ledger, "charge_card")] == ["call", "lookup"]
+    assert log_rows(ledger) == [(0, "charge_card", "CONFIRMED")]
+
+
+def test_other_tool_while_unknown_is_step_unresolved(sidecar_factory: Factory,
+                                                     ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("r")
+    add_fault(ledger, "create_ticket", "unknown_after_commit")
+    with pytest.raises(ToolOutcomeUnknown):
+        client.dispatch("r", "create_ticket", {"summary": "a", "order_id": "1"})
+    with pytest.raises(StepUnresolved, match="create_ticket"):
+        client.dispatch("r", "charge_card", {"customer_id": "c", "amount": 5})
+    assert calls(ledger, "charge_card") == []
+
+
+@pytest.mark.parametrize(
+    ("run_id", "tool", "args_json", "code", "says"),
+    [
+        ("ok-run", "launch_rocket", "{}", grpc.StatusCode.NOT_FOUND, "launch_rocket"),
+        ("ok-run", "create_ticket", "[1, 2]", grpc.StatusCode.INVALID_ARGUMENT, "JSON object"),
+        ("ok-run", "create_ticket", "{summary: x}", grpc.StatusCode.INVALID_ARGUMENT,
+         "not valid JSON"),
+        ("ok-run", "create_ticket", '{"summary": "' + "x" * (1 << 20) + '"}',
+         grpc.StatusCode.INVALID_ARGUMENT, "limit"),
+        ("", "create_ticket", "{}", grpc.StatusCode.INVALID_ARGUMENT, "empty"),
+        ("run'; DROP TABLE saga_log;--", "create_ticket", "{}",
+         grpc.StatusCode.INVALID_ARGUMENT, "characters"),
+        ("never-begun", "create_ticket", '{"summary": "a", "order_id": "1"}',
+         grpc.StatusCode.FAILED_PRECONDITION, "BeginRun"),
+    ],
+)
+def test_bad_requests_get_a_status_code_and_write_nothing(
+        sidecar_factory: Factory, ledger: str, run_id: str, tool: str, args_json: str,
+        code: grpc.StatusCode, says: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("ok-run")
+    with pytest.raises(grpc.RpcError) as error:
+        client.stub.Dispatch(pb.DispatchRequest(run_id=run_id, tool=tool, args_json=args_json))
+    assert error.value.code() is code
+    assert says in (error.value.details() or "")
+    assert log_rows(ledger) == [] and calls(ledger) == []
+    assert run_count(ledger) == 1
+
+
+def test_ended_run_is_failed_precondition(sidecar_factory: Factory, ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("done-run")
+    assert client.end_run("done-run").state == "succeeded"
+    with pytest.raises(grpc.RpcError) as error:
+        client.dispatch("done-run", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert error.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "ended" in (error.value.details() or "")
+    assert log_rows(ledger) == []
+
+
+def test_health_reflection_and_tool_listing(sidecar_factory: Factory, ledger: str) -> None:
+    sidecar = sidecar_factory(ledger, TOOLS)
+    channel = grpc.insecure_channel(sidecar.address)
+    health = health_pb2_grpc.HealthStub(channel)
+    status = health.Check(health_pb2.HealthCheckRequest(service="agentsaga.v1.Sidecar"))
+    assert status.status == health_pb2.HealthCheckResponse.SERVING
+    reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
+    replies = reflect.ServerReflectionInfo(iter([
+        reflection_pb2.ServerReflectionRequest(list_services="")]))
+    names = {s.name for reply in replies for s in reply.list_services_response.service}
+    assert "agentsaga.v1.Sidecar" in names
+    channel.close()
+    tools = {t.name: t.tool_class for t in sidecar.client().list_tools()}
+    assert tools["create_ticket"] == "compensatable" and tools["search_orders"] == "pure"
+
+
+def test_unix_socket_and_async_client(sidecar_factory: Factory, ledger: str,
+                                      tmp_path: Path) -> None:
+    socket_path = tmp_path / "sidecar.sock"
+    sidecar = sidecar_factory(ledger, TOOLS, listen=f"unix:{socket_path}")
+    assert sidecar.address == f"unix:{socket_path}"
+
+    import asyncio
+
+    async def scenario() -> dict[str, object]:
+        client = AsyncSagaClient(sidecar.address)
+        try:
+            await client.begin_run("async-run")
+            result: dict[str, object] = await client.dispatch(
+                "async-run", "create_ticket", {"summary": "s", "order_id": "9"})
+            return result
+        finally:
+            await client.close()
+
+    result = asyncio.run(scenario())
+    assert len(effects(ledger, "ticket")) == 1 and result["order_id"] == "9"
+
+
+def test_non_loopback_listen_is_refused(sidecar_factory: Factory, ledger: str) -> None:
+    with pytest.raises(RuntimeError, match="not a loopback address"):
+        sidecar_factory(ledger, TOOLS, listen="0.0.0.0:0")

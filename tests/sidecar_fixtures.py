@@ -1,0 +1,85 @@
+"""A real sidecar process (`agentsaga sidecar`) on a random port, and clients for it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from agentsaga.client import SagaClient
+
+ROOT = Path(__file__).resolve().parent.parent
+LISTENING = re.compile(r"listening on (\S+)")
+
+
+@dataclass
+class SidecarProcess:
+    proc: subprocess.Popen[str]
+    address: str
+    clients: list[SagaClient] = field(default_factory=list)
+
+    def client(self) -> SagaClient:
+        client = SagaClient(self.address, timeout=30)
+        self.clients.append(client)
+        return client
+
+    def kill(self) -> int:
+        """SIGKILL, as an evicted pod's container gets; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        return self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
+def start_sidecar(dsn: str, tools: str, *, listen: str = "127.0.0.1:0",
+                  env: dict[str, str] | None = None) -> SidecarProcess:
+    # `-m` from the repository root makes `tests.*` tool modules importable. (PYTHONPATH would
+    # not do: the root's operator/ folder would shadow the standard library's `operator`.)
+    full_env = {**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": "0.05", **(env or {})}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentsaga.cli", "sidecar", "--tools", tools, "--listen", listen,
+         "--dsn", dsn],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env, cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        match = LISTENING.search(line)
+        if match:
+            return SidecarProcess(proc, match.group(1))
+    proc.wait()
+    raise RuntimeError("sidecar exited before listening:\n" + "".join(seen))
+
+
+@pytest.fixture
+def sidecar_factory() -> Iterator[Callable[..., SidecarProcess]]:
+    started: list[SidecarProcess] = []
+
+    def factory(dsn: str, tools: str, **kwargs: object) -> SidecarProcess:
+        process = start_sidecar(dsn, tools, **kwargs)  # type: ignore[arg-type]
+        started.append(process)
+        return process
+
+    yield factory
+    for process in started:
+        process.stop()
