@@ -38,7 +38,7 @@ class Route:
 
 FAULT: web.RequestKey[Fault] = web.RequestKey("world.fault", Fault)
 STOPPING: web.AppKey[asyncio.Event] = web.AppKey("world.stopping", asyncio.Event)
-_UNCACHED = "world.uncached"
+_UNCACHED: web.ResponseKey[bool] = web.ResponseKey("world.uncached", bool)
 
 
 def uncached(response: web.Response) -> web.Response:
