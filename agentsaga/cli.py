@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sidecar": ("agentsaga.sidecar.main", "serve the gRPC sidecar for the agent in this pod"),
     "migrate": ("agentsaga.commands", "apply the saga-log schema migrations to the database"),
     "log": ("agentsaga.commands", "print a run's saga log as a table"),
+    "approve": ("agentsaga.commands", "approve or reject a run's staged plan (no Kubernetes)"),
     "world": ("agentsaga.world.cli", "serve the local stand-in world ... with fault injection"),
 }
 

@@ -1,11 +1,13 @@
-"""Small commands: `agentsaga migrate` and `agentsaga log --run RUN`."""
+"""Small commands: `agentsaga migrate`, `agentsaga log --run RUN`, `agentsaga approve`."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 from pathlib import Path
 
+from agentsaga import pivot
 from agentsaga.log import SagaLog, Step
 from agentsaga.postgres import embedded_dsn
 from agentsaga.settings import Settings
@@ -57,6 +59,8 @@ def run_log(args: argparse.Namespace) -> int:
     print(f"run {run.run_id}  state={run.state}  epoch={run.owner_epoch}  "
           f"irreversible_before_pivot={run.irreversible_before_pivot}")
     print(format_steps(steps))
+    if run.pivot:
+        print(format_pivot(run.pivot))
     return 0
 
 
@@ -64,6 +68,19 @@ def _step_json(step: Step) -> dict[str, object]:
     return {k: getattr(step, k) for k in (
         "step_idx", "tool", "tool_class", "idempotency_key", "status", "external_ref",
         "audience", "args", "result", "compensation", "comp_status", "error")}
+
+
+def format_pivot(record: dict[str, object]) -> str:
+    """The staged plan as an approver reads it."""
+    lines = [f"pivot: {record.get('state')}  planHash={record.get('planHash')}"]
+    commit = record.get("commit")
+    for item in commit if isinstance(commit, list) else []:
+        lines.append(f"  commit {item['tool']}({json.dumps(item['args'])})  class={item['class']}"
+                     f"  audience={','.join(item['audience'])}")
+    if record.get("decision"):
+        lines.append(f"  decided {record['decision']} by {record.get('decidedBy')} at "
+                     f"{record.get('decidedAt')}: {record.get('reason') or '-'}")
+    return "\n".join(lines)
 
 
 def format_steps(steps: list[Step]) -> str:
@@ -77,3 +94,29 @@ def format_steps(steps: list[Step]) -> str:
     if not rows:
         lines.append("(no side-effecting steps)")
     return "\n".join(lines)
+
+
+def configure_approve(parser: argparse.ArgumentParser) -> None:
+    _add_dsn(parser)
+    parser.add_argument("--run", required=True, help="the run id")
+    parser.add_argument("--plan-hash", required=True,
+                        help="the hash of the staged plan you reviewed (see `agentsaga log`)")
+    parser.add_argument("--decision", required=True, choices=["Approved", "Rejected"])
+    parser.add_argument("--approver", default=getpass.getuser(),
+                        help="who decides (default: the current user)")
+    parser.add_argument("--reason", default="", help="why, for the record")
+
+
+def run_approve(args: argparse.Namespace) -> int:
+    """The pivot decision without Kubernetes, through the same validation as the operator's."""
+    saga_log = open_log_from(args)
+    try:
+        record = pivot.record_decision(saga_log, args.run, args.plan_hash, args.decision,
+                                       args.approver, args.reason)
+    finally:
+        saga_log.close()
+    print(f"run {args.run}: plan {record['planHash']} {record['decision']} by "
+          f"{record['decidedBy']} at {record['decidedAt']}")
+    if record["decision"] == "Rejected":
+        print(f"the run will not commit; unwind it with `agentsaga unwind --run {args.run}`")
+    return 0

@@ -12,6 +12,7 @@
     │   ├── RunEnded               the run has ended; no more calls
     │   ├── RunNotFound            no such run (BeginRun first)
     │   └── CompensationUnavailable  R6: the compensation cannot be built for these arguments
+    ├── PivotError                 a stale or misplaced approval, a plan that cannot be staged
     ├── Fenced                     R12: another owner adopted the run; this writer is stale
     └── ConfigurationError         bad settings or tool configuration
 
@@ -71,6 +72,11 @@ class RunNotFound(RequestError):
 
 class CompensationUnavailable(RequestError):
     """R6: the compensation of a compensatable step cannot be built for these arguments."""
+
+
+class PivotError(SagaError):
+    """A pivot request (stage, approve, reject) that cannot be honoured: a stale plan hash, a
+    run not awaiting approval, an unresolved step. Nothing was recorded."""
 
 
 class Fenced(SagaError):

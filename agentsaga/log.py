@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 StepStatus = Literal["INTENDED", "CONFIRMED", "FAILED", "UNKNOWN", "NOT_EXECUTED", "COMPENSATED"]
 UNSETTLED: tuple[str, ...] = ("INTENDED", "UNKNOWN")
 OPEN_STATES: tuple[str, ...] = ("running", "awaiting_approval", "committing")
+"""States of a run that still accepts calls (a pivot decision moves it to committing or
+unwinding)."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,19 @@ class SagaLog:
             ).fetchone()
         assert row is not None
         return Run(**row)
+
+    def decide_pivot(self, run_id: str, plan_hash: str, record: dict[str, Any],
+                     state: str) -> bool:
+        """Record a decision iff the staged plan is still `plan_hash` and undecided (no epoch:
+        the decision is a human's, not the run owner's)."""
+        with self._tx() as conn:
+            row = conn.execute(
+                "UPDATE saga_runs SET pivot = %s, state = %s, updated_at = now()"
+                " WHERE run_id = %s AND pivot->>'planHash' = %s"
+                " AND pivot->>'state' = 'AwaitingApproval' RETURNING run_id",
+                (_json(record), state, run_id, plan_hash),
+            ).fetchone()
+        return row is not None
 
     def _check_epoch(self, conn: psycopg.Connection[dict[str, Any]], run_id: str, epoch: int,
                      *, allow_ended: bool = False) -> None:

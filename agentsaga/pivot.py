@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agentsaga.log import Run
-from agentsaga.registry import JSON, ToolSpec
+from agentsaga.errors import InvalidArguments, PivotError
+from agentsaga.log import Run, SagaLog, Step
+from agentsaga.registry import JSON, Registry, ToolSpec
 
 PivotState = Literal["AwaitingApproval", "Approved", "Rejected"]
 Policy = Literal["refuse", "count"]
@@ -68,3 +71,102 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy) -> Admission:
         return Admission(False, f"{spec.name} is {why}: it needs human approval at the pivot "
                                 "before it runs (R6, R10)")
     return Admission(True)
+
+
+# -- staging and deciding ---------------------------------------------------------------------
+
+
+def staged_steps(steps: list[Step]) -> list[JSON]:
+    """The steps done so far, as the approver sees them."""
+    return [
+        {"step": s.step_idx, "tool": s.tool, "class": s.tool_class, "status": s.status,
+         "audience": list(s.audience), "externalRef": s.external_ref or ""}
+        for s in steps
+    ]
+
+
+def commit_steps(plan: list[JSON], registry: Registry) -> list[JSON]:
+    """Validate the commit plan against the registry: known, side-effecting tools, object args."""
+    checked: list[JSON] = []
+    for index, item in enumerate(plan):
+        tool, args = item.get("tool"), item.get("args", {})
+        if not isinstance(tool, str) or not isinstance(args, dict):
+            raise InvalidArguments(
+                f'commit step {index}: expected {{"tool": "<name>", "args": {{...}}}}, '
+                f"got {item!r}")
+        spec = registry.get(tool)
+        if spec.cls == "pure":
+            raise InvalidArguments(f"commit step {index}: {tool} is pure and needs no approval")
+        checked.append({"tool": tool, "args": args, "class": spec.cls,
+                        "audience": spec.audience(args)})
+    return checked
+
+
+def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
+          plan: list[JSON]) -> JSON:
+    """R10: stage the whole plan for one human approval; returns the pivot record."""
+    run = saga_log.require_run(run_id)
+    current = run.pivot or {}
+    if current.get("state") in ("Approved", "Rejected"):
+        raise PivotError(f"run {run_id!r} already passed its pivot ({current['state']}); a run "
+                         "has a single pivot")
+    steps = saga_log.steps(run_id)
+    unresolved = [s for s in steps if not s.settled]
+    if unresolved:
+        raise PivotError(f"step {unresolved[-1].step_idx} ({unresolved[-1].tool}) has an unknown "
+                         "outcome; resolve it before staging the plan")
+    commit = commit_steps(plan, registry)
+    done = staged_steps(steps)
+    record: JSON = {
+        "state": "AwaitingApproval",
+        "planHash": plan_hash(done, commit),
+        "stagedAt": _now(),
+        "staged": done,
+        "commit": commit,
+        "irreversibleBeforePivot": run.irreversible_before_pivot,
+    }
+    saga_log.update_run(run_id, epoch, pivot=record, state="awaiting_approval")
+    return record
+
+
+def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: str,
+                    approver: str, reason: str = "") -> JSON:
+    """Record a human decision on the staged plan, once, if the hash is the staged one.
+
+    The same validation serves `kubectl patch` (through the operator) and `agentsaga approve`.
+    """
+    if decision not in ("Approved", "Rejected"):
+        raise PivotError(f"decision {decision!r}: use Approved or Rejected")
+    if not approver:
+        raise PivotError("the approval names no approver")
+    run = saga_log.require_run(run_id)
+    current = run.pivot or {}
+    if current.get("state") != "AwaitingApproval":
+        state = current.get("state") or "no staged plan"
+        raise PivotError(f"run {run_id!r} is not awaiting approval ({state})")
+    if current.get("planHash") != plan_hash_:
+        raise PivotError(
+            f"stale approval: plan hash {plan_hash_!r} is not the staged plan "
+            f"{current.get('planHash')!r}; review the staged plan and approve its hash")
+    decided = {**current, "state": decision, "decision": decision, "decidedBy": approver,
+               "decidedAt": _now(), "reason": reason, "used": []}
+    if not saga_log.decide_pivot(run_id, plan_hash_, decided,
+                                 "committing" if decision == "Approved" else "unwinding"):
+        raise PivotError(f"run {run_id!r}: the plan changed or was decided meanwhile; "
+                         "nothing was recorded")
+    return decided
+
+
+def await_decision(saga_log: SagaLog, run_id: str, timeout: float, *,
+                   poll: float = 0.2) -> JSON:
+    """Block until the staged plan is decided or `timeout` passes; returns the pivot record."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record = saga_log.require_run(run_id).pivot or {}
+        if record.get("state") in ("Approved", "Rejected") or time.monotonic() >= deadline:
+            return record
+        time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

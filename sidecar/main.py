@@ -9,14 +9,17 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
+from agentsaga.sidecar.server import Extensions, SidecarServicer, serve
+
+from agentsaga import pivot
 from agentsaga.dispatch import Dispatcher
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
 from agentsaga.log import SagaLog
 from agentsaga.postgres import embedded_dsn
 from agentsaga.settings import Settings
-from agentsaga.sidecar.server import Extensions, SidecarServicer, serve
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +80,15 @@ def build_servicer(saga_log: SagaLog, settings: Settings) -> SidecarServicer:
 
 def extensions(dispatcher: Dispatcher) -> Extensions:
     """The RPCs implemented by the rest of the product (reconcile, unwind, pivot)."""
-    return Extensions()
+    saga_log, registry = dispatcher.log, dispatcher.registry
+
+    def reach_pivot(run_id: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
+        return pivot.stage(saga_log, registry, run_id, dispatcher.epoch(run_id), plan)
+
+    def await_decision(run_id: str, timeout: float) -> dict[str, Any]:
+        return pivot.await_decision(saga_log, run_id, timeout)
+
+    return Extensions(reach_pivot=reach_pivot, await_decision=await_decision)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -143,6 +143,18 @@ def build_registry() -> Registry:
         return _effect("charge_card", "charge", idempotency_key,
                        {"customer_id": customer_id, "amount": amount})
 
+    @registry.tool(cls="compensatable", audience=["finance"], commit_step=True,
+                   compensate=lambda args, key: Compensation("refund", {"charge_key": key}),
+                   lookup=lambda key: _lookup("capture_charge", "capture", key))
+    def capture_charge(charge_ref: str, idempotency_key: str) -> dict[str, Any]:
+        return _effect("capture_charge", "capture", idempotency_key, {"charge_ref": charge_ref})
+
+    @registry.tool(cls="reversible", audience=["agent"],
+                   compensate=lambda args, key: Compensation("delete_draft", {"by_key": key}),
+                   lookup=lambda key: _lookup("create_draft", "draft", key))
+    def create_draft(body: str, idempotency_key: str) -> dict[str, Any]:
+        return _effect("create_draft", "draft", idempotency_key, {"body": body})
+
     @registry.tool(cls="irreversible", audience=["customer"], lookup=NO_LOOKUP)
     def send_email(to: str, body: str, idempotency_key: str) -> dict[str, Any]:
         return _effect("send_email", "email", idempotency_key, {"to": to, "body": body})

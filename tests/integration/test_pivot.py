@@ -1,0 +1,120 @@
+"""The pivot (R10) through the real sidecar: stage, approve by hash, commit only what was approved."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+
+import grpc
+import pytest
+
+from agentsaga.client import ApprovalRequired, SagaClient
+from tests import ledger_tools
+from tests.ledger_tools import calls, effects
+from tests.sidecar_fixtures import ROOT, SidecarProcess
+
+TOOLS = "tests.ledger_tools"
+Factory = Callable[..., SidecarProcess]
+EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
+
+
+@pytest.fixture
+def ledger(pg: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    ledger_tools.setup(pg)
+    monkeypatch.setenv("LEDGER_DSN", pg)
+    return pg
+
+
+def approve(dsn: str, run_id: str, plan_hash: str, decision: str = "Approved"
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentsaga.cli", "approve", "--dsn", dsn, "--run", run_id,
+         "--plan-hash", plan_hash, "--decision", decision, "--approver", "alice",
+         "--reason", "checked the plan"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def stage_refund(client: SagaClient, run_id: str) -> str:
+    client.dispatch(run_id, "search_orders", {"order_id": "1182"})
+    client.dispatch(run_id, "create_draft", {"body": "draft of the apology"})
+    charge = client.dispatch(run_id, "charge_card", {"customer_id": "cus_1", "amount": 500})
+    staged = client.reach_pivot(run_id, [
+        {"tool": "capture_charge", "args": {"charge_ref": charge["id"]}},
+        {"tool": "send_email", "args": EMAIL},
+    ])
+    assert staged.state == "AwaitingApproval" and len(staged.plan_hash) == 16
+    return staged.plan_hash
+
+
+def test_reordered_run_commits_only_after_approval(sidecar_factory: Factory, ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("refund-1182")
+    with pytest.raises(ApprovalRequired, match="irreversible"):  # the model reorders the plan
+        client.dispatch("refund-1182", "send_email", EMAIL)
+    assert effects(ledger, "email") == []
+    plan_hash = stage_refund(client, "refund-1182")
+
+    with pytest.raises(ApprovalRequired, match="waiting for approval"):
+        client.dispatch("refund-1182", "capture_charge", {"charge_ref": "x"})
+    stale = approve(ledger, "refund-1182", "0" * 16)
+    assert stale.returncode == 2 and "stale approval" in stale.stderr
+    assert client.await_decision("refund-1182", timeout=0.1).state == "AwaitingApproval"
+
+    ok = approve(ledger, "refund-1182", plan_hash)
+    assert ok.returncode == 0, ok.stderr
+    decided = client.await_decision("refund-1182", timeout=5)
+    assert decided.state == "Approved" and '"decidedBy": "alice"' in decided.pivot_json
+
+    with pytest.raises(ApprovalRequired, match="not in the approved plan"):
+        client.dispatch("refund-1182", "send_email", {**EMAIL, "body": "something else"})
+    charge_ref = f"CHARGE-{effects(ledger, 'charge')[0]['id']}"
+    client.dispatch("refund-1182", "capture_charge", {"charge_ref": charge_ref})
+    client.dispatch("refund-1182", "send_email", EMAIL)
+    with pytest.raises(ApprovalRequired):  # approval is consumed: no second email
+        client.dispatch("refund-1182", "send_email", EMAIL)
+    assert len(effects(ledger, "email")) == 1 and len(effects(ledger, "capture")) == 1
+    run = client.get_run("refund-1182")
+    assert run.irreversible_before_pivot == 0
+    assert [(s.tool, s.status) for s in run.steps] == [
+        ("create_draft", "CONFIRMED"), ("charge_card", "CONFIRMED"),
+        ("capture_charge", "CONFIRMED"), ("send_email", "CONFIRMED")]
+
+
+def test_rejection_ends_the_run_and_sends_nothing(sidecar_factory: Factory, ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("rejected-run")
+    plan_hash = stage_refund(client, "rejected-run")
+    assert approve(ledger, "rejected-run", plan_hash, "Rejected").returncode == 0
+    assert client.await_decision("rejected-run", timeout=5).state == "Rejected"
+    with pytest.raises(grpc.RpcError) as error:
+        client.dispatch("rejected-run", "send_email", EMAIL)
+    assert error.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert effects(ledger, "email") == [] and calls(ledger, "send_email") == []
+    again = approve(ledger, "rejected-run", plan_hash, "Approved")
+    assert again.returncode == 2 and "not awaiting approval" in again.stderr
+
+
+def test_count_policy_runs_and_counts_irreversible_before_pivot(sidecar_factory: Factory,
+                                                                ledger: str) -> None:
+    client = sidecar_factory(
+        ledger, TOOLS, env={"AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT": "count"}).client()
+    client.begin_run("eager")
+    client.dispatch("eager", "send_email", EMAIL)
+    assert len(effects(ledger, "email")) == 1
+    assert client.get_run("eager").irreversible_before_pivot == 1
+
+
+def test_staging_with_an_unknown_tool_or_unresolved_step_is_refused(
+        sidecar_factory: Factory, ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("bad-plan")
+    with pytest.raises(grpc.RpcError) as error:
+        client.reach_pivot("bad-plan", [{"tool": "wire_money", "args": {}}])
+    assert error.value.code() is grpc.StatusCode.NOT_FOUND
+    ledger_tools.add_fault(ledger, "create_draft", "unknown_after_commit")
+    with pytest.raises(Exception, match="unknown"):
+        client.dispatch("bad-plan", "create_draft", {"body": "x"})
+    with pytest.raises(grpc.RpcError) as unresolved:
+        client.reach_pivot("bad-plan", [{"tool": "send_email", "args": EMAIL}])
+    assert "resolve it before staging" in (unresolved.value.details() or "")
