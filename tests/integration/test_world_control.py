@@ -1,0 +1,80 @@
+"""The world's control plane over HTTP (faults, truth, reset, config), the warehouse, the CLI."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import httpx
+
+from agentsaga.world import World
+
+
+def test_faults_are_added_listed_and_cleared_over_http(world: World) -> None:
+    with httpx.Client(base_url=world.url, timeout=5) as http:
+        added = http.post("/_world/faults", json={
+            "method": "POST", "path": "/warehouse/reships", "kind": "reject", "on_call": 1,
+            "status": 503, "body": {"error": "busy"}})
+        assert added.status_code == 201
+        assert http.post("/_world/faults", json={"method": "POST", "path": "/x",
+                                                 "kind": "nope"}).status_code == 400
+        refused = http.post("/warehouse/reships", json={"order_id": "1182"})
+        assert (refused.status_code, refused.json()) == (503, {"error": "busy"})
+        [listed] = http.get("/_world/faults").json()
+        assert (listed["seen"], listed["fired"]) == (1, 1)
+        assert http.delete("/_world/faults").status_code == 200
+        assert http.get("/_world/faults").json() == []
+        assert http.post("/warehouse/reships", json={"order_id": "1182"}).status_code == 201
+        truth = http.get("/_world/truth").json()
+    assert [r["status"] for r in truth["reships"]] == ["accepted"]  # the rejected call never ran
+    assert truth["calls"]["POST /warehouse/reships"] == 2
+
+
+def test_config_and_reset_over_http(world: World) -> None:
+    with httpx.Client(base_url=world.url, timeout=5) as http:
+        config = http.post("/_world/config", json={"search_lag": 1.5, "search_rate": 5,
+                                                   "reject_reships": True}).json()
+        assert config == {"search_lag": 1.5, "search_rate": 5.0, "reject_reships": True}
+        assert world.config.search_lag == 1.5
+        rejected = http.post("/warehouse/reships", json={"order_id": "1182"})
+        assert rejected.status_code == 422
+        assert rejected.json()["error"] == "reship_rejected"
+        assert http.post("/_world/config", json={"colour": 1}).status_code == 400
+        assert http.post("/_world/reset").status_code == 200
+        truth = http.get("/_world/truth").json()
+    assert truth["reships"] == [] and truth["calls"] == {}
+    assert world.warehouse.rejecting is False
+
+
+def test_warehouse_rejections_are_in_the_truth(world: World) -> None:
+    world.warehouse.reject_reships(True)
+    with httpx.Client(base_url=world.url, timeout=5) as http:
+        assert http.post("/warehouse/reships", json={"order_id": "1"}).status_code == 422
+        world.warehouse.reject_reships(False)
+        accepted = http.post("/warehouse/reships", json={"order_id": "2"}).json()
+        assert http.get(f"/warehouse/reships/{accepted['id']}").json()["order_id"] == "2"
+        assert http.get("/warehouse/reships", params={"order_id": "1"}).json() == {"reships": []}
+    assert [(r["order_id"], r["status"]) for r in world.truth()["reships"]] == [
+        ("1", "rejected"), ("2", "accepted")]
+
+
+def test_agentsaga_world_command_serves_until_interrupted() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentsaga.cli", "world", "--port", "0", "--smtp-port", "0",
+         "--search-lag", "0"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        match = re.search(r"serving on (http://127\.0\.0\.1:\d+)", first)
+        assert match, first
+        with httpx.Client(base_url=match.group(1), timeout=5) as http:
+            assert http.get("/_world/truth").json()["payment_intents"] == []
+            assert http.get("/_world/config").json()["search_lag"] == 0.0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
