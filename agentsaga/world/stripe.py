@@ -18,8 +18,17 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from agentsaga.world.idempotency import IdempotencyPolicy, Route, uncached
+from agentsaga.world.idempotency import Route, uncached
 from agentsaga.world.index import LaggedIndex, RateLimiter, WorldConfig
+from agentsaga.world.stripe_api import (
+    STRIPE_POLICY,
+    StripeError,
+    int_param,
+    metadata_param,
+    policy_error,
+    stripe_json,
+    true_param,
+)
 from agentsaga.world.stripe_query import QueryError, parse_form, parse_search
 
 Obj = dict[str, Any]
@@ -27,95 +36,8 @@ Params = dict[str, Any]
 Endpoint = Callable[[Params, web.Request], Obj]
 
 
-class StripeError(Exception):
-    """An error answer in Stripe's shape; `cache=False` for errors raised before execution."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str = "invalid_request_error",
-        code: str | None = None,
-        param: str | None = None,
-        cache: bool = False,
-        extra: Obj | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.cache = status, cache
-        self.body: Obj = {"type": type, "message": message, **(extra or {})}
-        if code:
-            self.body["code"] = code
-            self.body["doc_url"] = f"https://docs.stripe.com/error-codes/{code.replace('_', '-')}"
-        if param:
-            self.body["param"] = param
-
-
-def _json(status: int, body: Obj) -> web.Response:
-    response = web.json_response(body, status=status)
-    response.headers["Request-Id"] = "req_" + secrets.token_hex(7)
-    return response
-
-
-def _policy_error(status: int, body: Obj) -> web.Response:
-    return uncached(_json(status, {"error": body}))
-
-
-STRIPE_POLICY = IdempotencyPolicy(
-    name="stripe",
-    mismatch=lambda key: _policy_error(400, {
-        "type": "idempotency_error",
-        "message": "Keys for idempotent requests can only be used with the same parameters they "
-        f"were first used with. Try using a key other than '{key}' if you meant to execute a "
-        "different request.",
-    }),
-    in_flight=lambda key: _policy_error(409, {
-        "type": "invalid_request_error",
-        "code": "idempotency_key_in_use",
-        "message": "There is currently another in-progress request using this Idempotent Key "
-        "(that probably means you submitted twice, and the other request is still going "
-        f"through): {key}. Please try again later.",
-    }),
-    invalid_key=lambda key: _policy_error(400, {
-        "type": "invalid_request_error",
-        "message": "Invalid idempotency key: keys can be at most 255 characters long.",
-    }),
-    headers=lambda key, replayed: (
-        {"Idempotency-Key": key, "Idempotent-Replayed": "true"}
-        if replayed else {"Idempotency-Key": key}
-    ),
-)
-
 _CANCELABLE = ("requires_payment_method", "requires_capture", "requires_confirmation",
                "requires_action", "processing")
-
-
-def _int(params: Params, name: str, *, required: bool = False) -> int | None:
-    raw = params.get(name)
-    if raw is None or raw == "":
-        if required:
-            raise StripeError(400, f"Missing required param: {name}.", code="parameter_missing",
-                              param=name)
-        return None
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise StripeError(400, f"Invalid integer: {raw}", code="parameter_invalid_integer",
-                          param=name) from None
-
-
-def _metadata(params: Params) -> dict[str, str]:
-    raw = params.get("metadata") or {}
-    if not isinstance(raw, dict):
-        raise StripeError(400, "Invalid metadata: must be an object.", param="metadata")
-    if len(raw) > 50 or any(len(k) > 40 or len(str(v)) > 500 for k, v in raw.items()):
-        raise StripeError(400, "Invalid metadata: at most 50 keys, keys up to 40 characters and "
-                          "values up to 500 characters.", param="metadata")
-    return {str(k): str(v) for k, v in raw.items()}
-
-
-def _true(params: Params, name: str) -> bool:
-    return str(params.get(name, "")).lower() == "true"
 
 
 class StripeStandIn:
@@ -160,7 +82,7 @@ class StripeStandIn:
     async def _answer(self, request: web.Request, fn: Endpoint) -> web.Response:
         auth = request.headers.get("Authorization", "")
         if not auth.startswith("Bearer sk_") and not auth.startswith("Bearer rk_"):
-            return _policy_error(401, {
+            return policy_error(401, {
                 "type": "invalid_request_error",
                 "message": "You did not provide an API key. You need to provide your API key in "
                 "the Authorization header, using Bearer auth.",
@@ -171,11 +93,11 @@ class StripeStandIn:
         try:
             obj = fn(parse_form(pairs), request)
         except StripeError as exc:
-            response = _json(exc.status, {"error": exc.body})
+            response = stripe_json(exc.status, {"error": exc.body})
             return response if exc.cache else uncached(response)
         except ValueError as exc:
-            return _policy_error(400, {"type": "invalid_request_error", "message": str(exc)})
-        return _json(200, obj)
+            return policy_error(400, {"type": "invalid_request_error", "message": str(exc)})
+        return stripe_json(200, obj)
 
     def _save(self, pi: Obj, request: web.Request) -> Obj:
         self.intents[pi["id"]] = pi
@@ -203,7 +125,7 @@ class StripeStandIn:
     # --- PaymentIntents ---------------------------------------------------------------------------
 
     def create_intent(self, params: Params, request: web.Request) -> Obj:
-        amount = _int(params, "amount", required=True)
+        amount = int_param(params, "amount", required=True)
         assert amount is not None
         if amount < 50 or amount > 99_999_999:
             raise StripeError(400, "Amount must be at least 50 cents and at most 8 digits.",
@@ -228,7 +150,7 @@ class StripeStandIn:
             "confirmation_method": "automatic", "created": int(time.time()),
             "currency": currency.lower(), "customer": params.get("customer") or None,
             "description": params.get("description") or None, "last_payment_error": None,
-            "latest_charge": None, "livemode": False, "metadata": _metadata(params),
+            "latest_charge": None, "livemode": False, "metadata": metadata_param(params),
             "next_action": None, "on_behalf_of": None, "payment_method": pm,
             "payment_method_types": ["card"], "processing": None, "receipt_email": None,
             "review": None, "setup_future_usage": None, "shipping": None,
@@ -237,7 +159,7 @@ class StripeStandIn:
         }
         if pm:
             pi["status"] = "requires_confirmation"
-        if _true(params, "confirm"):
+        if true_param(params, "confirm"):
             if not pm:
                 raise StripeError(400, "You cannot confirm this PaymentIntent because it's "
                                   "missing a payment method.", param="payment_method",
@@ -279,14 +201,14 @@ class StripeStandIn:
         pi = self._intent(request)
         if pi["status"] != "requires_capture":
             raise self._unexpected(pi, "capture")
-        amount = _int(params, "amount_to_capture")
+        amount = int_param(params, "amount_to_capture")
         amount = pi["amount_capturable"] if amount is None else amount
         if amount <= 0 or amount > pi["amount_capturable"]:
             raise StripeError(400, "The amount to capture must be positive and at most the "
                               f"amount capturable ({pi['amount_capturable']}).",
                               code="amount_too_large", param="amount_to_capture")
         pi.update(status="succeeded", amount_received=amount, amount_capturable=0)
-        pi["metadata"].update(_metadata(params))
+        pi["metadata"].update(metadata_param(params))
         return self._save(pi, request)
 
     def cancel_intent(self, params: Params, request: web.Request) -> Obj:
@@ -303,7 +225,7 @@ class StripeStandIn:
 
     def update_intent(self, params: Params, request: web.Request) -> Obj:
         pi = self._intent(request)
-        for name, value in _metadata(params).items():
+        for name, value in metadata_param(params).items():
             if value == "":
                 pi["metadata"].pop(name, None)
             else:
@@ -335,7 +257,7 @@ class StripeStandIn:
         return self._page(rows, params, "/v1/payment_intents")
 
     def _page(self, rows: list[Obj], params: Params, url: str) -> Obj:
-        limit = _int(params, "limit") or 10
+        limit = int_param(params, "limit") or 10
         if not 1 <= limit <= 100:
             raise StripeError(400, "Invalid limit: must be between 1 and 100.", param="limit")
         return {"object": "list", "url": url, "has_more": len(rows) > limit, "data": rows[:limit]}
@@ -350,7 +272,7 @@ class StripeStandIn:
         except QueryError as exc:
             raise StripeError(400, str(exc), param="query") from None
         rows = [pi for pi in reversed(self.index.visible()) if query.test(pi)]
-        limit = _int(params, "limit") or 10
+        limit = int_param(params, "limit") or 10
         if not 1 <= limit <= 100:
             raise StripeError(400, "Invalid limit: must be between 1 and 100.", param="limit")
         start = int(params["page"]) if str(params.get("page") or "").isdigit() else 0
@@ -378,7 +300,7 @@ class StripeStandIn:
                               f"charge to refund (status {pi['status']}).",
                               code="payment_intent_unexpected_state", cache=True)
         remaining = pi["amount_received"] - self.refunded.get(pi_id, 0)
-        amount = _int(params, "amount")
+        amount = int_param(params, "amount")
         amount = remaining if amount is None else amount
         if remaining <= 0:
             raise StripeError(400, f"Charge {pi['latest_charge']} has already been refunded.",
@@ -394,7 +316,7 @@ class StripeStandIn:
             "id": "re_" + secrets.token_hex(12), "object": "refund", "amount": amount,
             "balance_transaction": None, "charge": pi["latest_charge"],
             "created": int(time.time()), "currency": pi["currency"], "description": None,
-            "failure_reason": None, "metadata": _metadata(params), "payment_intent": pi_id,
+            "failure_reason": None, "metadata": metadata_param(params), "payment_intent": pi_id,
             "reason": reason, "receipt_number": None, "source_transfer_reversal": None,
             "status": "succeeded", "transfer_reversal": None,
             "idempotency_key": request.headers.get("Idempotency-Key"),
