@@ -1,0 +1,134 @@
+"""Jira Cloud (REST v3): tickets that carry their step's key as the label `saga-<key>` (R4).
+
+Jira has no idempotency header, so the label is the only way to find a ticket whose create
+timed out; JQL search lags behind writes, hence the re-check in reconcile (R7). Closing picks the
+transition into the `done` status category (transition ids differ per workflow) and is a no-op
+success for a ticket that is already done, so a compensation can run again under its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from agentsaga.connectors.config import HttpSettings, JiraConfig
+from agentsaga.connectors.transport import JsonApi, with_backoff
+from agentsaga.errors import Rejected
+from agentsaga.registry import Effect
+
+API = "/rest/api/3"
+LABELS_PER_QUERY = 50
+DRAFT_LABEL = "draft"
+
+
+def label(key: str) -> str:
+    return f"saga-{key}"
+
+
+def adf(text: str) -> dict[str, Any]:
+    """Plain text as an Atlassian Document (v3 rich-text fields require it)."""
+    paragraphs = [p for p in text.split("\n") if p] or [" "]
+    return {"type": "doc", "version": 1, "content": [
+        {"type": "paragraph", "content": [{"type": "text", "text": p}]} for p in paragraphs]}
+
+
+def _ticket(issue: dict[str, Any]) -> Effect:
+    fields = issue.get("fields") or {}
+    status = (fields.get("status") or {}).get("name")
+    return Effect(issue["key"], {"id": issue["key"], "issue_id": issue["id"],
+                                 "summary": fields.get("summary"), "status": status,
+                                 "labels": fields.get("labels", [])})
+
+
+class JiraTickets:
+    """create / open / close / delete a ticket, and find tickets by key."""
+
+    system = "jira"
+
+    def __init__(self, config: JiraConfig, http: HttpSettings) -> None:
+        self.config = config
+        auth = (config.email, config.token) if config.email or config.token else None
+        self.api = JsonApi("jira", config.url, http, auth=auth,
+                           headers={"Accept": "application/json"})
+
+    def create(self, summary: str, order_id: str, description: str, key: str, *,
+               draft: bool) -> Effect:
+        labels = [label(key)] + ([DRAFT_LABEL] if draft else [])
+        body = {"fields": {
+            "project": {"key": self.config.project},
+            "issuetype": {"name": self.config.issue_type},
+            "summary": summary, "labels": labels,
+            "description": adf(description or f"Order {order_id}: {summary}"),
+        }}
+        created = self.api.call("POST", f"{API}/issue", json_body=body)
+        return Effect(created["key"], {"id": created["key"], "issue_id": created["id"],
+                                       "summary": summary, "order_id": order_id,
+                                       "status": "Draft" if draft else "Open"})
+
+    def find_many(self, keys: Sequence[str]) -> dict[str, Effect]:
+        found: dict[str, Effect] = {}
+        wanted = list(dict.fromkeys(keys))
+        for start in range(0, len(wanted), LABELS_PER_QUERY):
+            chunk = wanted[start:start + LABELS_PER_QUERY]
+            quoted = ", ".join(f'"{label(k)}"' for k in chunk)
+            for issue in self._search(f"labels in ({quoted})"):
+                labels = (issue.get("fields") or {}).get("labels", [])
+                for k in chunk:
+                    if label(k) in labels and k not in found:
+                        found[k] = _ticket(issue)
+        return found
+
+    def _search(self, jql: str) -> list[dict[str, Any]]:
+        issues: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            body: dict[str, Any] = {"jql": jql, "fields": ["summary", "status", "labels"],
+                                    "maxResults": 100}
+            if token:
+                body["nextPageToken"] = token
+            page = with_backoff(
+                partial(self.api.call, "POST", f"{API}/search/jql", json_body=body, search=True),
+                self.api.settings, "jira search")
+            issues += page.get("issues", [])
+            token = page.get("nextPageToken")
+            if page.get("isLast", True) or not token:
+                return issues
+
+    def _get(self, ticket: str) -> dict[str, Any]:
+        issue: dict[str, Any] = self.api.call("GET", f"{API}/issue/{ticket}",
+                                              params={"fields": "summary,status,labels"})
+        return issue
+
+    def _move(self, ticket: str, *, category: str, comment: str) -> Effect:
+        issue = self._get(ticket)
+        status = issue["fields"]["status"]
+        if status.get("statusCategory", {}).get("key") == category:
+            return _ticket(issue)  # already there: repeating the step changes nothing
+        listing = self.api.call("GET", f"{API}/issue/{ticket}/transitions")
+        choice = next((t for t in listing.get("transitions", [])
+                       if t.get("to", {}).get("statusCategory", {}).get("key") == category), None)
+        if choice is None:
+            raise Rejected(f"jira: no transition from {status.get('name')} into the "
+                           f"{category!r} category for {ticket}")
+        self.api.call("POST", f"{API}/issue/{ticket}/transitions", json_body={
+            "transition": {"id": choice["id"]},
+            "update": {"comment": [{"add": {"body": adf(comment)}}]},
+        })
+        return _ticket(self._get(ticket))
+
+    def open(self, ticket: str, key: str) -> Effect:
+        return self._move(ticket, category="indeterminate",
+                          comment=f"Moved to the team queue (saga step {key}).")
+
+    def close(self, ticket: str, key: str, reason: str) -> Effect:
+        return self._move(ticket, category="done", comment=f"{reason} (saga step {key}).")
+
+    def delete(self, ticket: str, key: str) -> Effect:
+        try:
+            self.api.call("DELETE", f"{API}/issue/{ticket}")
+        except Rejected as exc:
+            if exc.status != 404:
+                raise
+            return Effect(ticket, {"id": ticket, "deleted": True, "already": True})
+        return Effect(ticket, {"id": ticket, "deleted": True})

@@ -1,0 +1,76 @@
+"""Zendesk Support: tickets created under an `Idempotency-Key` and carrying the step's key as
+`external_id` (R4), found again through the consistent `GET /api/v2/tickets?external_id=`.
+
+A staged ticket is created on `hold` with the tag `draft`; opening it sets `open`. Closing sets
+`solved` with an internal note, and is a no-op success for a ticket already solved or closed.
+Zendesk's API for agents cannot delete a staged ticket safely, so it is solved instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from agentsaga.connectors.config import HttpSettings, ZendeskConfig
+from agentsaga.connectors.transport import JsonApi, with_backoff
+from agentsaga.registry import Effect
+
+API = "/api/v2"
+
+
+def _ticket(ticket: dict[str, Any]) -> Effect:
+    ref = str(ticket["id"])
+    return Effect(ref, {"id": ref, "summary": ticket.get("subject"),
+                        "status": ticket.get("status"), "external_id": ticket.get("external_id")})
+
+
+class ZendeskTickets:
+    system = "zendesk"
+
+    def __init__(self, config: ZendeskConfig, http: HttpSettings) -> None:
+        auth = (f"{config.email}/token", config.token) if config.email else None
+        self.api = JsonApi("zendesk", config.url, http, auth=auth)
+
+    def create(self, summary: str, order_id: str, description: str, key: str, *,
+               draft: bool) -> Effect:
+        body = {"ticket": {
+            "subject": summary, "external_id": key,
+            "comment": {"body": description or f"Order {order_id}: {summary}", "public": False},
+            "tags": ["saga", f"order_{order_id}"] + (["draft"] if draft else []),
+            "status": "hold" if draft else "new",
+        }}
+        created = self.api.call("POST", f"{API}/tickets.json", json_body=body,
+                                headers={"Idempotency-Key": key})
+        return _ticket(created["ticket"])
+
+    def find_many(self, keys: Sequence[str]) -> dict[str, Effect]:
+        found: dict[str, Effect] = {}
+        for key in dict.fromkeys(keys):
+            page = with_backoff(
+                partial(self.api.call, "GET", f"{API}/tickets.json",
+                        params={"external_id": key}, search=True),
+                self.api.settings, "zendesk lookup")
+            tickets = [t for t in page.get("tickets", []) if t.get("external_id") == key]
+            if tickets:
+                found[key] = _ticket(tickets[0])
+        return found
+
+    def _update(self, ticket: str, status: str, note: str, done: tuple[str, ...]) -> Effect:
+        current = self.api.call("GET", f"{API}/tickets/{ticket}.json")["ticket"]
+        if current["status"] in done:
+            return _ticket(current)
+        updated = self.api.call("PUT", f"{API}/tickets/{ticket}.json", json_body={
+            "ticket": {"status": status, "comment": {"body": note, "public": False}}})
+        return _ticket(updated["ticket"])
+
+    def open(self, ticket: str, key: str) -> Effect:
+        return self._update(ticket, "open", f"Moved to the team queue (saga step {key}).",
+                            ("open", "pending", "solved", "closed"))
+
+    def close(self, ticket: str, key: str, reason: str) -> Effect:
+        return self._update(ticket, "solved", f"{reason} (saga step {key}).",
+                            ("solved", "closed"))
+
+    def delete(self, ticket: str, key: str) -> Effect:
+        return self.close(ticket, key, "Staged ticket discarded")
