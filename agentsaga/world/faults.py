@@ -16,6 +16,11 @@ Kinds, and whether the state change happens:
                                          stays in flight meanwhile: a retry gets 409)
     reject                   no          HTTP `status` with the JSON `body` given
     fail_before_commit_502   no          HTTP 502 with an HTML body
+    fail_500_cached          no          HTTP 500 (JSON `body` or a Stripe-style api_error) that
+                                         the idempotency layer saves: a retry with the same key
+                                         gets the same 500 back (Stripe caches 500s)
+
+`reject` and `fail_before_commit_502` answers are never saved under an idempotency key.
 """
 
 from __future__ import annotations
@@ -39,9 +44,10 @@ FaultKind = Literal[
     "delay",
     "reject",
     "fail_before_commit_502",
+    "fail_500_cached",
 ]
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
-PRE_COMMIT_KINDS = frozenset({"delay", "reject", "fail_before_commit_502"})
+PRE_COMMIT_KINDS = frozenset({"delay", "reject", "fail_before_commit_502", "fail_500_cached"})
 
 
 @dataclass
@@ -62,7 +68,7 @@ class Fault:
     status: int = 400
     """`reject`: the HTTP status."""
     body: Any = None
-    """`reject`: the JSON body (default: a generic error object)."""
+    """`reject`, `fail_500_cached`: the JSON body (default: a Stripe-style error object)."""
     seen: int = field(default=0, compare=False)
     """Matching calls so far."""
     fired: int = field(default=0, compare=False)
@@ -159,6 +165,11 @@ async def before_commit(fault: Fault, stopping: asyncio.Event) -> web.StreamResp
         )
     if fault.kind == "fail_before_commit_502":
         return _html(502, "Bad Gateway")
+    if fault.kind == "fail_500_cached":
+        body = fault.body
+        if body is None:
+            body = {"error": {"type": "api_error", "message": "An unknown error occurred."}}
+        return web.Response(status=500, text=json.dumps(body), content_type="application/json")
     return None
 
 

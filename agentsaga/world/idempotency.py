@@ -143,7 +143,7 @@ async def _execute(request: web.Request, handler: Handler) -> web.StreamResponse
     if fault is not None:
         early = await before_commit(fault, request.app[STOPPING])
         if early is not None:
-            if isinstance(early, web.Response):
+            if isinstance(early, web.Response) and fault.kind != "fail_500_cached":
                 uncached(early)
             return early
     return await handler(request)

@@ -101,3 +101,16 @@ def test_delay_answers_late_but_normally(world: World) -> None:
 def test_fault_needs_a_known_kind() -> None:
     with pytest.raises(ValueError, match="unknown fault kind"):
         Fault("POST", "/v1/x", "explode")  # type: ignore[arg-type]
+
+
+def test_a_500_is_saved_under_the_key_and_replayed(world: World) -> None:
+    world.faults.add(Fault("POST", "/v1/payment_intents", "fail_500_cached", on_call=1))
+    sc = client(world)
+    for _ in range(2):
+        with pytest.raises(stripe.APIError) as caught:
+            authorise(sc, "k-500")
+        assert caught.value.http_status == 500
+    assert caught.value.headers is not None
+    assert caught.value.headers.get("Idempotent-Replayed") == "true"
+    assert world.truth()["payment_intents"] == []
+    assert authorise(sc, "k-500-new").status == "requires_capture"
