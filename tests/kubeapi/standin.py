@@ -79,7 +79,7 @@ class KubeStandIn:
         self._store = Store(self.registry, self._history_limit)
         self._store.listeners.append(self._notify)
         self._server = ApiServer(self.registry, self._store, self._bookmark_interval)
-        self._runner = web.AppRunner(self._server.app, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(self._server.app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
