@@ -1,0 +1,62 @@
+"""Helpers for the Helm chart tests: render charts/agentsaga with the real helm v4 binary
+(tools/bin/helm, installed on demand by tools/install_binaries.py) and read the results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "charts" / "agentsaga"
+HELM = ROOT / "tools" / "bin" / "helm"
+FULL_VALUES = CHART / "ci" / "full-values.yaml"
+EXAMPLE_VALUES = CHART / "examples" / "values-existing-postgres.yaml"
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    if not HELM.exists():
+        subprocess.run([sys.executable, str(ROOT / "tools" / "install_binaries.py")], check=True)
+    result = subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def render(
+    *args: str, release: str = "saga", namespace: str = "agentsaga-system", chart: Path = CHART
+) -> list[dict[str, Any]]:
+    """`helm template` → the list of manifests (empty documents dropped)."""
+    out = helm("template", release, str(chart), "--namespace", namespace, *args).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [
+        d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = find(docs, kind, name)
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def sidecar_template(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parsed sidecar.json of the rendered sidecar-template ConfigMap."""
+    maps = [d for d in find(docs, "ConfigMap") if "sidecar.json" in (d.get("data") or {})]
+    assert len(maps) == 1
+    template: dict[str, Any] = json.loads(maps[0]["data"]["sidecar.json"])
+    return template
+
+
+def crd_schema(path: Path) -> dict[str, Any]:
+    """The openAPIV3Schema of the (first) version of a CRD file, for jsonschema."""
+    crd = yaml.safe_load(path.read_text())
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema

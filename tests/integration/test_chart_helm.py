@@ -1,0 +1,322 @@
+"""helm lint --strict, helm template and validation of every rendered manifest: built-in kinds
+with kubernetes-validate (1.37, strict), custom resources with jsonschema against their CRD's
+openAPIV3Schema; values.schema.json rejects bad values naming the field."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.chart_tools import (
+    CHART,
+    EXAMPLE_VALUES,
+    FULL_VALUES,
+    crd_schema,
+    find,
+    helm,
+    one,
+    render,
+    sidecar_template,
+)
+
+CR_SCHEMAS = {
+    ("agentsaga.io/v1alpha1", "AgentRun"): CHART / "crds" / "agentruns.agentsaga.io.yaml",
+}
+VALUE_SETS = {
+    "default": [],
+    "full": ["-f", str(FULL_VALUES)],
+    "example": ["-f", str(EXAMPLE_VALUES)],
+}
+
+
+def _peering_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    out = {}
+    for crd in yaml.safe_load_all((CHART / "crds" / "kopfpeerings.kopf.dev.yaml").read_text()):
+        version = crd["spec"]["versions"][0]
+        key = (f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])
+        out[key] = version["schema"]["openAPIV3Schema"]
+    return out
+
+
+def validate(doc: dict[str, Any]) -> None:
+    key = (doc["apiVersion"], doc["kind"])
+    schemas = {k: crd_schema(p) for k, p in CR_SCHEMAS.items()} | _peering_schemas()
+    if key in schemas:
+        jsonschema.validate(doc, schemas[key])
+    else:
+        kubernetes_validate.validate(doc, "1.37.0", strict=True)
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_helm_lint_strict_passes(values: str) -> None:
+    result = helm("lint", "--strict", str(CHART), *VALUE_SETS[values])
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_every_rendered_manifest_validates(values: str) -> None:
+    docs = render(*VALUE_SETS[values])
+    kinds = {d["kind"] for d in docs}
+    assert {
+        "Deployment",
+        "ClusterRole",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingWebhookConfiguration",
+    } <= kinds
+    for doc in docs:
+        validate(doc)
+        labels = doc["metadata"]["labels"]
+        assert labels["helm.sh/chart"] == "agentsaga-0.1.0"
+        for key in ("name", "instance", "version", "managed-by"):
+            assert f"app.kubernetes.io/{key}" in labels, (doc["kind"], key)
+
+
+def test_crds_and_example_custom_resources_validate() -> None:
+    for path in sorted((CHART / "crds").glob("*.yaml")):
+        for crd in yaml.safe_load_all(path.read_text()):
+            kubernetes_validate.validate(crd, "1.37.0", strict=True)
+    run = yaml.safe_load((CHART / "examples" / "agentrun.yaml").read_text())
+    validate(run)
+    deployment = yaml.safe_load((CHART / "examples" / "agent-deployment.yaml").read_text())
+    validate(deployment)
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["agentsaga.io/inject"] == "true"
+    bad = dict(run, spec={**run["spec"], "onOrphan": "explode"})
+    with pytest.raises(jsonschema.ValidationError):
+        validate(bad)
+
+
+@pytest.mark.parametrize(
+    ("flag", "field"),
+    [
+        ("sidecar.probe.type=http", "/sidecar/probe/type"),
+        ("injection.failurePolicy=Maybe", "/injection/failurePolicy"),
+        ("operator.replicas=0", "/operator/replicas"),
+        ("postgres.dsn=postgresql://u:p@db/saga", "/postgres"),
+        ("sidecar.tools[0]=not a module", "/sidecar/tools/0"),
+        ("otel.protocol=udp", "/otel/protocol"),
+    ],
+)
+def test_values_schema_rejects_bad_values_naming_the_field(flag: str, field: str) -> None:
+    result = helm("template", "x", str(CHART), "--set", flag, check=False)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert f"at '{field}'" in result.stderr, result.stderr
+
+
+def test_values_schema_closes_every_object() -> None:
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text())
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        if "properties" in node:
+            assert node.get("additionalProperties") is False, path
+            for key, child in node["properties"].items():
+                walk(child, f"{path}.{key}")
+
+    walk(schema, "")
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    full = yaml.safe_load(FULL_VALUES.read_text())
+
+    def keys(node: Any, prefix: str = "") -> set[str]:
+        if not isinstance(node, dict) or not node:
+            return {prefix}
+        out = set()
+        for key, child in node.items():
+            if prefix.endswith(
+                (
+                    "resources",
+                    "Annotations",
+                    "Labels",
+                    "annotations",
+                    "nodeSelector",
+                    "resourceAttributes",
+                    "affinity",
+                    "matchLabels",
+                )
+            ):
+                return {prefix}
+            out |= keys(child, f"{prefix}.{key}" if prefix else key)
+        return out
+
+    # ci/full-values.yaml sets every value that values.yaml declares
+    full_keys = keys(full)
+    unset = {k for k in keys(values) if not any(f == k or f.startswith(k + ".") for f in full_keys)}
+    assert unset == set()
+
+
+def test_operator_deployment_is_hardened_and_configured() -> None:
+    docs = render("-f", str(FULL_VALUES))
+    deployment = one(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 3
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert container["args"][:6] == [
+        "operator",
+        "--namespace=agents",
+        "--namespace=payments",
+        "--peering=agentsaga-full",
+        "--liveness=http://0.0.0.0:8081/healthz",
+        "--webhook-port=8443",
+    ]
+    assert "--webhook-cert-dir=/etc/agentsaga/webhook-tls" in container["args"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AGENTSAGA_DSN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "saga-postgres",
+        "key": "connection-string",
+    }
+    assert env["AGENTSAGA_SIDECAR_IMAGE"]["value"] == (
+        "registry.example.com/agentsaga/sidecar:0.1.0-rc1"
+    )
+    assert env["AGENTSAGA_JOB_SERVICE_ACCOUNT"]["value"] == "saga-agent"
+    assert env["AGENTSAGA_SIDECAR_TEMPLATE"]["value"] == "/etc/agentsaga/sidecar/sidecar.json"
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == (
+        "http://otel-collector.observability.svc:4318"
+    )
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"]["value"] == "http/protobuf"
+    assert env["OTEL_SERVICE_NAME"]["value"] == "saga-operator"
+    assert env["OTEL_TRACES_SAMPLER"]["value"] == "parentbased_traceidratio"
+    assert "deployment.environment=staging" in env["OTEL_RESOURCE_ATTRIBUTES"]["value"]
+    # the DSN is only ever a reference
+    rendered = yaml.safe_dump_all(docs)
+    assert "postgresql://" not in rendered
+
+
+def _rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_rbac_is_least_privilege() -> None:
+    docs = render()
+    operator = _rules(one(docs, "ClusterRole", "saga-agentsaga-operator"))
+    assert operator == {
+        *{("agentsaga.io", "agentruns", v) for v in ("get", "list", "watch", "patch", "update")},
+        *{("agentsaga.io", "agentruns/status", v) for v in ("get", "patch", "update")},
+        *{("", "pods", v) for v in ("get", "list", "watch")},
+        *{("batch", "jobs", v) for v in ("create", "get", "list", "watch", "delete")},
+        ("", "events", "create"),
+        ("", "events", "patch"),
+    }
+    cluster = _rules(one(docs, "ClusterRole", "saga-agentsaga-operator-cluster"))
+    assert ("kopf.dev", "clusterkopfpeerings", "patch") in cluster
+    assert all(verb in ("get", "list", "watch", "patch") for _, _, verb in cluster)
+    sidecar = _rules(one(docs, "Role", "saga-agentsaga-sidecar"))
+    assert sidecar == {("agentsaga.io", "agentruns", v) for v in ("get", "create", "patch")} | {
+        ("agentsaga.io", "agentruns/status", v) for v in ("get", "patch")
+    }
+    approver = _rules(one(docs, "ClusterRole", "agentsaga-approver"))
+    assert approver == {
+        *{("agentsaga.io", "agentruns", v) for v in ("get", "list", "watch", "approve")},
+        ("agentsaga.io", "agentruns/status", "get"),
+        ("agentsaga.io", "agentruns/status", "patch"),
+    }
+    # namespaced watching binds the same rules per namespace and uses KopfPeering objects
+    full = render("-f", str(FULL_VALUES))
+    bindings = find(full, "RoleBinding", "agentsaga-full-operator")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["agents", "payments"]
+    assert not find(full, "ClusterRoleBinding", "agentsaga-full-operator")
+    assert sorted(p["metadata"]["namespace"] for p in find(full, "KopfPeering")) == [
+        "agents",
+        "payments",
+    ]
+    assert ("kopf.dev", "kopfpeerings", "patch") in _rules(
+        one(full, "ClusterRole", "agentsaga-full-operator")
+    )
+
+
+def test_webhook_configuration_matches_its_certificate_and_service() -> None:
+    docs = render()
+    secret = one(docs, "Secret")
+    webhook = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]
+    assert webhook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    assert webhook["clientConfig"]["service"] == {
+        "name": "saga-agentsaga-webhook",
+        "namespace": "agentsaga-system",
+        "path": "/inject-sidecar",
+        "port": 443,
+    }
+    assert webhook["failurePolicy"] == "Ignore"
+    assert webhook["reinvocationPolicy"] == "Never"
+    assert webhook["rules"][0]["operations"] == ["CREATE"]
+    assert webhook["namespaceSelector"]["matchExpressions"][0]["values"] == ["agentsaga-system"]
+    assert {"key": "app.kubernetes.io/part-of", "operator": "NotIn", "values": ["agentsaga"]} in (
+        webhook["objectSelector"]["matchExpressions"]
+    )
+    cert = base64.b64decode(secret["data"]["tls.crt"]).decode()
+    assert cert.startswith("-----BEGIN CERTIFICATE-----")
+    service = one(docs, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "webhook"
+    full = render("-f", str(FULL_VALUES))
+    assert one(full, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Fail"
+    off = render("--set", "injection.enabled=false")
+    assert not find(off, "MutatingWebhookConfiguration") and not find(off, "Secret")
+
+
+def test_sidecar_probe_refuses_grpc_with_a_loopback_listener() -> None:
+    result = helm("template", "x", str(CHART), "--set", "sidecar.probe.type=grpc", check=False)
+    assert result.returncode != 0
+    assert "not loopback" in result.stderr
+    grpc = sidecar_template(render("-f", str(FULL_VALUES)))["container"]
+    assert grpc["readinessProbe"]["grpc"] == {"port": 50052}
+
+
+def test_manual_sidecar_template_renders_the_webhook_container(tmp_path: Path) -> None:
+    """An application chart that depends on agentsaga includes `agentsaga.sidecar`: the container
+    is the very one the webhook injects (sidecar.json)."""
+    app = tmp_path / "app"
+    (app / "templates").mkdir(parents=True)
+    (app / "charts").mkdir()
+    shutil.copytree(CHART, app / "charts" / "agentsaga")
+    (app / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: app\nversion: 1.0.0\n"
+        "dependencies:\n  - name: agentsaga\n    version: 0.1.0\n"
+    )
+    (app / "values.yaml").write_text(
+        yaml.safe_dump({"agentsaga": yaml.safe_load(EXAMPLE_VALUES.read_text())})
+    )
+    (app / "templates" / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: agent\nspec:\n"
+        "  initContainers:\n"
+        '    {{- include "agentsaga.sidecar" (index .Subcharts "agentsaga") | nindent 4 }}\n'
+        "  containers:\n    - name: agent\n      image: example/agent:1\n"
+        "  volumes:\n"
+        '    {{- include "agentsaga.sidecarVolumes" (index .Subcharts "agentsaga") | nindent 4 }}\n'
+    )
+    docs = render(chart=app, release="saga")
+    pod = one(docs, "Pod")
+    validate(pod)
+    expected = sidecar_template(docs)
+    assert pod["spec"]["initContainers"] == [expected["container"]]
+    assert pod["spec"]["volumes"] == expected["volumes"]
+
+
+def test_notes_explain_listing_and_approving() -> None:
+    notes = helm("template", "saga", str(CHART), "--show-only", "templates/NOTES.txt", check=False)
+    # NOTES.txt is not a manifest; render it through `helm install --dry-run` instead
+    result = helm("install", "saga", str(CHART), "--dry-run=client", "-n", "agentsaga-system")
+    text = result.stdout
+    assert notes.returncode != 0 or "kubectl get agentruns" in notes.stdout
+    assert "kubectl get agentruns" in text
+    assert "kubectl patch agentrun NAME --subresource=status --type=merge" in text
+    assert '"planHash":"<hash>","decision":"Approved","approver":"<you>"' in text
+    assert "kubectl wait agentrun/NAME --for=condition=PivotApproved" in text
