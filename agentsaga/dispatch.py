@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentsaga import pivot
+from agentsaga import crashpoints, pivot
 from agentsaga.errors import InvalidArguments, InvalidRunId, OutcomeUnknown, Rejected, RunEnded
 from agentsaga.keys import run_id_problem, step_key
 from agentsaga.log import Run, SagaLog, Step
@@ -194,7 +194,9 @@ class Dispatcher:
               commit_index: int | None) -> DispatchResult:
         extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
         try:
+            crashpoints.reach(f"after_intent:{spec.name}")
             effect = as_effect(_jsonable(spec.fn(**args, idempotency_key=step.idempotency_key)))
+            crashpoints.reach(f"after_call:{spec.name}")
         except Rejected as exc:
             failed = self.log.record_outcome(step.run_id, epoch, step.step_idx, "FAILED",
                                              error=str(exc))

@@ -1,0 +1,96 @@
+"""Corrections (R9): what people saw cannot be taken back; a person decides what to say.
+
+Every effect an unwind cannot undo silently gets a row in `corrections`, ranked by blast radius:
+internal audiences first (the agent, then the support team, the warehouse, finance), anything
+that reached the customer last. A row is `Proposed` (waiting for a human, never sent by the
+harness) only when its audience really saw the original: an irreversible message, or a
+compensated step whose effect reached the customer (a charge with a receipt). Everything else
+is recorded as `Silent`: a refund with receipts off needs no letter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from agentsaga.errors import Fenced, RunNotFound
+from agentsaga.log import SagaLog, Step
+
+# Blast radius by audience: lower is more internal; unknown audiences sit between.
+RANKS: dict[str, int] = {"agent": 0, "support_team": 10, "warehouse": 20, "finance": 30,
+                         "customer": 100}
+OTHER_RANK = 50
+
+
+def rank(audience: Sequence[str]) -> int:
+    """The widest audience decides: a step the customer saw ranks last."""
+    return max((RANKS.get(a, OTHER_RANK) for a in audience), default=0)
+
+
+def customer_saw(audience: Sequence[str]) -> bool:
+    return "customer" in audience
+
+
+@dataclass(frozen=True)
+class Correction:
+    run_id: str
+    step_idx: int
+    tool: str
+    audience: list[str]
+    rank: int
+    state: str
+    """`Proposed` (a human must decide) or `Silent` (nobody outside saw it)."""
+    correction: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step_idx": self.step_idx, "tool": self.tool, "audience": self.audience,
+                "rank": self.rank, "state": self.state, "correction": self.correction}
+
+
+def plan(step: Step) -> Correction:
+    """The correction for one step that the unwind compensated or could not undo."""
+    audience = list(step.audience)
+    if step.tool_class == "irreversible":
+        # someone read it; the pre-written correction (template, recipients) waits for a human
+        outside = any(a != "agent" for a in audience)
+        state = "Proposed" if outside else "Silent"
+        body = step.compensation
+    elif customer_saw(audience):
+        state = "Proposed"
+        body = {"tool": "send_correction", "args": {
+            "template": f"{step.tool}_reversed", "to": ["customer"],
+            "about": step.external_ref, "original_key": step.idempotency_key}}
+    else:
+        state, body = "Silent", None
+    return Correction(step.run_id, step.step_idx, step.tool, audience, rank(audience), state,
+                      body)
+
+
+def record(log: SagaLog, epoch: int, correction: Correction) -> None:
+    """Store the correction once (R12: only the run's current owner writes)."""
+    with log.pool.connection() as conn, conn.transaction():
+        row = conn.execute("SELECT owner_epoch FROM saga_runs WHERE run_id = %s FOR SHARE",
+                           (correction.run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(f"run {correction.run_id!r} is not in the saga log")
+        if row["owner_epoch"] != epoch:
+            raise Fenced(correction.run_id, epoch, row["owner_epoch"])
+        body = None if correction.correction is None else Jsonb(correction.correction)
+        conn.execute(
+            "INSERT INTO corrections (run_id, step_idx, tool, audience, rank, correction, state)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, step_idx) DO NOTHING",
+            (correction.run_id, correction.step_idx, correction.tool, correction.audience,
+             correction.rank, body, correction.state),
+        )
+
+
+def for_run(log: SagaLog, run_id: str) -> list[Correction]:
+    """A run's corrections in the order a human should see them: internal first."""
+    with log.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT run_id, step_idx, tool, audience, rank, state, correction FROM corrections"
+            " WHERE run_id = %s ORDER BY rank, step_idx DESC", (run_id,)).fetchall()
+    return [Correction(**r) for r in rows]

@@ -1,0 +1,54 @@
+"""`agentsaga reconcile --run RUN` and `agentsaga unwind --run RUN`: one-shot jobs from the same
+image as the sidecar (the operator starts them for orphaned runs). Both adopt the run (R12),
+print what they found, compensated and queued, and exit 1 while anything is left unsettled."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+
+from agentsaga.commands import open_log_from
+from agentsaga.loading import load_tools
+from agentsaga.settings import Settings
+from agentsaga.unwind import SettleReport, reconcile_run, unwind_run
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, help="the run id")
+    parser.add_argument("--dsn", help="Postgres DSN (default: AGENTSAGA_DSN, else the embedded "
+                        "Postgres under AGENTSAGA_DATA_DIR)")
+    parser.add_argument("--tools", action="append", default=None, metavar="MODULE",
+                        help="modules that register the tools (default: AGENTSAGA_TOOLS, else "
+                        "agentsaga.connectors.tools)")
+    parser.add_argument("--owner", default="", help="who adopts the run (default: host:pid)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+configure_reconcile = _configure
+configure_unwind = _configure
+
+
+def _settle(args: argparse.Namespace, action: str) -> int:
+    settings = Settings.from_env()
+    modules = args.tools or list(settings.tools) or ["agentsaga.connectors.tools"]
+    registry = load_tools(modules)
+    owner = args.owner or f"{action}:{socket.gethostname()}:{os.getpid()}"
+    saga_log = open_log_from(args)
+    try:
+        fn = reconcile_run if action == "reconcile" else unwind_run
+        report: SettleReport = fn(saga_log, registry, args.run, owner,
+                                  recheck_pause_s=settings.recheck_pause_s)
+    finally:
+        saga_log.close()
+    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else report.render())
+    return 0 if report.settled else 1
+
+
+def run_reconcile(args: argparse.Namespace) -> int:
+    return _settle(args, "reconcile")
+
+
+def run_unwind(args: argparse.Namespace) -> int:
+    return _settle(args, "unwind")
