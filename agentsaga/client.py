@@ -114,19 +114,25 @@ class SagaClient:
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
 
     def begin_run(self, run_id: str, *, agent: str = "") -> pb.BeginRunResponse:
-        return self.stub.BeginRun(pb.BeginRunRequest(run_id=run_id, agent=agent),
-                                  timeout=self.timeout)
+        reply: pb.BeginRunResponse = self.stub.BeginRun(
+            pb.BeginRunRequest(run_id=run_id, agent=agent), timeout=self.timeout
+        )
+        return reply
 
     def dispatch_raw(self, run_id: str, tool: str, args: dict[str, Any]) -> pb.DispatchResponse:
         request = pb.DispatchRequest(run_id=run_id, tool=tool, args_json=json.dumps(args))
-        return self.stub.Dispatch(request, timeout=self.timeout)
+        reply: pb.DispatchResponse = self.stub.Dispatch(request, timeout=self.timeout)
+        return reply
 
     def dispatch(self, run_id: str, tool: str, args: dict[str, Any]) -> Any:
         """The tool's result when CONFIRMED; otherwise raises a ToolCallError subclass."""
         return _result(self.dispatch_raw(run_id, tool, args))
 
     def get_run(self, run_id: str) -> pb.GetRunResponse:
-        return self.stub.GetRun(pb.GetRunRequest(run_id=run_id), timeout=self.timeout)
+        reply: pb.GetRunResponse = self.stub.GetRun(
+            pb.GetRunRequest(run_id=run_id), timeout=self.timeout
+        )
+        return reply
 
     def list_tools(self) -> list[pb.ToolInfo]:
         return list(self.stub.ListTools(pb.ListToolsRequest(), timeout=self.timeout).tools)
@@ -140,18 +146,23 @@ class SagaClient:
         return SettleResult(json.loads(reply.report_json or "{}"), reply.settled)
 
     def reach_pivot(self, run_id: str, commit_plan: list[dict[str, Any]]) -> pb.PivotResponse:
-        return self.stub.ReachPivot(
+        reply: pb.PivotResponse = self.stub.ReachPivot(
             pb.ReachPivotRequest(run_id=run_id, commit_plan_json=json.dumps(commit_plan)),
-            timeout=self.timeout)
+            timeout=self.timeout,
+        )
+        return reply
 
     def await_decision(self, run_id: str, timeout: float = 300.0) -> pb.PivotResponse:
-        return self.stub.AwaitDecision(
-            pb.AwaitDecisionRequest(run_id=run_id, timeout_seconds=timeout),
-            timeout=timeout + 10)
+        reply: pb.PivotResponse = self.stub.AwaitDecision(
+            pb.AwaitDecisionRequest(run_id=run_id, timeout_seconds=timeout), timeout=timeout + 10
+        )
+        return reply
 
     def end_run(self, run_id: str, outcome: str = "Succeeded") -> pb.EndRunResponse:
-        return self.stub.EndRun(pb.EndRunRequest(run_id=run_id, outcome=outcome),
-                                timeout=self.timeout)
+        reply: pb.EndRunResponse = self.stub.EndRun(
+            pb.EndRunRequest(run_id=run_id, outcome=outcome), timeout=self.timeout
+        )
+        return reply
 
 
 class AsyncSagaClient:
@@ -166,21 +177,29 @@ class AsyncSagaClient:
         await self.channel.close()
 
     async def begin_run(self, run_id: str, *, agent: str = "") -> pb.BeginRunResponse:
-        return await self.stub.BeginRun(  # type: ignore[misc]
-            pb.BeginRunRequest(run_id=run_id, agent=agent), timeout=self.timeout)
+        reply: pb.BeginRunResponse = await self.stub.BeginRun(
+            pb.BeginRunRequest(run_id=run_id, agent=agent), timeout=self.timeout
+        )
+        return reply
 
-    async def dispatch_raw(self, run_id: str, tool: str,
-                           args: dict[str, Any]) -> pb.DispatchResponse:
+    async def dispatch_raw(
+        self, run_id: str, tool: str, args: dict[str, Any]
+    ) -> pb.DispatchResponse:
         request = pb.DispatchRequest(run_id=run_id, tool=tool, args_json=json.dumps(args))
-        return await self.stub.Dispatch(request, timeout=self.timeout)  # type: ignore[misc]
+        reply: pb.DispatchResponse = await self.stub.Dispatch(request, timeout=self.timeout)
+        return reply
 
     async def dispatch(self, run_id: str, tool: str, args: dict[str, Any]) -> Any:
         return _result(await self.dispatch_raw(run_id, tool, args))
 
     async def get_run(self, run_id: str) -> pb.GetRunResponse:
-        return await self.stub.GetRun(  # type: ignore[misc]
-            pb.GetRunRequest(run_id=run_id), timeout=self.timeout)
+        reply: pb.GetRunResponse = await self.stub.GetRun(
+            pb.GetRunRequest(run_id=run_id), timeout=self.timeout
+        )
+        return reply
 
     async def end_run(self, run_id: str, outcome: str = "Succeeded") -> pb.EndRunResponse:
-        return await self.stub.EndRun(  # type: ignore[misc]
-            pb.EndRunRequest(run_id=run_id, outcome=outcome), timeout=self.timeout)
+        reply: pb.EndRunResponse = await self.stub.EndRun(
+            pb.EndRunRequest(run_id=run_id, outcome=outcome), timeout=self.timeout
+        )
+        return reply

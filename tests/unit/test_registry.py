@@ -1,0 +1,101 @@
+"""R1: registration fails, naming the tool, for every declaration that breaks the rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentsaga import NO_LOOKUP, Compensation, Registry, RegistrationError, step_key
+from agentsaga.errors import CompensationUnavailable, UnknownTool
+from agentsaga.keys import compensation_key, run_id_problem
+
+
+def effect(idempotency_key: str, **args: Any) -> dict[str, Any]:
+    return {"id": idempotency_key}
+
+
+def close(args: dict[str, Any], key: str) -> Compensation:
+    return Compensation("close_ticket", {"by_key": key})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({}, "has no class"),
+        ({"cls": "dangerous"}, "unknown class 'dangerous'"),
+        ({"cls": "compensatable", "lookup": NO_LOOKUP}, "declares no compensate"),
+        ({"cls": "reversible", "lookup": NO_LOOKUP}, "declares no compensate"),
+        ({"cls": "compensatable", "compensate": close}, "declares no lookup"),
+        ({"cls": "irreversible"}, "declares no lookup"),
+        ({"cls": "pure", "compensate": close}, "is pure"),
+        ({"cls": "compensatable", "compensate": close, "lookup": NO_LOOKUP,
+          "audience": "customer"}, "audience must be"),
+    ],
+)
+def test_bad_declarations_are_refused_naming_the_tool(kwargs: dict[str, Any], says: str) -> None:
+    registry = Registry()
+    with pytest.raises(RegistrationError, match=says) as error:
+        registry.register(effect, name="create_ticket", **kwargs)
+    assert "create_ticket" in str(error.value)
+    assert "create_ticket" not in registry
+
+
+def test_side_effecting_tool_must_accept_the_key() -> None:
+    def no_key(summary: str) -> None: ...
+
+    with pytest.raises(RegistrationError, match="idempotency_key"):
+        Registry().register(no_key, cls="irreversible", lookup=NO_LOOKUP)
+
+
+def test_two_different_tools_cannot_share_a_name() -> None:
+    registry = Registry()
+    registry.register(effect, name="t", cls="irreversible", lookup=NO_LOOKUP)
+
+    def other(idempotency_key: str) -> None: ...
+
+    with pytest.raises(RegistrationError, match="already registered"):
+        registry.register(other, name="t", cls="irreversible", lookup=NO_LOOKUP)
+
+
+def test_decorator_registers_and_audience_is_computed_from_arguments() -> None:
+    registry = Registry()
+
+    @registry.tool(cls="compensatable", compensate=close, lookup=NO_LOOKUP,
+                   audience=lambda a: ["customer"] if a.get("receipt") else ["finance"])
+    def charge_card(amount: int, idempotency_key: str, receipt: bool = False) -> None: ...
+
+    spec = registry.get("charge_card")
+    assert spec.audience({"amount": 5}) == ["finance"]
+    assert spec.audience({"amount": 5, "receipt": True}) == ["customer"]
+    assert spec.lookup is None and spec.needs_approval is False
+    with pytest.raises(UnknownTool, match="charge_card"):
+        registry.get("charge")
+
+
+def test_compensation_that_cannot_be_built_refuses() -> None:
+    spec = Registry().register(
+        effect, name="refundable", cls="compensatable", lookup=NO_LOOKUP,
+        compensate=lambda args, key: Compensation("refund", {"amount": int(args["amount"])}))
+    assert spec.build_compensation({"amount": "7"}, "k") == Compensation("refund", {"amount": 7})
+    with pytest.raises(CompensationUnavailable, match="refundable"):
+        spec.build_compensation({}, "k")
+
+
+def test_keys_come_from_run_step_and_tool_only() -> None:
+    key = step_key("refund-1182", 2, "create_ticket")
+    assert len(key) == 32 and key == step_key("refund-1182", 2, "create_ticket")
+    assert key != step_key("refund-1182", 3, "create_ticket")
+    assert compensation_key("refund-1182", 2, "create_ticket") == step_key(
+        "refund-1182", 2, "compensate:create_ticket")
+
+
+@pytest.mark.parametrize("run_id", ["", "x" * 129, "a b", "-leading", "trailing-", "runé",
+                                    "a/b", "x'; DROP TABLE saga_log;--"])
+def test_malformed_run_ids_are_explained(run_id: str) -> None:
+    assert run_id_problem(run_id)
+
+
+@pytest.mark.parametrize("run_id", ["refund-1182", "a", "run_1.2:3"])
+def test_good_run_ids_pass(run_id: str) -> None:
+    assert run_id_problem(run_id) is None

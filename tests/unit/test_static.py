@@ -1,0 +1,52 @@
+"""The project's own checks: lint, types, generated code in sync, the public API pinned."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import agentsaga
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*cmd: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_ruff_is_clean() -> None:
+    result = run(sys.executable, "-m", "ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    result = run(sys.executable, "tools/typecheck.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_generated_grpc_code_matches_the_protos() -> None:
+    result = run(sys.executable, "tools/gen_protos.py", "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(agentsaga.__all__) == sorted([
+        "NO_LOOKUP", "TOOL_CLASSES", "Compensation", "CompensationUnavailable",
+        "ConfigurationError", "Effect", "Fenced", "InvalidArguments", "InvalidRunId",
+        "OutcomeUnknown", "PivotError", "Registry", "RegistrationError", "Rejected",
+        "RequestError", "RunEnded", "RunNotFound", "SagaError", "ToolError", "ToolSpec",
+        "UnknownTool", "compensation_key", "default_registry", "ref", "register", "step_key",
+        "tool",
+    ])
+    for name in agentsaga.__all__:
+        assert hasattr(agentsaga, name), name
+
+
+def test_help_lists_every_command() -> None:
+    result = run(sys.executable, "-m", "agentsaga.cli", "--help")
+    assert result.returncode == 0, result.stderr
+    from agentsaga.cli import COMMANDS
+
+    for name in COMMANDS:
+        assert name in result.stdout
