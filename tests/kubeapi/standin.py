@@ -214,7 +214,7 @@ class KubeStandIn:
     # ---- behaviour knobs -------------------------------------------------------------------
 
     def compact(self) -> None:
-        """Forget the watch history: resuming a watch from any older RV gets 410 Gone."""
+        """Forget the watch history: resuming a watch from any RV seen so far gets 410 Gone."""
         self._call(lambda s: s.compact())
 
     def block_evictions(self, blocked: bool = True) -> None:

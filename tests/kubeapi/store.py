@@ -114,9 +114,12 @@ class Store:
             listener()
 
     def compact(self) -> None:
-        """Forget the event history: watches from any older resourceVersion get 410 Gone."""
+        """Forget the event history: watches resuming from any RV seen so far get 410 Gone.
+
+        The RV moves on by one, as if writes elsewhere in the cluster had been compacted too.
+        """
         self.history.clear()
-        self.compacted_rv = self.rv
+        self.compacted_rv = self._next_rv()
 
     def events_since(self, key: StoreKey, rv: int) -> list[WatchEvent] | None:
         """Events of `key` newer than `rv`, or None when `rv` is too old (410)."""
