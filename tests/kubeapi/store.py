@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import datetime
 import secrets
 import string
 import uuid
@@ -16,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import errors, patch
+from . import defaults, errors, patch
+from .defaults import now
 from .errors import ApiError
-from .resources import CRD_GROUP, CRD_PLURAL, Registry, ResourceType
+from .resources import Registry, ResourceType
 from .selectors import Predicate
 
 Obj = dict[str, Any]
@@ -26,10 +26,6 @@ StoreKey = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace or "", name)
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -44,26 +40,6 @@ class WatchEvent:
 class Watcher:
     key: StoreKey
     queue: asyncio.Queue[WatchEvent | None] = field(default_factory=asyncio.Queue)
-
-
-def apply_defaults(schema: dict[str, Any] | None, node: Any) -> None:
-    """Fill `default:` values of absent properties, recursively (structural schemas only)."""
-    if not schema or not isinstance(node, dict):
-        if schema and isinstance(node, list) and isinstance(schema.get("items"), dict):
-            for item in node:
-                apply_defaults(schema["items"], item)
-        return
-    for name, sub in (schema.get("properties") or {}).items():
-        if name not in node and "default" in sub:
-            node[name] = copy.deepcopy(sub["default"])
-        if name in node:
-            apply_defaults(sub, node[name])
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        known = schema.get("properties") or {}
-        for name, value in node.items():
-            if name not in known:
-                apply_defaults(extra, value)
 
 
 def _spec_part(obj: Obj, rt: ResourceType) -> Obj:
@@ -200,57 +176,18 @@ class Store:
         meta["creationTimestamp"] = now()
         if rt.custom and rt.has_status:
             obj.pop("status", None)
-        self._prepare(rt, obj)
+        defaults.prepare(rt, obj)
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         if dry_run:
             meta["resourceVersion"] = str(self.rv)
             return self.present(rt, obj)
         meta["resourceVersion"] = str(self._next_rv())
         self._bucket(rt)[self._okey(rt, ns, name)] = obj
-        if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
+        if defaults.is_crd(rt):
             self.registry.register_crd(obj)
         self._emit(rt, "ADDED", obj)
         return self.present(rt, obj)
 
-    def _prepare(self, rt: ResourceType, obj: Obj) -> None:
-        """Server-side defaults: CRD schema defaults and a few built-in status fields."""
-        if rt.custom and rt.schema:
-            apply_defaults(rt.schema, obj)
-        if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
-            self._prepare_crd(rt, obj)
-        elif rt.group == "" and rt.kind == "Namespace":
-            obj.setdefault("spec", {"finalizers": ["kubernetes"]})
-            obj.setdefault("status", {}).setdefault("phase", "Active")
-        elif rt.group == "" and rt.kind == "Pod":
-            obj.setdefault("status", {}).setdefault("phase", "Pending")
-
-    def _prepare_crd(self, rt: ResourceType, obj: Obj) -> None:
-        spec = obj.get("spec") or {}
-        names = spec.get("names") or {}
-        name = obj["metadata"]["name"]
-        if not spec.get("group") or not names.get("plural") or not names.get("kind"):
-            raise errors.invalid(rt, name, "spec: Required value: group, names.plural and "
-                                           "names.kind are required")
-        if name != f"{names['plural']}.{spec['group']}":
-            raise errors.invalid(rt, name, f'metadata.name: Invalid value: "{name}": must be '
-                                           "spec.names.plural+\".\"+spec.group")
-        accepted = dict(names)
-        accepted.setdefault("singular", names["kind"].lower())
-        accepted.setdefault("listKind", names["kind"] + "List")
-        stamp = now()
-        obj["status"] = {
-            "acceptedNames": accepted,
-            "storedVersions": [v["name"] for v in spec.get("versions", []) if v.get("storage")],
-            "conditions": [
-                {"type": t, "status": "True", "reason": r, "message": m,
-                 "lastTransitionTime": stamp}
-                for t, r, m in (
-                    ("NamesAccepted", "NoConflicts", "no conflicts found"),
-                    ("Established", "InitialNamesAccepted", "the initial names have been "
-                                                            "accepted"),
-                )
-            ],
-        }
 
     def update(self, rt: ResourceType, ns: str | None, name: str, body: Any,
                subresource: str | None = None, dry_run: bool = False) -> Obj:
@@ -318,10 +255,7 @@ class Store:
         if not meta.get("finalizers"):
             meta.pop("finalizers", None)
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
-        if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
-            self._keep_crd_status(old, new)
-        else:
-            self._prepare(rt, new)
+        defaults.prepare_update(rt, old, new)
         if _spec_part(new, rt) != _spec_part(old, rt):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         if _comparable(new) == _comparable(old):
@@ -334,22 +268,15 @@ class Store:
             self._remove(rt, okey, new)
         else:
             self._bucket(rt)[okey] = new
-            if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
+            if defaults.is_crd(rt):
                 self.registry.register_crd(new)
             self._emit(rt, "MODIFIED", new)
         return self.present(rt, new)
 
-    def _keep_crd_status(self, old: Obj, new: Obj) -> None:
-        rt = self.registry.find(CRD_GROUP, "v1", CRD_PLURAL)
-        assert rt is not None
-        self._prepare_crd(rt, new)
-        if new["status"]["acceptedNames"] == (old.get("status") or {}).get("acceptedNames"):
-            new["status"] = copy.deepcopy(old.get("status"))
-
     def _remove(self, rt: ResourceType, key: ObjKey, final: Obj) -> None:
         self._bucket(rt).pop(key, None)
         self._emit(rt, "DELETED", final)
-        if rt.group == CRD_GROUP and rt.plural == CRD_PLURAL:
+        if defaults.is_crd(rt):
             spec = final["spec"]
             served = self.registry.find(spec["group"], spec["versions"][0]["name"],
                                         spec["names"]["plural"])
