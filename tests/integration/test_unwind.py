@@ -1,0 +1,166 @@
+"""Reconcile and unwind against the world: ground truth after every step, crashes half-way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agentsaga import corrections
+from agentsaga.connectors.tools import register_all
+from agentsaga.demo.world import connector_env
+from agentsaga.dispatch import Dispatcher
+from agentsaga.log import SagaLog
+from agentsaga.registry import Registry
+from agentsaga.settings import Settings
+from agentsaga.unwind import reconcile_run, unwind_run
+from agentsaga.world import Fault, World
+
+TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
+CHARGE = {"customer_id": "cus_1", "amount": 500, "order_id": "1182"}
+TRANSITIONS = "POST /rest/api/3/issue/{key}/transitions"
+
+
+@pytest.fixture
+def registry(world: World) -> Registry:
+    return register_all(Registry(), connector_env(world.url))
+
+
+@pytest.fixture
+def saga_log(pg: str) -> Iterator[SagaLog]:
+    log = SagaLog(pg, min_size=1, max_size=4).open()
+    yield log
+    log.close()
+
+
+@pytest.fixture
+def dispatcher(saga_log: SagaLog, registry: Registry) -> Dispatcher:
+    return Dispatcher(saga_log, registry, Settings(recheck_pause_s=0.05))
+
+
+def statuses(log: SagaLog, run_id: str) -> list[tuple[str, str, str | None]]:
+    return [(s.tool, s.status, s.comp_status) for s in log.steps(run_id)]
+
+
+def test_reconcile_settles_unknown_rows_through_a_lagging_index(
+        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r1")
+    world.faults.add(Fault("POST", "/rest/api/3/issue", "commit_then_504", on_call=1))
+    assert dispatcher.dispatch("r1", "create_ticket", TICKET).outcome == "UNKNOWN"
+    world.set_search_lag(0.2)
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        world.set_search_lag(0.0)  # the index catches up during the pause
+
+    report = reconcile_run(saga_log, registry, "r1", "job", recheck_pause_s=0.3, sleep=pause)
+    assert pauses == [0.3]
+    [ticket] = world.truth()["tickets"]
+    assert report.settled and report.reconciled[0]["ref"] == ticket["key"]
+    assert statuses(saga_log, "r1") == [("create_ticket", "CONFIRMED", None)]
+    assert saga_log.require_run("r1").owner_epoch == 2  # adopted (R12)
+
+
+def test_reconcile_marks_not_executed_when_nothing_is_found(
+        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r2")
+    world.faults.add(Fault("POST", "/rest/api/3/issue", "fail_before_commit_502", on_call=1))
+    assert dispatcher.dispatch("r2", "create_ticket", TICKET).outcome == "UNKNOWN"
+    report = reconcile_run(saga_log, registry, "r2", "job", recheck_pause_s=0.01)
+    assert report.settled and world.truth()["tickets"] == []
+    assert statuses(saga_log, "r2") == [("create_ticket", "NOT_EXECUTED", None)]
+
+
+def test_unwind_compensates_backwards_once_and_receipts_off_is_silent(
+        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r3")
+    dispatcher.dispatch("r3", "create_ticket", TICKET)
+    dispatcher.dispatch("r3", "charge_card", CHARGE)
+    report = unwind_run(saga_log, registry, "r3", "job", recheck_pause_s=0.01)
+    assert report.settled
+    assert [c["tool"] for c in report.compensated] == ["charge_card", "create_ticket"]
+    again = unwind_run(saga_log, registry, "r3", "job2", recheck_pause_s=0.01)
+    assert again.compensated == [] and again.settled
+    truth = world.truth()
+    assert [t["state"] for t in truth["tickets"]] == ["closed"]
+    assert [p["status"] for p in truth["payment_intents"]] == ["canceled"]
+    assert truth["calls"][TRANSITIONS] == 1 and truth["emails"] == []
+    assert [c.state for c in corrections.for_run(saga_log, "r3")] == ["Silent", "Silent"]
+    assert saga_log.require_run("r3").state == "unwound"
+
+
+def test_charge_with_receipt_gets_a_proposed_correction_ranked_last(
+        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r4")
+    dispatcher.dispatch("r4", "create_ticket", TICKET)
+    dispatcher.dispatch("r4", "charge_card", {**CHARGE, "receipt": True})
+    unwind_run(saga_log, registry, "r4", "job", recheck_pause_s=0.01)
+    queue = corrections.for_run(saga_log, "r4")
+    assert [(c.tool, c.state) for c in queue] == [("create_ticket", "Silent"),
+                                                  ("charge_card", "Proposed")]
+    assert queue[-1].audience == ["customer"] and queue[-1].rank > queue[0].rank
+    assert world.truth()["emails"] == []  # proposed, never sent by the harness
+
+
+def test_rejected_compensation_is_failed_and_reported(
+        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r5")
+    dispatcher.dispatch("r5", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "reject", status=400))
+    report = unwind_run(saga_log, registry, "r5", "job", recheck_pause_s=0.01)
+    assert not report.settled and report.failed[0]["tool"] == "charge_card"
+    assert statuses(saga_log, "r5") == [("charge_card", "CONFIRMED", "FAILED")]
+    assert world.truth()["payment_intents"][0]["status"] == "requires_capture"
+
+
+def test_unknown_compensation_stays_intended_and_the_next_unwind_finishes_it(
+        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r6")
+    dispatcher.dispatch("r6", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "commit_then_504", on_call=1))
+    first = unwind_run(saga_log, registry, "r6", "job", recheck_pause_s=0.01)
+    assert not first.settled and statuses(saga_log, "r6") == [
+        ("charge_card", "CONFIRMED", "INTENDED")]
+    second = unwind_run(saga_log, registry, "r6", "job2", recheck_pause_s=0.01)
+    assert second.settled
+    assert statuses(saga_log, "r6") == [("charge_card", "COMPENSATED", "DONE")]
+    truth = world.truth()
+    assert [p["status"] for p in truth["payment_intents"]] == ["canceled"]
+    assert truth["refunds"] == []
+
+
+@pytest.mark.parametrize("crash_at", ["after_compensation:cancel_or_refund_payment",
+                                      "after_compensation:close_ticket"])
+def test_unwind_killed_half_way_and_restarted_compensates_nothing_twice(
+        world: World, dispatcher: Dispatcher, saga_log: SagaLog, pg: str, tmp_path: Path,
+        crash_at: str) -> None:
+    dispatcher.begin_run("r7")
+    dispatcher.dispatch("r7", "create_ticket", TICKET)
+    dispatcher.dispatch("r7", "charge_card", CHARGE)
+    env = {**os.environ, **connector_env(world.url), "AGENTSAGA_RECHECK_PAUSE_S": "0.01"}
+    command = [sys.executable, "-m", "agentsaga.cli", "unwind", "--run", "r7", "--dsn", pg,
+               "--tools", "agentsaga.connectors.tools"]
+    killed = subprocess.run(command, env={**env, "AGENTSAGA_CRASH_AT": crash_at}, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    assert "INTENDED" in [s.comp_status for s in saga_log.steps("r7")]
+    finished = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=60)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert statuses(saga_log, "r7") == [("create_ticket", "COMPENSATED", "DONE"),
+                                        ("charge_card", "COMPENSATED", "DONE")]
+    truth = world.truth()
+    assert [t["state"] for t in truth["tickets"]] == ["closed"]
+    assert truth["calls"][TRANSITIONS] == 1  # closed once
+    assert [p["status"] for p in truth["payment_intents"]] == ["canceled"]
+    assert truth["calls"]["POST /v1/payment_intents/{id}/cancel"] == 1
+    assert truth["refunds"] == []
+    with psycopg.connect(pg) as conn:
+        assert conn.execute("SELECT count(*) FROM corrections WHERE run_id = 'r7'"
+                            ).fetchone() == (2,)
