@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import subprocess
 import sys
@@ -30,7 +32,14 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def render(
     *args: str, release: str = "saga", namespace: str = "agentsaga-system", chart: Path = CHART
 ) -> list[dict[str, Any]]:
-    """`helm template` → the list of manifests (empty documents dropped)."""
+    """`helm template` → the list of manifests (empty documents dropped); cached per arguments."""
+    return copy.deepcopy(_render(args, release, namespace, chart))
+
+
+@functools.lru_cache(maxsize=32)
+def _render(
+    args: tuple[str, ...], release: str, namespace: str, chart: Path
+) -> list[dict[str, Any]]:
     out = helm("template", release, str(chart), "--namespace", namespace, *args).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 

@@ -34,8 +34,9 @@ def _copy_build_context(target: Path) -> None:
         out = set()
         for name in names:
             rel = (rel_dir / name).as_posix()
+            # as Docker does: a plain pattern is anchored at the root, `**/` matches anywhere
             if any(
-                fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(name, p.removeprefix("**/"))
+                fnmatch.fnmatch(name, p[3:]) if p.startswith("**/") else fnmatch.fnmatch(rel, p)
                 for p in patterns
             ):
                 out.add(name)
