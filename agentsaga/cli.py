@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "log": ("agentsaga.commands", "print a run's saga log as a table"),
     "approve": ("agentsaga.commands", "approve or reject a run's staged plan (no Kubernetes)"),
     "world": ("agentsaga.world.cli", "serve the local stand-in world ... with fault injection"),
+    "chaos": ("agentsaga.chaos.cli", "run a seeded fault-injection campaign and check invariants"),
     "bench": ("agentsaga.bench.cli", "measure dispatch overhead, peers, throughput and reconcile"),
     "reconcile": ("agentsaga.jobs", "settle a run's unknown steps by asking the real systems"),
     "unwind": ("agentsaga.jobs", "reconcile, then compensate a run backwards, queue corrections"),

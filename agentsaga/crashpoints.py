@@ -10,6 +10,7 @@ Points in the product:
     after_intent:<tool>          the INTENDED row is committed, the tool not yet called
     after_call:<tool>            the tool returned, its outcome not yet written
     after_compensation:<tool>    a compensating tool returned, DONE not yet written
+    during_reconcile             a lookup found the effect by key, CONFIRMED not yet written
 """
 
 from __future__ import annotations

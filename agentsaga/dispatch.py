@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentsaga import crashpoints, pivot
-from agentsaga.errors import InvalidArguments, InvalidRunId, OutcomeUnknown, Rejected, RunEnded
+from agentsaga.errors import (
+    InvalidArguments,
+    InvalidRunId,
+    OutcomeUnknown,
+    PermissionDenied,
+    Rejected,
+    RunEnded,
+)
 from agentsaga.keys import run_id_problem, step_key
 from agentsaga.log import Run, SagaLog, Step
 from agentsaga.reconcile import Reconciler
@@ -107,10 +114,21 @@ class Dispatcher:
             self._epochs[run_id] = adoption.run.owner_epoch
         return adoption.run, adoption.adopted
 
+    def check_bound(self, run: Run) -> None:
+        """A sidecar serves the runs of its own pod: a run bound to another pod that this
+        process neither began nor adopted (BeginRun) is refused."""
+        if run.run_id in self._epochs or not run.pod_uid:
+            return
+        if run.pod_uid != self.settings.pod_uid:
+            raise PermissionDenied(
+                f"run {run.run_id!r} is bound to another pod; this sidecar serves pod "
+                f"{self.settings.pod_uid or '(none)'!r}. Call BeginRun to adopt it on purpose.")
+
     def epoch(self, run_id: str) -> int:
         """The epoch this process holds for the run; adopts the run if it holds none."""
         held = self._epochs.get(run_id)
         if held is None:
+            self.check_bound(self.log.require_run(run_id))
             run, _ = self.begin_run(run_id)
             held = run.owner_epoch
         return held
@@ -131,6 +149,7 @@ class Dispatcher:
         spec = self.registry.get(tool)
         _check_signature(spec, args)
         run = self.log.require_run(run_id)
+        self.check_bound(run)
         if not run.open:
             raise RunEnded(f"run {run_id!r} has ended ({run.state}); no more calls")
         if not spec.logged:

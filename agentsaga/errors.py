@@ -11,7 +11,9 @@
     │   ├── InvalidRunId           empty, too long or malformed run id
     │   ├── RunEnded               the run has ended; no more calls
     │   ├── RunNotFound            no such run (BeginRun first)
-    │   └── CompensationUnavailable  R6: the compensation cannot be built for these arguments
+    │   ├── CompensationUnavailable  R6: the compensation cannot be built for these arguments
+    │   ├── PermissionDenied     the run is bound to another pod; this sidecar may not serve it
+    │   └── RateLimited          the run exceeds its calls per second (AGENTSAGA_MAX_CALLS_PER_S)
     ├── PivotError                 a stale or misplaced approval, a plan that cannot be staged
     ├── Fenced                     R12: another owner adopted the run; this writer is stale
     └── ConfigurationError         bad settings or tool configuration
@@ -72,6 +74,14 @@ class RunNotFound(RequestError):
 
 class CompensationUnavailable(RequestError):
     """R6: the compensation of a compensatable step cannot be built for these arguments."""
+
+
+class PermissionDenied(RequestError):
+    """The run is bound to another pod, and this sidecar neither began nor adopted it."""
+
+
+class RateLimited(RequestError):
+    """The run made more calls per second than the sidecar allows; nothing was written."""
 
 
 class PivotError(SagaError):

@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool
 
 from agentsaga import migrations
 from agentsaga.errors import Fenced, RunEnded, RunNotFound
+from agentsaga.redact import redact_optional, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,8 @@ def _json(value: Any) -> Jsonb | None:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, default=str, separators=(",", ":"))
+    """Every JSON value the log stores; card numbers are masked here, once, for all of them."""
+    return redact_text(json.dumps(value, default=str, separators=(",", ":")))
 
 
 class SagaLog:
@@ -359,7 +361,8 @@ class SagaLog:
                 " external_ref = COALESCE(%s, external_ref), error = %s, updated_at = now()"
                 " WHERE run_id = %s AND step_idx = %s AND status = ANY(%s)"
                 f" RETURNING {_STEP_COLUMNS}",
-                (status, _json(result), external_ref, error, run_id, step_idx, list(expect)),
+                (status, _json(result), external_ref, redact_optional(error), run_id,
+                 step_idx, list(expect)),
             ).fetchone()
         return None if row is None else Step(**row)
 
@@ -376,7 +379,8 @@ class SagaLog:
                 " status = CASE WHEN %s THEN 'COMPENSATED' ELSE status END,"
                 " error = COALESCE(%s, error), updated_at = now()"
                 f" WHERE run_id = %s AND step_idx = %s RETURNING {_STEP_COLUMNS}",
-                (comp_status, comp_key, _json(comp_result), compensated, error, run_id, step_idx),
+                (comp_status, comp_key, _json(comp_result), compensated,
+                 redact_optional(error), run_id, step_idx),
             ).fetchone()
         assert row is not None
         return Step(**row)

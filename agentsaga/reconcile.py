@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentsaga import crashpoints
 from agentsaga.errors import UnknownTool
 from agentsaga.log import SagaLog, Step
 from agentsaga.registry import Effect, Registry, as_effect
@@ -63,6 +64,7 @@ class Reconciler:
             return self._unknown(step, epoch, "lookup_failed", f"lookup failed: {exc}")
         if found is None:
             return self._settle(step, epoch, None, "not_found")
+        crashpoints.reach("during_reconcile")  # found by key, the outcome not yet written
         return self._settle(step, epoch, found, finding)
 
     def _settle(self, step: Step, epoch: int, found: Effect | None, finding: Finding) -> Reconciled:

@@ -42,6 +42,9 @@ class Settings:
     """The pod this sidecar serves (downward API: AGENTSAGA_POD_NAME/_NAMESPACE/_UID)."""
     irreversible_before_pivot: Literal["refuse", "count"] = "refuse"
     """R10 policy for irreversible calls before the pivot (AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT)."""
+    max_calls_per_s: float = 50.0
+    """Tool calls one run may make per second through a sidecar (AGENTSAGA_MAX_CALLS_PER_S);
+    more are refused with RESOURCE_EXHAUSTED before anything is written. 0 turns it off."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -84,6 +87,7 @@ class Settings:
             pod_namespace=env.get("AGENTSAGA_POD_NAMESPACE", ""),
             pod_uid=env.get("AGENTSAGA_POD_UID", ""),
             irreversible_before_pivot=policy,  # type: ignore[arg-type]
+            max_calls_per_s=number("AGENTSAGA_MAX_CALLS_PER_S", base.max_calls_per_s),
         )
 
     def with_(self, **changes: object) -> Settings:

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import grpc
 import psycopg
+from agentsaga.sidecar.limits import RunRateLimiter
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -37,6 +38,8 @@ _STATUS: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
     (errors.RunEnded, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.RunNotFound, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.CompensationUnavailable, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (errors.RateLimited, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.Fenced, grpc.StatusCode.ABORTED),
     (errors.ConfigurationError, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.SagaError, grpc.StatusCode.FAILED_PRECONDITION),
@@ -101,6 +104,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     def __init__(self, dispatcher: Dispatcher, extensions: Extensions | None = None) -> None:
         self.dispatcher = dispatcher
         self.ext = extensions or Extensions()
+        self.limiter = RunRateLimiter(dispatcher.settings.max_calls_per_s)
 
     def BeginRun(self, request: pb.BeginRunRequest,
                  context: grpc.ServicerContext) -> pb.BeginRunResponse:
@@ -120,6 +124,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
                  context: grpc.ServicerContext) -> pb.DispatchResponse:
         with _edge(context, "Dispatch"):
             check_run_id(request.run_id)
+            self.limiter.take(request.run_id)
             args = parse_args(request.args_json, self.dispatcher.settings.max_args_bytes)
             out = self.dispatcher.dispatch(request.run_id, request.tool, args)
             return pb.DispatchResponse(
@@ -133,6 +138,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         with _edge(context, "GetRun"):
             check_run_id(request.run_id)
             run = self.dispatcher.log.require_run(request.run_id)
+            self.dispatcher.check_bound(run)
             steps = self.dispatcher.log.steps(run.run_id)
             return pb.GetRunResponse(
                 run_id=run.run_id, state=run.state, owner_epoch=run.owner_epoch,

@@ -1,0 +1,73 @@
+"""A scripted agent that behaves as the system prompt asks: an unknown outcome is followed by
+the same call again, never by new arguments; a dead sidecar is restarted and the run adopted."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from agentsaga.chaos.invariants import Answer
+from agentsaga.chaos.processes import Sidecar
+from agentsaga.v1 import sidecar_pb2 as pb
+
+ANSWERED = ("CONFIRMED", "FAILED", "UNKNOWN")
+
+
+class Agent:
+    """Drives one run at a time through `pod()`, the current sidecar of the agent's pod."""
+
+    def __init__(self, pod: Callable[[], Sidecar], answers: list[Answer]) -> None:
+        self.pod = pod
+        self.answers = answers
+
+    def note(self, run_id: str, reply: pb.DispatchResponse) -> str:
+        outcome = pb.Outcome.Name(reply.outcome)
+        if reply.idempotency_key and outcome in ANSWERED:
+            self.answers.append(Answer(run_id, reply.step_idx, reply.idempotency_key, outcome))
+        return outcome
+
+    def begin(self, run_id: str) -> None:
+        self._retrying(lambda sc: sc.client.begin_run(run_id, agent="chaos"), run_id, begin=False)
+
+    def call(self, run_id: str, tool: str, args: dict[str, Any], *,
+             attempts: int = 10) -> dict[str, Any] | None:
+        """The tool's result once CONFIRMED; None when the system refused it."""
+        for _ in range(attempts):
+            reply = self._retrying(lambda sc: sc.client.dispatch_raw(run_id, tool, args), run_id)
+            outcome = self.note(run_id, reply)
+            if outcome == "CONFIRMED":
+                result: dict[str, Any] = json.loads(reply.result_json or "{}")
+                return result
+            if outcome == "FAILED":
+                return None
+            if outcome == "NEEDS_APPROVAL":
+                raise RuntimeError(f"{tool} needs approval: {reply.message}")
+            time.sleep(0.05)  # UNKNOWN or STEP_UNRESOLVED: the same call again (R3, R5)
+        return None
+
+    def _retrying(self, fn: Callable[[Sidecar], Any], run_id: str, *, begin: bool = True) -> Any:
+        """Call the pod's sidecar; restart a dead one (and adopt), wait out an absent Postgres."""
+        last: grpc.RpcError | None = None
+        for _ in range(60):
+            sidecar = self.pod()
+            try:
+                return fn(sidecar)
+            except grpc.RpcError as exc:
+                last = exc
+                code = exc.code()
+                if code is grpc.StatusCode.ABORTED and begin:  # fenced: adopt again (R12)
+                    self._retrying(lambda sc: sc.client.begin_run(run_id, agent="chaos"), run_id,
+                                   begin=False)
+                    continue
+                if code is not grpc.StatusCode.UNAVAILABLE:
+                    raise
+                if not sidecar.alive and begin:
+                    self._retrying(lambda sc: sc.client.begin_run(run_id, agent="chaos"), run_id,
+                                   begin=False)
+                time.sleep(0.2)
+        assert last is not None
+        raise last

@@ -1,0 +1,344 @@
+"""A chaos campaign: seeded runs over the registered connectors against the in-process world,
+with faults injected, what died restarted, and the invariants checked at the end.
+
+Run `index` of seed `seed` draws everything from `random.Random(f"{seed}:{index}")`, so
+`agentsaga chaos --seed S --only-run I` replays one run exactly as the campaign drew it.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psycopg
+from psycopg.rows import dict_row
+
+from agentsaga import pivot
+from agentsaga.chaos import faults as fk
+from agentsaga.chaos.agent import Agent
+from agentsaga.chaos.invariants import Answer, Violation, check
+from agentsaga.chaos.processes import EmbeddedPostgres, Output, Processes, Sidecar
+from agentsaga.log import SagaLog
+from agentsaga.v1 import sidecar_pb2 as pb
+from agentsaga.world import Fault, World
+
+TOOLS = "agentsaga.connectors.tools"
+CARD = "4242 4242 4242 4242"
+"""A card number planted in every charge's arguments; it must never be stored or printed."""
+COMP_TOOLS = ("cancel_or_refund_payment", "close_ticket")
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    seed: int = 7
+    runs: int = 12
+    dsn: str | None = None
+    only_run: int | None = None
+    recheck_pause_s: float = 0.1
+    connector_timeout_s: float = 1.0
+    stripe_key: str = ""
+
+
+@dataclass
+class CampaignResult:
+    runs: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    not_reached: Counter[str] = field(default_factory=Counter)
+    violations: list[tuple[Violation, int]] = field(default_factory=list)
+    output: Output = field(default_factory=Output)
+
+    @property
+    def fault_count(self) -> int:
+        return sum(self.faults.values())
+
+
+class Campaign:
+    def __init__(self, config: CampaignConfig, say: Callable[[str], None] = print) -> None:
+        self.config = config
+        self.say = say
+        self.result = CampaignResult()
+        self.answers: list[Answer] = []
+        self.run_index: dict[str, int] = {}
+        self.nonce = secrets.token_hex(3)
+
+    # -- setup -----------------------------------------------------------------------------
+
+    def run(self) -> CampaignResult:
+        with tempfile.TemporaryDirectory(prefix="agentsaga-chaos-") as tmp:
+            pg = None if self.config.dsn else EmbeddedPostgres(Path(tmp) / "pg")
+            dsn = self.config.dsn or (pg.dsn if pg else "")
+            world = World().start()
+            saga_log = SagaLog(dsn, min_size=1, max_size=4).open()
+            env = {
+                "AGENTSAGA_STRIPE_API_BASE": world.url,
+                "AGENTSAGA_STRIPE_API_KEY": self.config.stripe_key or
+                f"sk_test_chaos_{secrets.token_hex(8)}",
+                "AGENTSAGA_ZENDESK_URL": world.url, "AGENTSAGA_EMAIL_URL": world.url,
+                "AGENTSAGA_EMAIL_FROM": "support@shop.example",
+                "AGENTSAGA_CONNECTOR_TIMEOUT_S": str(self.config.connector_timeout_s),
+                "AGENTSAGA_RECHECK_PAUSE_S": str(self.config.recheck_pause_s),
+            }
+            procs = Processes(dsn, TOOLS, env, self.result.output)
+            try:
+                self._campaign(world, pg, saga_log, procs, dsn)
+            finally:
+                procs.stop_all()
+                saga_log.close()
+                world.stop()
+                if pg is not None:
+                    pg.stop()
+        return self.result
+
+    def _campaign(self, world: World, pg: EmbeddedPostgres | None, saga_log: SagaLog,
+                  procs: Processes, dsn: str) -> None:
+        pods: dict[str, Sidecar] = {}
+
+        def pod() -> Sidecar:
+            if "pod" not in pods or not pods["pod"].alive:
+                pods["pod"] = procs.sidecar("pod")  # restart what died
+            return pods["pod"]
+
+        ctx = RunContext(self, world, pg, saga_log, procs, pod, Agent(pod, self.answers))
+        indices = ([self.config.only_run] if self.config.only_run is not None
+                   else range(self.config.runs))
+        for index in indices:
+            run_id = f"chaos-{self.config.seed}-{index}-{self.nonce}"
+            self.run_index[run_id] = index
+            line = ctx.one(index, run_id, random.Random(f"{self.config.seed}:{index}"))
+            self.result.runs += 1
+            self.say(line)
+        manual = {t.name for t in pod().client.list_tools() if not t.has_lookup}
+        runs, steps = _rows(dsn, f"chaos-{self.config.seed}-%-{self.nonce}")
+        for violation in check(runs, steps, world.truth(), self.answers,
+                               human_settled_tools=manual):
+            self.result.violations.append((violation, self.run_index.get(violation.run_id, -1)))
+
+
+def _rows(dsn: str, pattern: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        runs = conn.execute("SELECT * FROM saga_runs WHERE run_id LIKE %s", (pattern,)).fetchall()
+        steps = conn.execute("SELECT * FROM saga_log WHERE run_id LIKE %s ORDER BY run_id,"
+                             " step_idx", (pattern,)).fetchall()
+    return runs, steps
+
+
+@dataclass
+class RunContext:
+    campaign: Campaign
+    world: World
+    pg: EmbeddedPostgres | None
+    saga_log: SagaLog
+    procs: Processes
+    pod: Callable[[], Sidecar]
+    agent: Agent
+
+    def fired(self, kind: str, ok: bool) -> None:
+        (self.campaign.result.faults if ok else self.campaign.result.not_reached)[kind] += 1
+
+    # -- one run ---------------------------------------------------------------------------
+
+    def one(self, index: int, run_id: str, rng: random.Random) -> str:
+        forward = rng.sample(["charge_card", "create_ticket"], k=rng.choice((1, 2)))
+        ending = rng.choice(("commit", "commit", "unwind", "unwind", "end"))
+        planned = fk.draw(rng, len(forward), ending, embedded_pg=self.pg is not None)
+        self.agent.begin(run_id)
+        refs: dict[str, str] = {}
+        for i, tool in enumerate(forward):
+            fault = next((f.kind for f in planned if f.step == i), None)
+            args = self.args_for(tool, index, rng)
+            result = self.step(run_id, tool, args, fault)
+            if result is not None and "id" in result:
+                refs[tool] = str(result["id"])
+        unwind_fault = next((f.kind for f in planned if f.step == -1), None)
+        if ending == "commit":
+            self.commit(run_id, index, refs)
+        elif ending == "unwind":
+            self.unwind(run_id, unwind_fault)
+        else:
+            self.agent._retrying(lambda sc: sc.client.end_run(run_id, "Succeeded"), run_id)
+        kinds = ",".join(f.kind for f in planned) or "-"
+        return (f"run {index:>4}  {'+'.join(forward):<26} ending={ending:<6} faults={kinds}")
+
+    def args_for(self, tool: str, index: int, rng: random.Random) -> dict[str, Any]:
+        order = str(1000 + index)
+        if tool == "charge_card":
+            return {"customer_id": f"cus_{index}", "amount": rng.choice((500, 1299, 4200)),
+                    "order_id": order, "reason": f"refund difference, card {CARD} on file"}
+        return {"summary": f"Refund for order {order}", "order_id": order}
+
+    def step(self, run_id: str, tool: str, args: dict[str, Any],
+             fault: str | None) -> dict[str, Any] | None:
+        if fault is None:
+            return self.agent.call(run_id, tool, args)
+        if fault.startswith("crash:"):
+            return self.crash(run_id, tool, args, fault.split(":", 1)[1], fault)
+        if fault.startswith("world:"):
+            return self.world_fault(run_id, tool, args, fault)
+        if fault == "sidecar_sigkill":
+            return self.kill_in_flight(run_id, tool, args)
+        if fault == "postgres_restart":
+            assert self.pg is not None
+            self.pg.restart()
+            self.fired(fault, True)
+            return self.agent.call(run_id, tool, args)
+        if fault == "concurrent_dispatch":
+            return self.concurrent(run_id, tool, args)
+        raise ValueError(f"unknown fault kind {fault!r}")
+
+    def _add(self, tool: str, kind: str, seconds: float = 30.0) -> Fault:
+        method, path = fk.ROUTES[tool]
+        return self.world.faults.add(Fault(method, path, kind, on_call=1,  # type: ignore[arg-type]
+                                           seconds=seconds))
+
+    def crash(self, run_id: str, tool: str, args: dict[str, Any], point: str,
+              kind: str) -> dict[str, Any] | None:
+        if point == "during_reconcile":  # make the step unknown first, then reconcile and die
+            self._add(tool, "commit_then_504")
+            reply = self.pod().client.dispatch_raw(run_id, tool, args)
+            self.agent.note(run_id, reply)
+        name = point if point == "during_reconcile" else f"{point}:{tool}"
+        doomed = self.procs.sidecar("doomed", crash_at=name)
+        try:
+            doomed.client.begin_run(run_id, agent="chaos")  # the resumed pod adopts the run
+            reply = doomed.client.dispatch_raw(run_id, tool, args)
+            self.agent.note(run_id, reply)
+        except grpc.RpcError as exc:
+            if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+                raise
+        died = doomed.wait() == -9 if not doomed.alive else doomed.kill() == 0
+        self.fired(kind, died)
+        self.agent.begin(run_id)  # the next pod adopts (R12) and the agent calls again
+        return self.agent.call(run_id, tool, args)
+
+    def world_fault(self, run_id: str, tool: str, args: dict[str, Any],
+                    kind: str) -> dict[str, Any] | None:
+        if kind == "world:search_lag":
+            self.world.config.search_lag = self.campaign.config.recheck_pause_s * 4
+            fault = self._add(tool, "commit_then_504")
+        else:
+            fault = self._add(tool, kind.split(":", 1)[1], seconds=3.0)  # type: ignore[arg-type]
+        try:
+            return self.agent.call(run_id, tool, args)
+        finally:
+            self.world.config.search_lag = 0.0
+            self.fired(kind, fault.fired > 0)
+            self.world.faults.clear()
+
+    def kill_in_flight(self, run_id: str, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        fault = self._add(tool, "drop_response", seconds=5.0)
+        sidecar = self.pod()
+        thread = threading.Thread(target=_swallow, args=(sidecar, run_id, tool, args))
+        thread.start()
+        deadline = time.monotonic() + 10
+        while fault.fired == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        hit = fault.fired > 0 and sidecar.kill() == -9
+        thread.join()
+        self.world.faults.clear()
+        self.fired("sidecar_sigkill", hit)
+        return self.agent.call(run_id, tool, args)
+
+    def concurrent(self, run_id: str, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        peer = self.procs.sidecar("peer")
+        try:
+            peer.client.begin_run(run_id, agent="chaos")  # a second pod adopts the run
+            barrier = threading.Barrier(2)
+            replies: list[pb.DispatchResponse] = []
+
+            def go(sidecar: Sidecar) -> None:
+                barrier.wait()
+                try:
+                    replies.append(sidecar.client.dispatch_raw(run_id, tool, args))
+                except grpc.RpcError:
+                    pass  # ABORTED: fenced out (R12)
+
+            threads = [threading.Thread(target=go, args=(s,)) for s in (self.pod(), peer)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for reply in replies:
+                self.agent.note(run_id, reply)
+            self.fired("concurrent_dispatch", True)
+        finally:
+            peer.stop()
+        self.agent.begin(run_id)
+        return self.agent.call(run_id, tool, args)
+
+    # -- endings ---------------------------------------------------------------------------
+
+    def commit(self, run_id: str, index: int, refs: dict[str, str]) -> None:
+        plan: list[dict[str, Any]] = []
+        if "charge_card" in refs:
+            plan.append({"tool": "capture_payment", "args": {"payment_intent": refs["charge_card"]}})
+        plan.append({"tool": "send_email", "args": {
+            "to": f"customer{index}@example.com", "subject": f"Your order {1000 + index}",
+            "body": "We refunded the difference."}})
+        staged = self.agent._retrying(lambda sc: sc.client.reach_pivot(run_id, plan), run_id)
+        pivot.record_decision(self.saga_log, run_id, staged.plan_hash, "Approved",
+                              "chaos-approver", "campaign")
+        for item in plan:
+            self.agent.call(run_id, item["tool"], item["args"])
+        self.agent._retrying(lambda sc: sc.client.end_run(run_id, "Succeeded"), run_id)
+
+    def unwind(self, run_id: str, fault: str | None) -> None:
+        if fault == "zombie_pod":
+            self.zombie(run_id)
+            return
+        crash_at = ",".join(f"after_compensation:{t}" for t in COMP_TOOLS) \
+            if fault == "crash:after_compensation" else ""
+        job = self.procs.job("unwind", run_id, crash_at=crash_at)
+        if fault == "job_sigkill":
+            self._wait_adopted(run_id, job)
+            if job.poll() is None:
+                job.kill()
+        code = self.procs.finish_job(job)
+        if fault is not None:
+            self.fired(fault, code == -9)
+        for _ in range(3):  # restart the Job until the run is settled
+            if code == 0:
+                return
+            code = self.procs.finish_job(self.procs.job("unwind", run_id))
+
+    def _wait_adopted(self, run_id: str, job: Any) -> None:
+        epoch = self.saga_log.require_run(run_id).owner_epoch
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and job.poll() is None:
+            if self.saga_log.require_run(run_id).owner_epoch > epoch:
+                return
+            time.sleep(0.01)
+
+    def zombie(self, run_id: str) -> None:
+        """The evicted pod is still alive and keeps calling while the Job unwinds its run."""
+        evicted = self.pod()
+        job = self.procs.job("unwind", run_id)
+        self._wait_adopted(run_id, job)
+        try:
+            reply = evicted.client.dispatch_raw(run_id, "create_ticket",
+                                                {"summary": "late call", "order_id": "zombie"})
+            self.agent.note(run_id, reply)
+            refused = False
+        except grpc.RpcError as exc:
+            refused = exc.code() in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION)
+        code = self.procs.finish_job(job)
+        self.fired("zombie_pod", refused)
+        for _ in range(3):
+            if code == 0:
+                return
+            code = self.procs.finish_job(self.procs.job("unwind", run_id))
+
+
+def _swallow(sidecar: Sidecar, run_id: str, tool: str, args: dict[str, Any]) -> None:
+    try:
+        sidecar.client.dispatch_raw(run_id, tool, args)
+    except grpc.RpcError:
+        pass  # the sidecar was killed under it
