@@ -1,0 +1,85 @@
+"""OpenTelemetry: one trace per run across agent -> sidecar -> real system -> reconcile/unwind job.
+
+    setup(service_name)            providers and exporters from the standard OTEL_* variables
+    install(Telemetry(...))        the process's telemetry (tests install in-memory providers)
+    server_interceptors()          the sidecar's gRPC server reads `traceparent` from metadata
+    client_interceptors()          the agent's SagaClient writes it
+    trace_carrier()                the current context as {"traceparent": ...}: stored with the run
+    run_context(log, run_id)       that stored context, for a Job that runs hours later
+    run_annotations(ctx)           {"agentsaga.io/traceparent": ...} for the AgentRun
+
+The spans and metrics are recorded by decorators on the saga's own functions (`spans`), so that
+the saga code says nothing about telemetry beyond one line at each place.
+
+Arguments and results are recorded only with AGENTSAGA_TRACE_PAYLOADS=true, and then through
+`payloads.redact` (card numbers, secrets) and an optional hook (AGENTSAGA_TRACE_REDACT).
+"""
+
+from __future__ import annotations
+
+from agentsaga.telemetry.core import (
+    ANNOTATION,
+    Telemetry,
+    aio_client_interceptors,
+    client_interceptors,
+    context_from_carrier,
+    current,
+    install,
+    run_annotations,
+    run_context,
+    server_interceptors,
+    setup,
+    shutdown,
+    trace_carrier,
+)
+from agentsaga.telemetry.instruments import METRICS, observe_log
+from agentsaga.telemetry.payloads import redact
+from agentsaga.telemetry.spans import (
+    compensation_recorded,
+    compensation_traced,
+    correction_recorded,
+    dispatch_traced,
+    irreversible_before_pivot,
+    job_outcome,
+    job_traced,
+    lookup_traced,
+    operator_span,
+    outcome_recorded,
+    pivot_decision_traced,
+    pivot_stage_traced,
+    reconcile_traced,
+    run_ended,
+)
+
+__all__ = [
+    "ANNOTATION",
+    "METRICS",
+    "Telemetry",
+    "aio_client_interceptors",
+    "client_interceptors",
+    "compensation_recorded",
+    "compensation_traced",
+    "context_from_carrier",
+    "correction_recorded",
+    "current",
+    "dispatch_traced",
+    "install",
+    "irreversible_before_pivot",
+    "job_outcome",
+    "job_traced",
+    "lookup_traced",
+    "observe_log",
+    "operator_span",
+    "outcome_recorded",
+    "pivot_decision_traced",
+    "pivot_stage_traced",
+    "reconcile_traced",
+    "redact",
+    "run_annotations",
+    "run_context",
+    "run_ended",
+    "server_interceptors",
+    "setup",
+    "shutdown",
+    "trace_carrier",
+]
