@@ -7,15 +7,16 @@ server-side), built-in kinds from `resources.BUILTINS` and every applied CRD; gl
 resourceVersions, `generation` bumped on spec changes only, CRD schema defaults; list and watch
 with label/field selectors, replay from a resourceVersion, 410 Gone in-stream after `compact()`,
 bookmarks and watch-list (`sendInitialEvents`); merge, JSON (with `test`) and, for built-ins only,
-strategic merge patches (415 for custom resources and for server-side apply); the status
-subresource split; finalizers and deletionTimestamp; pods/eviction; Table output with printer
-columns; errors as metav1.Status.
+strategic merge patches (415 for custom resources); a simplified server-side apply (create, or
+merge the applied config; no field ownership); protobuf bodies of ConfigMaps and Secrets (what
+kubectl's `create configmap|secret` and helm's release storage send); the status subresource
+split; finalizers and deletionTimestamp; pods/eviction; Table output with printer columns;
+errors as metav1.Status.
 
-Not served: protobuf or CBOR request bodies (kubectl's imperative `create configmap|secret|job`
-and helm's Secret storage send protobuf and get 415: use `kubectl apply -f` / `create -f`),
-server-side apply, RBAC, admission (webhooks, ValidatingAdmissionPolicy), CEL rules, schema
-validation and pruning, garbage collection by ownerReferences, and kubelets or controllers (pods
-and Jobs never run: tests set their status).
+Not served: protobuf bodies of other kinds (415: use `kubectl apply -f` / `create -f`), CBOR,
+field ownership and apply conflicts, RBAC, admission (webhooks, ValidatingAdmissionPolicy), CEL
+rules, schema validation and pruning, garbage collection by ownerReferences, and kubelets or
+controllers (pods and Jobs never run: tests set their status).
 """
 
 from .errors import ApiError

@@ -221,6 +221,27 @@ class Store:
             raise errors.conflict(rt, name)
         return self._write(rt, old, new, subresource, dry_run)
 
+    def apply(self, rt: ResourceType, ns: str | None, name: str, config: Any,
+              subresource: str | None = None, dry_run: bool = False) -> tuple[Obj, bool]:
+        """Server-side apply, simplified: create if absent, else merge the applied config.
+
+        Field ownership is not tracked: fields dropped from the config are kept, and there
+        are no conflicts between field managers.
+        """
+        if not isinstance(config, dict):
+            raise ApiError(400, "the applied configuration is not an object", "BadRequest")
+        config_name = (config.get("metadata") or {}).get("name")
+        if config_name != name:
+            raise ApiError(400, f"the name of the object ({config_name}) does not match the "
+                                f"name on the URL ({name})", "BadRequest")
+        if self._okey(rt, ns, name) not in self._bucket(rt):
+            if subresource is not None:
+                raise errors.not_found(rt, name)
+            return self.create(rt, ns, config, dry_run), True
+        old = self._current(rt, ns, name)
+        merged = patch.merge_patch(old, config)
+        return self._write(rt, old, merged, subresource, dry_run), False
+
     def _write(self, rt: ResourceType, old: Obj, new: Obj, subresource: str | None,
                dry_run: bool) -> Obj:
         """The common path of PUT and PATCH: status split, immutables, generation, no-ops."""
