@@ -43,10 +43,13 @@ def test_public_api_is_pinned() -> None:
         assert hasattr(agentsaga, name), name
 
 
-def test_help_lists_every_command() -> None:
+def test_help_lists_every_command_and_each_command_explains_itself() -> None:
     result = run(sys.executable, "-m", "agentsaga.cli", "--help")
     assert result.returncode == 0, result.stderr
-    from agentsaga.cli import COMMANDS
+    from agentsaga.cli import COMMANDS, build_parser
 
     for name in COMMANDS:
         assert name in result.stdout
+        parser = build_parser(only=name)
+        subparsers = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        assert subparsers[name].format_help().startswith(f"usage: agentsaga {name}")
