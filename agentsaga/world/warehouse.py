@@ -5,6 +5,8 @@
                                  "message", "order_id"}. Every attempt is in the ground truth.
     GET  /warehouse/reships?order_id=...   -> {"reships":[...]} (read-after-write consistent)
     GET  /warehouse/reships/{id}
+    POST /warehouse/reships/{id}/cancel   -> 200 {"status": "cancelled"} (again: the same answer;
+                                 the reship stays in the ground truth with status cancelled)
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Warehouse:
             Route("POST", "/warehouse/reships", self.create),
             Route("GET", "/warehouse/reships", self.list_reships),
             Route("GET", "/warehouse/reships/{id}", self.get),
+            Route("POST", "/warehouse/reships/{id}/cancel", self.cancel),
         ]
 
     async def create(self, request: web.Request) -> web.Response:
@@ -62,14 +65,21 @@ class Warehouse:
         return web.json_response(reship, status=201)
 
     async def list_reships(self, request: web.Request) -> web.Response:
-        rows = [r for r in self.reships if r["status"] == "accepted"]
+        rows = [r for r in self.reships if r["status"] != "rejected"]
         if "order_id" in request.query:
             rows = [r for r in rows if r["order_id"] == request.query["order_id"]]
         return web.json_response({"reships": rows})
 
     async def get(self, request: web.Request) -> web.Response:
         for reship in self.reships:
-            if reship["id"] == request.match_info["id"] and reship["status"] == "accepted":
+            if reship["id"] == request.match_info["id"] and reship["status"] != "rejected":
+                return web.json_response(reship)
+        return web.json_response({"error": "not_found", "message": "No such reship"}, status=404)
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        for reship in self.reships:
+            if reship["id"] == request.match_info["id"] and reship["status"] != "rejected":
+                reship["status"] = "cancelled"
                 return web.json_response(reship)
         return web.json_response({"error": "not_found", "message": "No such reship"}, status=404)
 

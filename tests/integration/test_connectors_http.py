@@ -98,6 +98,15 @@ def test_warehouse_rejection_is_rejected_and_accepted_reship_is_found(world: Wor
     assert warehouse.find_many(["k1", "k2"]) == {"k2": made}
 
 
+def test_cancelling_a_reship_twice_cancels_it_once(world: World) -> None:
+    warehouse = WarehouseConnector(WarehouseConfig(world.url), HTTP)
+    made = warehouse.reship("1182", ["sku"], "lost", "k1")
+    first = warehouse.cancel(str(made.ref), "c1")
+    again = warehouse.cancel(str(made.ref), "c1")
+    assert first.result["status"] == again.result["status"] == "cancelled"
+    assert [r["status"] for r in world.truth()["reships"]] == ["cancelled"]
+
+
 def test_generic_http_tool_carries_the_key_and_looks_it_up(world: World, tmp_path: Path) -> None:
     config = tmp_path / "tools.yaml"
     config.write_text(f"""
