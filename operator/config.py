@@ -1,0 +1,68 @@
+"""What the operator needs to know besides Kubernetes itself: one frozen value, built once by
+`agentsaga operator` and handed to every handler through kopf's `memo`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+GROUP = "agentsaga.io"
+VERSION = "v1alpha1"
+PLURAL = "agentruns"
+AGENTRUNS = (GROUP, VERSION, PLURAL)
+
+RUN_LABEL = "agentsaga.io/run"
+"""On agent pods (value: the AgentRun's name) and on the operator's Jobs."""
+JOB_KIND_LABEL = "agentsaga.io/job-kind"
+JOB_POD_LABEL = "agentsaga.io/job"
+"""On the pods of a reconcile/unwind Job (never `agentsaga.io/run`: they are not agent pods)."""
+FINALIZER = "agentsaga.io/finalizer"
+FORCE_DELETE = "agentsaga.io/force-delete"
+PREFIX = "agentsaga.io"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    dsn: str | None = None
+    """The saga log (AGENTSAGA_DSN); None: the operator reflects nothing from Postgres."""
+    sidecar_image: str = ""
+    """Image of the reconcile/unwind Jobs when no sidecar template is mounted
+    (AGENTSAGA_SIDECAR_IMAGE)."""
+    sidecar_template: str | None = None
+    """JSON file with the sidecar container (AGENTSAGA_SIDECAR_TEMPLATE, rendered by the chart);
+    Jobs reuse its image, environment (the DSN Secret, connector settings) and mounts."""
+    job_service_account: str = ""
+    """ServiceAccount of the Jobs (AGENTSAGA_JOB_SERVICE_ACCOUNT)."""
+    dsn_secret: str = ""
+    """`name[:key]` of the Secret with the DSN, for Jobs built without a template
+    (AGENTSAGA_DSN_SECRET; key defaults to `dsn`)."""
+    resync_seconds: float = 10.0
+    """How often each AgentRun is reconciled with Postgres and its pod (grace periods, lost
+    events, step counts); AGENTSAGA_OPERATOR_RESYNC_SECONDS or `--resync-interval`."""
+    job_backoff_limit: int = 3
+    watch_timeout_seconds: int = 300
+    """Server-side timeout of each watch request (kopf re-watches from the last version)."""
+    webhook_port: int | None = None
+    """Serve the sidecar-injection webhook on this port (`--webhook-port`)."""
+    webhook_cert_dir: str | None = None
+    """tls.crt, tls.key and ca.crt of the webhook (`--webhook-cert-dir`); none: plain HTTP on
+    127.0.0.1, for development."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
+        env = os.environ if env is None else env
+        return cls(
+            dsn=env.get("AGENTSAGA_DSN") or None,
+            sidecar_image=env.get("AGENTSAGA_SIDECAR_IMAGE", ""),
+            sidecar_template=env.get("AGENTSAGA_SIDECAR_TEMPLATE") or None,
+            job_service_account=env.get("AGENTSAGA_JOB_SERVICE_ACCOUNT", ""),
+            dsn_secret=env.get("AGENTSAGA_DSN_SECRET", ""),
+            resync_seconds=resync_seconds(env),
+        )
+
+
+def resync_seconds(env: Mapping[str, str] | None = None) -> float:
+    env = os.environ if env is None else env
+    raw = env.get("AGENTSAGA_OPERATOR_RESYNC_SECONDS", "")
+    return float(raw) if raw else 10.0

@@ -1,0 +1,27 @@
+"""What every handler needs, handed over through kopf's `memo` (one per operator process)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentsaga.operator.config import OperatorConfig
+from agentsaga.operator.kube import KubeApi
+
+from agentsaga.log import SagaLog
+
+
+@dataclass(frozen=True)
+class Context:
+    config: OperatorConfig
+    kube: KubeApi
+    saga_log: SagaLog | None
+    sidecar_template: dict[str, Any] | None = None
+
+
+def context(memo: Any) -> Context:
+    found = getattr(memo, "context", None)
+    if not isinstance(found, Context):
+        raise RuntimeError("the operator was started without its context: use `agentsaga "
+                           "operator`, which builds it")
+    return found

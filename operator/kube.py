@@ -1,0 +1,111 @@
+"""The few Kubernetes calls the operator makes itself (kopf only delivers the events).
+
+Status writes are compare-and-swap: read the newest object, let the caller compute a merge
+patch from it, and send that patch with the object's resourceVersion as a precondition; on a
+409 (the sidecar or a human wrote in between) read again and recompute.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, cast
+
+from agentsaga.operator.config import GROUP, PLURAL, VERSION
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Mutation = Callable[[Obj], Obj | None]
+"""Given the newest AgentRun, the `status` merge patch to write, or None for nothing."""
+
+
+class Conflicted(Exception):
+    """The object kept changing under us; the caller retries later."""
+
+
+def api_client() -> client.ApiClient:
+    """In-cluster credentials, else the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return client.ApiClient(configuration)
+
+
+class KubeApi:
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.batch = client.BatchV1Api(api)
+
+    # -- AgentRuns -------------------------------------------------------------------------
+
+    def get_run(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return cast(Obj, self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def update_status(self, namespace: str, name: str, mutate: Mutation,
+                      attempts: int = 8) -> Obj | None:
+        """CAS-write the status patch `mutate(newest)`; returns the written object or None."""
+        for _ in range(attempts):
+            current = self.get_run(namespace, name)
+            if current is None:
+                return None
+            patch = mutate(current)
+            if not patch:
+                return None
+            body = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                    "status": patch}
+            try:
+                return cast(Obj, self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, name, body,
+                    _content_type="application/merge-patch+json"))
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue
+                if exc.status == 404:
+                    return None
+                raise
+        raise Conflicted(f"agentrun {namespace}/{name} kept changing; will retry")
+
+    # -- pods and Jobs ---------------------------------------------------------------------
+
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
+        return _raw(lambda: self.core.read_namespaced_pod(name, namespace,
+                                                          _preload_content=False))
+
+    def get_job(self, namespace: str, name: str) -> Obj | None:
+        return _raw(lambda: self.batch.read_namespaced_job(name, namespace,
+                                                           _preload_content=False))
+
+    def create_job(self, namespace: str, job: Obj) -> bool:
+        """Create the Job; False if one of that name exists already (a restart, a peer)."""
+        try:
+            self.batch.create_namespaced_job(namespace, job)  # type: ignore[arg-type]
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+
+def _raw(call: Callable[[], Any]) -> Obj | None:
+    """The object as the API server sent it (JSON, no model conversion), or None on 404."""
+    try:
+        response = call()
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return cast(Obj, json.loads(response.data))

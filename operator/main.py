@@ -1,0 +1,98 @@
+"""`agentsaga operator`: run the kopf operator (AgentRun lifecycle, orphan Jobs, pivot approval,
+the deletion finalizer and, with `--webhook-port`, the sidecar-injection webhook).
+
+Several replicas may run: kopf peering (`--peering NAME`, the chart ships the peering CRDs and
+objects) lets the one with the highest priority act while the others stand by. Without
+`--priority`, each replica picks a random one, so two replicas never tie (a tie pauses both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import random
+
+import kopf
+from agentsaga.operator.config import OperatorConfig
+from agentsaga.operator.context import Context
+from agentsaga.operator.injection import load_template
+from agentsaga.operator.kube import KubeApi, api_client
+
+from agentsaga.errors import ConfigurationError
+from agentsaga.log import SagaLog
+
+log = logging.getLogger(__name__)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
+                       help="watch this namespace (repeatable; globs as in kopf)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true",
+                       help="watch every namespace (the default when no --namespace is given)")
+    parser.add_argument("--peering", default="agentsaga", metavar="NAME",
+                        help="kopf peering object shared by the replicas (default: agentsaga)")
+    parser.add_argument("--standalone", action="store_true",
+                        help="no peering: this process acts alone (development, tests)")
+    parser.add_argument("--priority", type=int, default=None,
+                        help="peering priority (default: random, so replicas never tie)")
+    parser.add_argument("--liveness", metavar="URL",
+                        help="serve kopf's liveness probe, e.g. http://0.0.0.0:8080/healthz")
+    parser.add_argument("--webhook-port", type=int, default=None,
+                        help="serve the sidecar-injection admission webhook on this port")
+    parser.add_argument("--webhook-cert-dir", default=None,
+                        help="directory with tls.crt, tls.key and ca.crt for the webhook")
+    parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN)")
+    parser.add_argument("--resync-interval", type=float, default=None, metavar="SECONDS",
+                        help="how often each AgentRun is checked against Postgres and its pod "
+                        "(default: AGENTSAGA_OPERATOR_RESYNC_SECONDS, else 10)")
+    parser.add_argument("--watch-timeout", type=int, default=None, metavar="SECONDS",
+                        help="server-side timeout of each watch request (default: 300)")
+
+
+def build_config(args: argparse.Namespace) -> OperatorConfig:
+    config = OperatorConfig.from_env()
+    changes: dict[str, object] = {"webhook_port": args.webhook_port,
+                                  "webhook_cert_dir": args.webhook_cert_dir}
+    if args.dsn:
+        changes["dsn"] = args.dsn
+    if args.resync_interval is not None:
+        if args.resync_interval <= 0:
+            raise ConfigurationError("--resync-interval must be positive")
+        changes["resync_seconds"] = args.resync_interval
+    if args.watch_timeout is not None:
+        changes["watch_timeout_seconds"] = args.watch_timeout
+    return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
+
+
+def run(args: argparse.Namespace) -> int:
+    config = build_config(args)
+    template = None
+    if config.sidecar_template:
+        try:
+            template = load_template(config.sidecar_template)
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError(f"AGENTSAGA_SIDECAR_TEMPLATE: {exc}") from exc
+    if config.dsn is None:
+        log.warning("no AGENTSAGA_DSN: step counts, the finalizer and pivot decisions cannot "
+                    "consult the saga log")
+    saga_log = None if config.dsn is None else SagaLog(config.dsn, min_size=1, max_size=4).open()
+    context = Context(config, KubeApi(api_client()), saga_log, template)
+    import agentsaga.operator  # noqa: F401  (registers the handlers)
+
+    priority = args.priority if args.priority is not None else random.randint(1, 1_000_000)
+    try:
+        kopf.run(
+            clusterwide=not args.namespace,
+            namespaces=args.namespace,
+            standalone=True if args.standalone else None,
+            peering_name=None if args.standalone else args.peering,
+            priority=priority,
+            liveness_endpoint=args.liveness,
+            memo=kopf.Memo(context=context),
+        )
+    finally:
+        if saga_log is not None:
+            saga_log.close()
+    return 0

@@ -1,0 +1,125 @@
+"""The AgentRun lifecycle: one resync loop per AgentRun reconciles its status with the saga log
+(R11) and with its pod.
+
+Each pass reads the newest object and the log, then, by phase:
+  new           → Pending (or Running once a pod is bound)
+  Pending…      → Succeeded/Failed/Unwound when the log says the run ended; Orphaned when the
+                  bound pod is gone (events missed while the operator was down);
+                  AwaitingApproval when the sidecar staged a plan (R10)
+  Orphaned      → a reconcile/unwind Job once the grace period is over (`orphans`)
+  Reconciling…  → follows the recorded Job (re-creates it if a crash lost it)
+and always reflects step counts, the owner epoch (R12), corrections and the pivot record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+from agentsaga.operator import orphans, pods, saga
+from agentsaga.operator.config import AGENTRUNS
+from agentsaga.operator.context import Context, context
+from agentsaga.operator.status import (
+    FINAL_PHASES,
+    JOB_PHASES,
+    LIVE_PHASES,
+    Obj,
+    generation,
+    phase,
+    run_id,
+    with_condition,
+)
+
+log = logging.getLogger(__name__)
+
+_ENDED = {"succeeded": "Succeeded", "failed": "Failed", "unwound": "Unwound"}
+_STAGED_KEYS = ("step", "tool", "class", "audience", "externalRef", "args")
+
+
+@kopf.daemon(*AGENTRUNS, id="resync", cancellation_timeout=5.0)
+async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.DaemonStopped,
+                 logger: kopf.Logger, **_: Any) -> None:
+    ctx = context(memo)
+    if namespace is None:
+        return
+    while not stopped:
+        try:
+            await asyncio.to_thread(reconcile, ctx, namespace, name)
+        except Exception as exc:  # the next pass retries; the API or Postgres may be back
+            logger.warning("resync of %s/%s failed: %s", namespace, name, exc)
+        await stopped.wait(ctx.config.resync_seconds)
+
+
+def reconcile(ctx: Context, namespace: str, name: str) -> None:
+    run = ctx.kube.get_run(namespace, name)
+    if run is None or run["metadata"].get("deletionTimestamp"):
+        return
+    current = phase(run)
+    facts = None if ctx.saga_log is None else saga.facts(ctx.saga_log, run_id(run))
+    rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
+    if current in LIVE_PHASES and rejected and not (run.get("status") or {}).get("job"):
+        # the decision was written but the operator stopped before starting the unwind
+        orphans.start_job(ctx, run, "unwind", LIVE_PHASES, "the plan was rejected at the pivot")
+    elif not current or current in LIVE_PHASES:
+        if facts is None or not facts.finished:
+            gone = pods.bound_pod_gone(ctx, run)
+            if gone is not None:
+                orphans.orphan(ctx, namespace, name, *gone)
+    elif current == "Orphaned":
+        orphans.maybe_start_job(ctx, run)
+    elif current in JOB_PHASES:
+        orphans.follow_job(ctx, run)
+    ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
+
+
+def reflect(run: Obj, facts: saga.RunFacts | None) -> Obj | None:
+    """The status patch that makes `run` show what the log says (None: nothing to change)."""
+    status = run.get("status") or {}
+    patch: Obj = {}
+    current = phase(run)
+    if not current:
+        patch["phase"] = "Running" if (status.get("pod") or {}).get("name") else "Pending"
+        patch["conditions"] = with_condition(
+            run, "Accepted", True, "Observed", "the operator tracks this run")
+    if facts is not None and facts.run is not None:
+        db = facts.run
+        if status.get("steps") != facts.counts:
+            patch["steps"] = facts.counts
+        if status.get("ownerEpoch") != db.owner_epoch:
+            patch["ownerEpoch"] = db.owner_epoch
+        if status.get("irreversibleBeforePivot", 0) != db.irreversible_before_pivot:
+            patch["irreversibleBeforePivot"] = db.irreversible_before_pivot
+        old = status.get("corrections") or {}
+        if old != facts.corrections:
+            patch["corrections"] = {**{k: None for k in old if k not in facts.corrections},
+                                    **facts.corrections}
+        pivot = pivot_status(db.pivot)
+        known = status.get("pivot") or {}
+        if pivot and (known.get("planHash"), known.get("state")) != (
+                pivot.get("planHash"), pivot.get("state")) and known.get("state") not in (
+                "Approved", "Rejected"):
+            patch["pivot"] = pivot
+        live = current in LIVE_PHASES or not current
+        if live and db.state == "awaiting_approval" and current != "AwaitingApproval":
+            patch["phase"] = "AwaitingApproval"
+        elif live and db.state in _ENDED and current not in FINAL_PHASES:
+            patch["phase"] = _ENDED[db.state]
+            patch["message"] = f"the run ended in the saga log ({db.state})"
+    if status.get("observedGeneration") != generation(run):
+        patch["observedGeneration"] = generation(run)
+    return patch or None
+
+
+def pivot_status(record: dict[str, Any] | None) -> Obj | None:
+    """The saga log's pivot record (agentsaga.pivot) in the CRD's status.pivot shape."""
+    if not record or not record.get("planHash"):
+        return None
+    out: Obj = {k: record[k] for k in ("state", "planHash", "stagedAt", "decision",
+                                        "decidedBy", "decidedAt", "reason") if record.get(k)}
+    out["steps"] = [{k: s[k] for k in _STAGED_KEYS if k in s}
+                    for s in record.get("staged") or []]
+    out["commit"] = [{k: s[k] for k in _STAGED_KEYS if k in s}
+                     for s in record.get("commit") or []]
+    return out

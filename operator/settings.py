@@ -1,0 +1,37 @@
+"""kopf's settings for agentsaga, applied in a startup handler: our own finalizer and
+annotation prefix (`agentsaga.io`), Events for warnings only, bounded network retries, peering
+priority, and the admission webhook server when `--webhook-port` is given."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+from agentsaga.operator import injection
+from agentsaga.operator.config import FINALIZER, PREFIX
+from agentsaga.operator.context import context
+
+
+@kopf.on.startup(id="agentsaga-settings")
+def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    ctx = context(memo)
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.execution.default_backoff = max(1.0, ctx.config.resync_seconds)
+    settings.networking.error_backoffs = [0.5, 1, 2, 3, 5, 8]
+    settings.networking.request_timeout = 30.0
+    settings.watching.server_timeout = ctx.config.watch_timeout_seconds
+    settings.watching.client_timeout = ctx.config.watch_timeout_seconds + 15
+    settings.watching.connect_timeout = 10.0
+    if ctx.config.webhook_port is not None:
+        injection.configure_admission(settings, port=ctx.config.webhook_port,
+                                      cert_dir=ctx.config.webhook_cert_dir)
+    else:
+        # The injection handler is registered (kopf refuses to start without a server for it);
+        # with injection off it is served on a random loopback port that nothing calls.
+        settings.admission.server = kopf.WebhookServer(addr="127.0.0.1", insecure=True)
+        settings.admission.managed = None

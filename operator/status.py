@@ -1,0 +1,68 @@
+"""AgentRun status values: phases, metav1.Condition entries, timestamps. Pure functions."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+Obj = dict[str, Any]
+
+# Phases in which a pod (or nobody yet) drives the run; eviction of its pod orphans it.
+LIVE_PHASES = frozenset({"Pending", "Running", "AwaitingApproval", "Committing"})
+# Phases in which a Job drives the run.
+JOB_PHASES = frozenset({"Reconciling", "Unwinding"})
+FINAL_PHASES = frozenset({"Succeeded", "Failed", "Unwound"})
+
+
+def now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def stamp(when: datetime.datetime | None = None) -> str:
+    return (when or now()).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse(value: str | None) -> datetime.datetime | None:
+    if not value:
+        return None
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def run_id(body: Mapping[str, Any]) -> str:
+    """The saga run id: spec.runId, else the object's name."""
+    spec = body.get("spec") or {}
+    return str(spec.get("runId") or body["metadata"]["name"])
+
+
+def generation(body: Mapping[str, Any]) -> int:
+    return int((body.get("metadata") or {}).get("generation") or 0)
+
+
+def condition(body: Mapping[str, Any], type_: str) -> Obj | None:
+    for entry in (body.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == type_:
+            return dict(entry)
+    return None
+
+
+def with_condition(body: Mapping[str, Any], type_: str, status: bool | str, reason: str,
+                   message: str, conditions: list[Obj] | None = None) -> list[Obj]:
+    """The conditions list with `type_` set (metav1.Condition shape); lastTransitionTime moves
+    only when the status flips. Pass `conditions` to chain several changes."""
+    current = list(conditions if conditions is not None
+                   else (body.get("status") or {}).get("conditions") or [])
+    value = status if isinstance(status, str) else ("True" if status else "False")
+    old = next((c for c in current if c.get("type") == type_), None)
+    entry = {
+        "type": type_, "status": value, "reason": reason, "message": message[:32768],
+        "observedGeneration": generation(body),
+        "lastTransitionTime": (old["lastTransitionTime"]
+                               if old and old.get("status") == value
+                               and old.get("lastTransitionTime") else stamp()),
+    }
+    return [c for c in current if c.get("type") != type_] + [entry]
+
+
+def phase(body: Mapping[str, Any]) -> str:
+    return str((body.get("status") or {}).get("phase") or "")

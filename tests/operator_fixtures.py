@@ -1,0 +1,220 @@
+"""The operator end to end: `agentsaga operator` (real kopf) in a subprocess against the
+Kubernetes API stand-in, real Postgres, real sidecars bound to stand-in pods.
+
+`cluster` yields a `Cluster`: the stand-in with the CRDs, a Postgres with the ledger tools'
+tables, the DSN Secret and a sidecar template (as the chart renders them), and helpers that do
+what the missing kubelet and job controller would: run a Job's command, mark it complete.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import ledger_tools
+from tests.kube_fixtures import Kube, kube, kube_with_crds
+from tests.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
+
+__all__ = ["Cluster", "OperatorProcess", "cluster", "kube", "kube_with_crds"]
+
+AR = "agentsaga.io/v1alpha1"
+TOOLS = "tests.ledger_tools"
+SECRET = "agentsaga-postgres"
+Obj = dict[str, Any]
+
+
+@dataclass
+class OperatorProcess:
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no goodbye (a node loss, an OOM kill)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@dataclass
+class Cluster:
+    kube: Kube
+    dsn: str
+    workdir: Path
+    template: Path
+    operators: list[OperatorProcess] = field(default_factory=list)
+    sidecars: list[SidecarProcess] = field(default_factory=list)
+
+    # -- the operator ----------------------------------------------------------------------
+
+    def start_operator(self, *extra: str, env: dict[str, str] | None = None,
+                       resync: float = 0.2) -> OperatorProcess:
+        seen = len(self.kube.requests)
+        log_path = self.workdir / f"operator-{len(self.operators)}.log"
+        full_env = {**self.kube.env(), "AGENTSAGA_SIDECAR_TEMPLATE": str(self.template),
+                    "AGENTSAGA_JOB_SERVICE_ACCOUNT": "agentsaga-sidecar", **(env or {})}
+        with log_path.open("wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "agentsaga.cli", "operator", "--dsn", self.dsn,
+                 "--resync-interval", str(resync), "--watch-timeout", "20", *extra],
+                stdout=sink, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT)
+        process = OperatorProcess(proc, log_path)
+        self.operators.append(process)
+        self._wait_watching(process, seen, ("/agentruns", "/pods", "/jobs"))
+        return process
+
+    def _wait_watching(self, process: OperatorProcess, seen: int, paths: tuple[str, ...],
+                       timeout: float = 30.0) -> None:
+        """Until kopf has opened its watches (the stand-in saw the requests)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.proc.poll() is not None:
+                raise RuntimeError("the operator exited:\n" + process.output())
+            watched = {r.path for r in self.kube.requests[seen:]
+                       if "watch=true" in r.query and r.user_agent.startswith("kopf")}
+            if all(any(p.endswith(suffix) for p in watched) for suffix in paths):
+                return
+            time.sleep(0.05)
+        raise TimeoutError("the operator did not start watching:\n" + process.output())
+
+    # -- agent pods and their sidecars -----------------------------------------------------
+
+    def create_pod(self, name: str, run: str) -> Obj:
+        pod = self.kube.create({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"agentsaga.io/run": run}},
+            "spec": {"containers": [{"name": "agent", "image": "example/agent:1"}]},
+        })
+        return self.kube.patch_status("v1", "pods", "default", name, {"phase": "Running"})
+
+    def start_sidecar(self, pod: Obj) -> SidecarProcess:
+        meta = pod["metadata"]
+        env = {**self.kube.env(), "LEDGER_DSN": self.dsn, "AGENTSAGA_POD_NAME": meta["name"],
+               "AGENTSAGA_POD_NAMESPACE": meta["namespace"], "AGENTSAGA_POD_UID": meta["uid"]}
+        sidecar = start_sidecar(self.dsn, TOOLS, env=env)
+        self.sidecars.append(sidecar)
+        return sidecar
+
+    # -- AgentRuns and Jobs ----------------------------------------------------------------
+
+    def agentrun(self, name: str) -> Obj | None:
+        return self.kube.get(AR, "agentruns", "default", name)
+
+    def wait_run(self, name: str, predicate: Callable[[Obj], bool],
+                 timeout: float = 20.0) -> Obj:
+        found = self.kube.wait_for(AR, "agentruns", "default", name,
+                                   lambda o: o is not None and predicate(o), timeout)
+        assert found is not None
+        return found
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 20.0) -> Obj:
+        return self.wait_run(name, lambda o: (o.get("status") or {}).get("phase") == phase,
+                             timeout)
+
+    def jobs(self) -> list[Obj]:
+        return self.kube.objects("batch/v1", "jobs", "default")
+
+    def wait_jobs(self, count: int, timeout: float = 20.0) -> list[Obj]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.jobs()
+            if len(found) >= count:
+                return found
+            time.sleep(0.05)
+        raise TimeoutError(f"expected {count} job(s), have {self.jobs()}")
+
+    def run_job(self, job: Obj) -> subprocess.CompletedProcess[str]:
+        """What the kubelet would do: run the Job's container command with its environment
+        (Secret references resolved from the stand-in). `agentsaga` is this checkout's CLI."""
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        command = list(container["command"]) + list(container.get("args") or [])
+        assert command[0] == "agentsaga"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSAGA_")}
+        for entry in container.get("env") or []:
+            env[entry["name"]] = self._env_value(entry)
+        return subprocess.run([sys.executable, "-m", "agentsaga.cli", *command[1:]], env=env,
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    def _env_value(self, entry: Obj) -> str:
+        if "value" in entry:
+            return str(entry["value"])
+        ref = entry["valueFrom"]["secretKeyRef"]
+        secret = self.kube.get("v1", "secrets", "default", ref["name"])
+        assert secret is not None, f"secret {ref['name']} is missing"
+        return base64.b64decode(secret["data"][ref["key"]]).decode()
+
+    def finish_job(self, name: str, succeeded: bool = True) -> None:
+        """What the job controller would do once the pod exited."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        kind = "Complete" if succeeded else "Failed"
+        status: Obj = {"conditions": [{"type": kind, "status": "True",
+                                       "lastTransitionTime": stamp}],
+                       "startTime": stamp, "active": 0}
+        status["succeeded" if succeeded else "failed"] = 1
+        if succeeded:
+            status["completionTime"] = stamp
+        self.kube.patch_status("batch/v1", "jobs", "default", name, status)
+
+    def close(self) -> None:
+        for operator in self.operators:
+            operator.stop()
+        for sidecar in self.sidecars:
+            sidecar.stop()
+
+
+def sidecar_template() -> Obj:
+    """The container the chart renders into AGENTSAGA_SIDECAR_TEMPLATE (what matters here)."""
+    secret = {"secretKeyRef": {"name": SECRET, "key": "dsn"}}
+    return {
+        "container": {
+            "name": "agentsaga-sidecar", "image": "agentsaga-sidecar:test", "args": ["sidecar"],
+            "restartPolicy": "Always",
+            "env": [{"name": "AGENTSAGA_DSN", "valueFrom": secret},
+                    {"name": "LEDGER_DSN", "valueFrom": secret},
+                    {"name": "AGENTSAGA_TOOLS", "value": TOOLS},
+                    {"name": "AGENTSAGA_RECHECK_PAUSE_S", "value": "0.05"}],
+            "readinessProbe": {"exec": {"command": ["true"]}},
+        },
+        "volumes": [{"name": "agentsaga-sidecar-tmp", "emptyDir": {}}],
+    }
+
+
+@pytest.fixture
+def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path) -> Iterator[Cluster]:
+    ledger_tools.setup(pg)
+    kube_with_crds.create({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": SECRET, "namespace": "default"},
+        "data": {"dsn": base64.b64encode(pg.encode()).decode()},
+    })
+    template = tmp_path / "sidecar.json"
+    template.write_text(json.dumps(sidecar_template()))
+    found = Cluster(kube_with_crds, pg, tmp_path, template)
+    try:
+        yield found
+    finally:
+        found.close()
+
