@@ -3,7 +3,7 @@
     setup(service_name)            providers and exporters from the standard OTEL_* variables
     install(Telemetry(...))        the process's telemetry (tests install in-memory providers)
     server_interceptors()          the sidecar's gRPC server reads `traceparent` from metadata
-    client_interceptors()          the agent's SagaClient writes it
+    traced_channel(channel)        the agent's SagaClient writes it
     trace_carrier()                the current context as {"traceparent": ...}: stored with the run
     run_context(log, run_id)       that stored context, for a Job that runs hours later
     run_annotations(ctx)           {"agentsaga.io/traceparent": ...} for the AgentRun
@@ -21,7 +21,6 @@ from agentsaga.telemetry.core import (
     ANNOTATION,
     Telemetry,
     aio_client_interceptors,
-    client_interceptors,
     context_from_carrier,
     current,
     install,
@@ -31,6 +30,7 @@ from agentsaga.telemetry.core import (
     setup,
     shutdown,
     trace_carrier,
+    traced_channel,
 )
 from agentsaga.telemetry.instruments import METRICS, observe_log
 from agentsaga.telemetry.payloads import redact
@@ -56,7 +56,6 @@ __all__ = [
     "METRICS",
     "Telemetry",
     "aio_client_interceptors",
-    "client_interceptors",
     "compensation_recorded",
     "compensation_traced",
     "context_from_carrier",
@@ -82,4 +81,5 @@ __all__ = [
     "setup",
     "shutdown",
     "trace_carrier",
+    "traced_channel",
 ]

@@ -238,15 +238,17 @@ def server_interceptors() -> list[grpc.ServerInterceptor]:
         tracer_provider=_current.tracer_provider)]
 
 
-def client_interceptors(tracing: bool | None = None) -> list[grpc.UnaryUnaryClientInterceptor]:
-    """For the agent's channel: a client span per RPC and `traceparent` in its metadata.
-    `tracing=None`: only when this process records spans."""
+def traced_channel(channel: grpc.Channel, tracing: bool | None = None) -> grpc.Channel:
+    """The agent's channel with a client span per RPC and `traceparent` in its metadata.
+    `tracing=None`: only when this process records spans (else `channel` itself)."""
     if not (_current.tracing if tracing is None else tracing):
-        return []
-    from opentelemetry.instrumentation.grpc import client_interceptor
+        return channel
+    from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 
-    return [client_interceptor(  # type: ignore[no-untyped-call]
-        tracer_provider=_current.tracer_provider)]
+    interceptor = client_interceptor(  # type: ignore[no-untyped-call]
+        tracer_provider=_current.tracer_provider)
+    return grpcext.intercept_channel(  # type: ignore[no-untyped-call]
+        channel, interceptor)
 
 
 def aio_client_interceptors(tracing: bool | None = None) -> list[Any]:
