@@ -70,7 +70,7 @@ class Cluster:
     # -- the operator ----------------------------------------------------------------------
 
     def start_operator(self, *extra: str, env: dict[str, str] | None = None,
-                       resync: float = 0.2) -> OperatorProcess:
+                       resync: float = 0.2, wait: bool = True) -> OperatorProcess:
         seen = len(self.kube.requests)
         log_path = self.workdir / f"operator-{len(self.operators)}.log"
         full_env = {**self.kube.env(), "AGENTSAGA_SIDECAR_TEMPLATE": str(self.template),
@@ -82,7 +82,8 @@ class Cluster:
                 stdout=sink, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT)
         process = OperatorProcess(proc, log_path)
         self.operators.append(process)
-        self._wait_watching(process, seen, ("/agentruns", "/pods", "/jobs"))
+        if wait:
+            self._wait_watching(process, seen, ("/agentruns", "/pods", "/jobs"))
         return process
 
     def _wait_watching(self, process: OperatorProcess, seen: int, paths: tuple[str, ...],
@@ -180,7 +181,7 @@ class Cluster:
 
     def close(self) -> None:
         for operator in self.operators:
-            operator.stop()
+            operator.kill()
         for sidecar in self.sidecars:
             sidecar.stop()
 
