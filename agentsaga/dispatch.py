@@ -30,6 +30,7 @@ from agentsaga.errors import (
     PermissionDenied,
     Rejected,
     RunEnded,
+    RunNotFound,
 )
 from agentsaga.keys import run_id_problem, step_key
 from agentsaga.log import Run, SagaLog, Step
@@ -148,14 +149,20 @@ class Dispatcher:
         check_run_id(run_id)
         spec = self.registry.get(tool)
         _check_signature(spec, args)
-        run = self.log.require_run(run_id)
-        self.check_bound(run)
-        if not run.open:
-            raise RunEnded(f"run {run_id!r} has ended ({run.state}); no more calls")
         if not spec.logged:
+            self._check_open(self.log.require_run(run_id))
             return self._call_pure(spec, args)
         with self._lock(run_id):
-            return self._dispatch_logged(run_id, spec, args)
+            run, newest = self.log.run_and_newest(run_id)  # read once, used for the pivot too
+            if run is None:
+                raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+            self._check_open(run)
+            return self._dispatch_logged(run, spec, args, newest)
+
+    def _check_open(self, run: Run) -> None:
+        self.check_bound(run)
+        if not run.open:
+            raise RunEnded(f"run {run.run_id!r} has ended ({run.state}); no more calls")
 
     def _call_pure(self, spec: ToolSpec, args: JSON) -> DispatchResult:
         try:
@@ -167,9 +174,10 @@ class Dispatcher:
         return DispatchResult("CONFIRMED", result=None if effect is None else effect.result,
                               external_ref=None if effect is None else effect.ref)
 
-    def _dispatch_logged(self, run_id: str, spec: ToolSpec, args: JSON) -> DispatchResult:
+    def _dispatch_logged(self, run: Run, spec: ToolSpec, args: JSON,
+                         newest: Step | None) -> DispatchResult:
+        run_id = run.run_id
         epoch = self.epoch(run_id)
-        newest = self.log.newest_step(run_id)
         retry_of: Step | None = None
         if newest is not None and not newest.settled:
             if newest.tool != spec.name:
@@ -188,7 +196,6 @@ class Dispatcher:
         step_idx = retry_of.step_idx if retry_of else (newest.step_idx + 1 if newest else 0)
         key = step_key(run_id, step_idx, spec.name)  # R3: from the run, never the model
 
-        run = self.log.require_run(run_id)
         admission = pivot.admit(run, spec, args, self.settings.irreversible_before_pivot)
         if not admission.allowed:
             return DispatchResult("NEEDS_APPROVAL", step_idx, key, message=admission.reason)

@@ -261,6 +261,45 @@ class SagaLog:
         if not allow_ended and row["state"] not in OPEN_STATES:
             raise RunEnded(f"run {run_id!r} has ended ({row['state']}); no more calls")
 
+    def _fenced_write(self, write: str, params: dict[str, Any], *, durable: bool,
+                      allow_ended: bool) -> dict[str, Any] | None:
+        """One write under the R12 check, in one statement (the check used to be its own).
+
+        `write` is an INSERT or UPDATE with `{fence}` in its WHERE clause; the statement locks the
+        run row (FOR SHARE, held to commit) and writes only if `params["epoch"]` is the run's
+        current epoch (and the run is open unless `allow_ended`). Returns the written row, or
+        None when the write matched nothing; raises RunNotFound, Fenced or RunEnded as
+        `_check_epoch` does."""
+        fence = ("EXISTS (SELECT 1 FROM run WHERE run.owner_epoch = %(epoch)s"
+                 " AND (%(allow_ended)s OR run.state = ANY(%(open_states)s)))")
+        sql = ("WITH run AS (SELECT owner_epoch, state FROM saga_runs WHERE run_id = %(run_id)s"
+               f" FOR SHARE), w AS ({write.replace('{fence}', fence)})"
+               " SELECT run.owner_epoch AS fence_epoch, run.state AS fence_state, w.*"
+               " FROM run LEFT JOIN w ON true")
+        params = {**params, "allow_ended": allow_ended, "open_states": list(OPEN_STATES)}
+        with self._tx() as conn:
+            conn.execute("SET LOCAL synchronous_commit TO " + ("on" if durable else "off"))
+            row = conn.execute(sql, params).fetchone()
+        run_id, epoch = params["run_id"], params["epoch"]
+        if row is None:
+            raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+        current, state = row.pop("fence_epoch"), row.pop("fence_state")
+        if current != epoch:
+            raise Fenced(run_id, epoch, current)
+        if not allow_ended and state not in OPEN_STATES:
+            raise RunEnded(f"run {run_id!r} has ended ({state}); no more calls")
+        return None if row.get("run_id") is None else row
+
+    def run_and_newest(self, run_id: str) -> tuple[Run | None, Step | None]:
+        """The run and its newest step, on one pooled connection."""
+        with self.pool.connection() as conn:
+            run = conn.execute(
+                f"SELECT {_RUN_COLUMNS} FROM saga_runs WHERE run_id = %s", (run_id,)).fetchone()
+            step = conn.execute(
+                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE run_id = %s"
+                " ORDER BY step_idx DESC LIMIT 1", (run_id,)).fetchone()
+        return (None if run is None else Run(**run)), (None if step is None else Step(**step))
+
     # -- steps -----------------------------------------------------------------------------
 
     def steps(self, run_id: str, *, newest_first: bool = False) -> list[Step]:
@@ -314,17 +353,16 @@ class SagaLog:
 
         Returns None when the step already exists (another writer got there first).
         """
-        with self._tx() as conn:
-            conn.execute("SET LOCAL synchronous_commit TO on")
-            self._check_epoch(conn, run_id, epoch)
-            row = conn.execute(
-                "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
-                " status, compensation, audience, after_pivot, writer_epoch)"
-                " VALUES (%s, %s, %s, %s, %s, %s, 'INTENDED', %s, %s, %s, %s)"
-                f" ON CONFLICT DO NOTHING RETURNING {_STEP_COLUMNS}",
-                (run_id, step_idx, tool, tool_class, key, _json(args), _json(compensation),
-                 list(audience), after_pivot, epoch),
-            ).fetchone()
+        row = self._fenced_write(
+            "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
+            " status, compensation, audience, after_pivot, writer_epoch)"
+            " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
+            " %(comp)s, %(audience)s, %(after_pivot)s, %(epoch)s WHERE {fence}"
+            f" ON CONFLICT DO NOTHING RETURNING {_STEP_COLUMNS}",
+            {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
+             "key": key, "args": _json(args), "comp": _json(compensation),
+             "audience": list(audience), "after_pivot": after_pivot, "epoch": epoch},
+            durable=True, allow_ended=False)
         return None if row is None else Step(**row)
 
     def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
@@ -352,18 +390,15 @@ class SagaLog:
 
         The commit need not wait for the WAL flush (async outcomes): losing it to a Postgres
         crash leaves the INTENDED row, which reconcile settles by key (R7)."""
-        with self._tx() as conn:
-            if self.async_outcomes:
-                conn.execute("SET LOCAL synchronous_commit TO off")
-            self._check_epoch(conn, run_id, epoch, allow_ended=allow_ended)
-            row = conn.execute(
-                "UPDATE saga_log SET status = %s, result = COALESCE(%s, result),"
-                " external_ref = COALESCE(%s, external_ref), error = %s, updated_at = now()"
-                " WHERE run_id = %s AND step_idx = %s AND status = ANY(%s)"
-                f" RETURNING {_STEP_COLUMNS}",
-                (status, _json(result), external_ref, redact_optional(error), run_id,
-                 step_idx, list(expect)),
-            ).fetchone()
+        row = self._fenced_write(
+            "UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
+            " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
+            " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
+            f" AND status = ANY(%(expect)s) AND {{fence}} RETURNING {_STEP_COLUMNS}",
+            {"status": status, "result": _json(result), "ref": external_ref,
+             "error": redact_optional(error), "run_id": run_id, "step_idx": step_idx,
+             "expect": list(expect), "epoch": epoch},
+            durable=not self.async_outcomes, allow_ended=allow_ended)
         return None if row is None else Step(**row)
 
     def record_compensation(self, run_id: str, epoch: int, step_idx: int, comp_status: str, *,

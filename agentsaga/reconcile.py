@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from agentsaga import crashpoints
 from agentsaga.errors import UnknownTool
 from agentsaga.log import SagaLog, Step
-from agentsaga.registry import Effect, Registry, as_effect
+from agentsaga.registry import Effect, Registry, ToolSpec, as_effect
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,67 @@ class Reconciler:
             return self._settle(step, epoch, None, "not_found")
         crashpoints.reach("during_reconcile")  # found by key, the outcome not yet written
         return self._settle(step, epoch, found, finding)
+
+    def settle_many(self, steps: Sequence[Step], epoch: int | Mapping[str, int], *,
+                    batch: int = 100) -> list[Reconciled]:
+        """R7 for many rows at once (reconcile at scale), in the order of `steps`.
+
+        Rows of a tool with `lookup_many` are looked up `batch` keys per call (the connector packs
+        them into as few queries as its API allows, e.g. 10 OR clauses per Stripe search); every
+        empty one is re-checked once, together, after a single pause. Other rows go through
+        `settle`. `epoch` is the writer's epoch, or a map run id -> epoch for many runs (R12).
+        """
+        def epoch_of(step: Step) -> int:
+            return epoch if isinstance(epoch, int) else epoch[step.run_id]
+
+        done: dict[tuple[str, int], Reconciled] = {}
+        batched: dict[str, list[Step]] = {}
+        for step in steps:
+            spec = self.registry.get(step.tool) if step.tool in self.registry else None
+            if step.settled or spec is None or spec.lookup is None or spec.lookup_many is None:
+                done[(step.run_id, step.step_idx)] = self.settle(step, epoch_of(step))
+            else:
+                batched.setdefault(step.tool, []).append(step)
+        empty: dict[str, list[Step]] = {}
+        for tool, group in batched.items():
+            for step, found in self._lookup_chunks(self.registry.get(tool), group, batch):
+                if isinstance(found, Effect):
+                    done[(step.run_id, step.step_idx)] = self._settle(
+                        step, epoch_of(step), found, "found")
+                elif found is None:
+                    empty.setdefault(tool, []).append(step)
+                else:
+                    done[(step.run_id, step.step_idx)] = self._unknown(
+                        step, epoch_of(step), "lookup_failed", found)
+        if empty:
+            log.info("%d lookups empty, re-checking after %.1fs",
+                     sum(map(len, empty.values())), self.recheck_pause_s)
+            self.sleep(self.recheck_pause_s)
+        for tool, group in empty.items():
+            for step, found in self._lookup_chunks(self.registry.get(tool), group, batch):
+                if isinstance(found, Effect):
+                    outcome = self._settle(step, epoch_of(step), found, "found_on_recheck")
+                elif found is None:
+                    outcome = self._settle(step, epoch_of(step), None, "not_found")
+                else:
+                    outcome = self._unknown(step, epoch_of(step), "lookup_failed", found)
+                done[(step.run_id, step.step_idx)] = outcome
+        return [done[(s.run_id, s.step_idx)] for s in steps]
+
+    def _lookup_chunks(self, spec: ToolSpec, steps: list[Step],
+                       batch: int) -> list[tuple[Step, Effect | str | None]]:
+        """Each step with its effect, None (not found) or why the lookup failed."""
+        assert spec.lookup_many is not None
+        out: list[tuple[Step, Effect | str | None]] = []
+        for start in range(0, len(steps), batch):
+            chunk = steps[start:start + batch]
+            try:
+                found = spec.lookup_many([s.idempotency_key for s in chunk])
+                out += [(s, as_effect(found.get(s.idempotency_key))) for s in chunk]
+            except Exception as exc:  # any failure of the lookup leaves the outcomes unknown
+                log.warning("batched lookup of %d keys failed: %s", len(chunk), exc)
+                out += [(s, f"lookup failed: {exc}") for s in chunk]
+        return out
 
     def _settle(self, step: Step, epoch: int, found: Effect | None, finding: Finding) -> Reconciled:
         if found is None:

@@ -1,0 +1,106 @@
+"""`Reconciler.settle_many`: reconcile at scale across runs, batched lookups, one re-check."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import psycopg
+import pytest
+
+from agentsaga import Compensation, Registry
+from agentsaga.errors import Fenced
+from agentsaga.keys import step_key
+from agentsaga.log import SagaLog
+from agentsaga.reconcile import Reconciler
+from agentsaga.registry import Effect
+
+
+class FakeSystem:
+    """A real system's effects by key, with every batched lookup recorded."""
+
+    def __init__(self, present: set[str], late: frozenset[str] = frozenset(),
+                 reveal_after: int = 0, fail: bool = False) -> None:
+        self.present, self.late, self.fail = set(present), set(late), fail
+        self.reveal_after = reveal_after
+        self.batches: list[list[str]] = []
+
+    def lookup(self, key: str) -> Effect | None:
+        return self.lookup_many([key]).get(key)
+
+    def lookup_many(self, keys: Sequence[str]) -> dict[str, Effect]:
+        self.batches.append(list(keys))
+        if self.fail:
+            raise ConnectionError("search is down")
+        found = {k: Effect(f"ref-{k[:6]}", {"id": f"ref-{k[:6]}"}) for k in keys
+                 if k in self.present}
+        if len(self.batches) == self.reveal_after:  # the lagging index catches up
+            self.present |= self.late
+        return found
+
+
+def registry_for(system: FakeSystem) -> Registry:
+    registry = Registry()
+
+    def charge(idempotency_key: str, amount: int = 0) -> dict[str, str]:
+        return {"id": "x"}
+
+    registry.register(charge, cls="compensatable",
+                      compensate=lambda args, key: Compensation("refund", {"key": key}),
+                      lookup=system.lookup, lookup_many=system.lookup_many)
+    return registry
+
+
+def seed(dsn: str, count: int) -> list[str]:
+    runs = [f"run-{i}" for i in range(count)]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for r in runs:
+            conn.execute("INSERT INTO saga_runs (run_id) VALUES (%s)", (r,))
+            conn.execute(
+                "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key,"
+                " args, status, writer_epoch) VALUES (%s, 0, 'charge', 'compensatable', %s,"
+                " '{}', 'UNKNOWN', 1)", (r, step_key(r, 0, "charge")))
+    return runs
+
+
+def statuses(dsn: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        return dict(conn.execute("SELECT run_id, status FROM saga_log").fetchall())
+
+
+def test_settles_many_runs_in_batches_with_one_recheck(pg: str) -> None:
+    runs = seed(pg, 25)
+    keys = [step_key(r, 0, "charge") for r in runs]
+    system = FakeSystem(present=set(keys[:20]), late=frozenset({keys[20]}), reveal_after=3)
+    pauses: list[float] = []
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        reconciler = Reconciler(saga_log, registry_for(system), 0.5, sleep=pauses.append)
+        steps = saga_log.unsettled()
+        out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps}, batch=10)
+    assert [o.step.run_id for o in out] == [s.run_id for s in steps]
+    assert [len(b) for b in system.batches] == [10, 10, 5, 5]  # 3 first, one re-check of 5
+    assert pauses == [0.5]
+    truth = statuses(pg)
+    assert [truth[r] for r in runs] == ["CONFIRMED"] * 21 + ["NOT_EXECUTED"] * 4
+    findings = {o.step.run_id: o.finding for o in out}
+    assert findings["run-0"] == "found" and findings["run-20"] == "found_on_recheck"
+    assert findings["run-24"] == "not_found"
+
+
+def test_a_failed_batch_leaves_its_rows_unknown(pg: str) -> None:
+    seed(pg, 3)
+    system = FakeSystem(present=set(), fail=True)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        steps = saga_log.unsettled()
+        out = Reconciler(saga_log, registry_for(system), 0).settle_many(steps, 1)
+    assert {o.finding for o in out} == {"lookup_failed"}
+    assert set(statuses(pg).values()) == {"UNKNOWN"}
+
+
+def test_a_stale_epoch_is_fenced(pg: str) -> None:
+    runs = seed(pg, 1)
+    system = FakeSystem(present={step_key(runs[0], 0, "charge")})
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        saga_log.adopt(runs[0], "someone-else")
+        with pytest.raises(Fenced):
+            Reconciler(saga_log, registry_for(system), 0).settle_many(saga_log.unsettled(), 1)
+    assert statuses(pg) == {runs[0]: "UNKNOWN"}
