@@ -1,5 +1,8 @@
 # The two commands: `make demo` and `make test`. Both create or reuse .venv and install what they
 # need from this project's own files.
+#
+# `-P` keeps the current directory off sys.path: this folder's operator/ (installed as
+# agentsaga.operator) must never shadow the standard library's `operator` module.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -7,24 +10,26 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint tools clean
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+$(STAMP): pyproject.toml setup.py
+	@$(PYTHON) -P -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "agentsaga needs Python 3.11 or newer (set PYTHON=...)"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -P -m venv $(VENV)
+	$(PY) -P -m pip install -q --upgrade pip
+	$(PY) -P -m pip install -q -e '.[test]'
 	@touch $@
 
 demo: $(STAMP)
 	$(VENV)/bin/agentsaga demo
 
 tools: $(STAMP)
-	$(PY) tools/install_binaries.py
+	$(PY) -P tools/install_binaries.py
 
 test: $(STAMP) tools
-	$(PY) -m pytest
+	$(PY) -P -m pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy agentsaga sidecar operator
+	$(PY) -P tools/typecheck.py
 
 clean:
 	rm -rf $(VENV) tools/bin .pytest_cache
