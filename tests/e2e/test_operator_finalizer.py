@@ -1,0 +1,59 @@
+"""The finalizer: an AgentRun whose run has unsettled rows is not deleted until they are
+settled, or until a human sets `agentsaga.io/force-delete: "true"`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentsaga.client import SagaClient, ToolOutcomeUnknown
+from tests.ledger_tools import add_fault
+from tests.operator_fixtures import AR, Cluster, sidecar_template
+
+
+def unknown_step(cluster: Cluster, agent: SagaClient, run: str) -> None:
+    """A step whose outcome is unknown: the ticket exists, the 504 hid it (R5)."""
+    agent.begin_run(run, agent="refunder")
+    add_fault(cluster.dsn, "create_ticket", "unknown_after_commit")
+    with pytest.raises(ToolOutcomeUnknown):
+        agent.dispatch(run, "create_ticket", {"summary": "refund", "order_id": run})
+    cluster.wait_run(run, lambda o: (o["status"].get("steps") or {}).get("unknown") == 1)
+
+
+def blocked(cluster: Cluster, run: str) -> dict[str, object]:
+    deleted = cluster.kube.kubectl("delete", "agentrun", run, "--wait=false")
+    assert deleted.returncode == 0, deleted.stderr
+    return cluster.wait_run(run, lambda o: any(
+        c["type"] == "Settled" and c["status"] == "False" and c["reason"] == "UnsettledSteps"
+        for c in o["status"].get("conditions") or []))
+
+
+def test_unsettled_run_survives_deletion_until_reconciled_or_forced(cluster: Cluster) -> None:
+    cluster.start_operator("--standalone")
+    agent = cluster.start_sidecar(cluster.create_pod("agent-0", "refund-4001")).client()
+    unknown_step(cluster, agent, "refund-4001")
+    unknown_step(cluster, agent, "refund-4002")
+
+    held = blocked(cluster, "refund-4001")
+    assert held["metadata"]["deletionTimestamp"]  # type: ignore[index]
+    assert "agentsaga.io/finalizer" in held["metadata"]["finalizers"]  # type: ignore[index]
+    assert "step 0 create_ticket (UNKNOWN)" in held["status"]["message"]  # type: ignore[index]
+
+    # settled by reconcile (the ticket is found by key): the deletion completes
+    settled = cluster.run_job(job_running("agentsaga", "reconcile", "--run", "refund-4001"))
+    assert settled.returncode == 0, settled.stdout + settled.stderr
+    cluster.kube.wait_for(AR, "agentruns", "default", "refund-4001", lambda o: o is None)
+
+    # still unknown, but a human forces it
+    blocked(cluster, "refund-4002")
+    forced = cluster.kube.kubectl("annotate", "agentrun", "refund-4002",
+                                  "agentsaga.io/force-delete=true")
+    assert forced.returncode == 0, forced.stderr
+    cluster.kube.wait_for(AR, "agentruns", "default", "refund-4002", lambda o: o is None)
+
+
+def job_running(*command: str) -> dict[str, Any]:
+    """A Job as the operator would build it from the sidecar template (run by hand here)."""
+    container = {**sidecar_template()["container"], "command": list(command), "args": []}
+    return {"spec": {"template": {"spec": {"containers": [container]}}}}

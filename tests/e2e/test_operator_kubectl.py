@@ -1,0 +1,100 @@
+"""What a human sees and does with kubectl: printer columns, the pivot approval by
+`kubectl patch` (stale hashes refused, the decision recorded once), `kubectl wait` on the
+operator's conditions, and a rejection that unwinds the run."""
+
+from __future__ import annotations
+
+import json
+
+from agentsaga.log import SagaLog
+from agentsaga.operator.jobs import job_name
+from tests.operator_fixtures import Cluster
+
+RUN = "refund-3001"
+MANIFEST = f"""
+apiVersion: agentsaga.io/v1alpha1
+kind: AgentRun
+metadata:
+  name: {RUN}
+spec:
+  agent: refunder
+  orphanGracePeriodSeconds: 30
+"""
+EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
+
+
+def approve(cluster: Cluster, plan_hash: str, decision: str = "Approved") -> None:
+    body = {"status": {"approval": {"planHash": plan_hash, "decision": decision,
+                                    "approver": "alice", "reason": "checked the plan"}}}
+    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                   "--type=merge", "-p", json.dumps(body))
+    assert patched.returncode == 0, patched.stderr
+
+
+def staged_run(cluster: Cluster) -> str:
+    """A run that reached its pivot through a real sidecar; returns the staged plan hash."""
+    applied = cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST)
+    assert applied.returncode == 0, applied.stderr
+    cluster.start_operator("--standalone")
+    agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
+    agent.begin_run(RUN, agent="refunder")
+    agent.dispatch(RUN, "create_draft", {"body": "draft of the apology"})
+    charge = agent.dispatch(RUN, "charge_card", {"customer_id": "cus_1", "amount": 500})
+    staged = agent.reach_pivot(RUN, [
+        {"tool": "capture_charge", "args": {"charge_ref": charge["id"]}},
+        {"tool": "send_email", "args": EMAIL},
+    ])
+    waiting = cluster.wait_phase(RUN, "AwaitingApproval")
+    assert waiting["status"]["pivot"]["planHash"] == staged.plan_hash
+    assert [s["tool"] for s in waiting["status"]["pivot"]["commit"]] == [
+        "capture_charge", "send_email"]
+    return str(staged.plan_hash)
+
+
+def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> None:
+    plan_hash = staged_run(cluster)
+
+    table = cluster.kube.kubectl("get", "agentruns")
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "AGE"]
+    assert row.split()[:5] == [RUN, "AwaitingApproval", "2", "0", "AwaitingApproval"]
+
+    approve(cluster, "0" * 16)
+    stale = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved=False",
+                                 "--timeout=15s")
+    assert stale.returncode == 0, stale.stderr
+    refused = cluster.agentrun(RUN)
+    assert refused is not None
+    condition = next(c for c in refused["status"]["conditions"] if c["type"] == "PivotApproved")
+    assert condition["reason"] == "StaleApproval" and plan_hash in condition["message"]
+    assert "approval" not in refused["status"]  # consumed
+    assert refused["status"]["pivot"]["state"] == "AwaitingApproval"
+
+    approve(cluster, plan_hash)
+    waited = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved",
+                                  "--timeout=15s")
+    assert waited.returncode == 0, waited.stderr
+    approved = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])
+    pivot = approved["status"]["pivot"]
+    assert (pivot["state"], pivot["decision"], pivot["decidedBy"]) == (
+        "Approved", "Approved", "alice")
+    assert approved["status"]["phase"] == "Committing"
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        record = saga_log.require_run(RUN).pivot or {}
+    assert (record["state"], record["decidedBy"]) == ("Approved", "alice")
+    assert cluster.jobs() == []
+
+
+def test_rejection_at_the_pivot_starts_the_unwind_job(cluster: Cluster) -> None:
+    plan_hash = staged_run(cluster)
+    approve(cluster, plan_hash, "Rejected")
+    waited = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotRejected",
+                                  "--timeout=15s")
+    assert waited.returncode == 0, waited.stderr
+    unwinding = cluster.wait_phase(RUN, "Unwinding")
+    assert unwinding["status"]["pivot"]["decision"] == "Rejected"
+    [job] = cluster.wait_jobs(1)
+    assert job["metadata"]["name"] == job_name(RUN, "unwind", 1)
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "agentsaga", "unwind", "--run", RUN]
