@@ -72,6 +72,8 @@ def parse_args(args_json: str, limit: int) -> JSON:
         value = json.loads(args_json) if args_json.strip() else {}
     except json.JSONDecodeError as exc:
         raise InvalidArguments(f"arguments are not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidArguments("arguments are nested too deeply to be read") from None
     if not isinstance(value, dict):
         raise InvalidArguments(
             f"arguments must be a JSON object, got a JSON {type(value).__name__}"

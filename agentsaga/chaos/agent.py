@@ -23,6 +23,8 @@ class Agent:
     def __init__(self, pod: Callable[[], Sidecar], answers: list[Answer]) -> None:
         self.pod = pod
         self.answers = answers
+        self.sent: dict[tuple[str, str], dict[str, Any]] = {}
+        """The arguments of each (run, tool) as the agent last sent them (its transcript)."""
 
     def note(self, run_id: str, reply: pb.DispatchResponse) -> str:
         outcome = pb.Outcome.Name(reply.outcome)
@@ -36,9 +38,13 @@ class Agent:
     def call(self, run_id: str, tool: str, args: dict[str, Any], *,
              attempts: int = 10) -> dict[str, Any] | None:
         """The tool's result once CONFIRMED; None when the system refused it."""
+        self.sent[(run_id, tool)] = args
         for _ in range(attempts):
             reply = self._retrying(lambda sc: sc.client.dispatch_raw(run_id, tool, args), run_id)
             outcome = self.note(run_id, reply)
+            if outcome == "STEP_UNRESOLVED":
+                self.resolve(run_id, reply.step_idx, attempts)
+                continue
             if outcome == "CONFIRMED":
                 result: dict[str, Any] = json.loads(reply.result_json or "{}")
                 return result
@@ -48,6 +54,20 @@ class Agent:
                 raise RuntimeError(f"{tool} needs approval: {reply.message}")
             time.sleep(0.05)  # UNKNOWN or STEP_UNRESOLVED: the same call again (R3, R5)
         return None
+
+    def resolve(self, run_id: str, step_idx: int, attempts: int) -> None:
+        """An earlier step is unsettled: call that tool again, as the system prompt says."""
+        run = self._retrying(lambda sc: sc.client.get_run(run_id), run_id)
+        step = next((s for s in run.steps if s.step_idx == step_idx), None)
+        if step is None or step.status not in ("INTENDED", "UNKNOWN"):
+            return
+        args = self.sent.get((run_id, step.tool)) or json.loads(step.args_json or "{}")
+        for _ in range(attempts):
+            reply = self._retrying(
+                lambda sc: sc.client.dispatch_raw(run_id, step.tool, args), run_id)
+            if self.note(run_id, reply) in ("CONFIRMED", "FAILED", "NEEDS_APPROVAL"):
+                return
+            time.sleep(0.05)
 
     def _retrying(self, fn: Callable[[Sidecar], Any], run_id: str, *, begin: bool = True) -> Any:
         """Call the pod's sidecar; restart a dead one (and adopt), wait out an absent Postgres."""

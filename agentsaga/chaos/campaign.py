@@ -7,6 +7,7 @@ Run `index` of seed `seed` draws everything from `random.Random(f"{seed}:{index}
 
 from __future__ import annotations
 
+import contextlib
 import random
 import secrets
 import tempfile
@@ -159,8 +160,8 @@ class RunContext:
             if result is not None and "id" in result:
                 refs[tool] = str(result["id"])
         unwind_fault = next((f.kind for f in planned if f.step == -1), None)
-        if ending == "commit":
-            self.commit(run_id, index, refs)
+        if ending == "commit" and not self.commit(run_id, index, refs):
+            self.unwind(run_id, None)  # the plan could not be staged: undo what was done
         elif ending == "unwind":
             self.unwind(run_id, unwind_fault)
         else:
@@ -188,6 +189,7 @@ class RunContext:
         if fault == "postgres_restart":
             assert self.pg is not None
             self.pg.restart()
+            self.saga_log.pool.check()  # drop the campaign's own connections to the old server
             self.fired(fault, True)
             return self.agent.call(run_id, tool, args)
         if fault == "concurrent_dispatch":
@@ -207,6 +209,7 @@ class RunContext:
             self.agent.note(run_id, reply)
         name = point if point == "during_reconcile" else f"{point}:{tool}"
         doomed = self.procs.sidecar("doomed", crash_at=name)
+        died = False
         try:
             doomed.client.begin_run(run_id, agent="chaos")  # the resumed pod adopts the run
             reply = doomed.client.dispatch_raw(run_id, tool, args)
@@ -214,7 +217,9 @@ class RunContext:
         except grpc.RpcError as exc:
             if exc.code() is not grpc.StatusCode.UNAVAILABLE:
                 raise
-        died = doomed.wait() == -9 if not doomed.alive else doomed.kill() == 0
+            died = doomed.wait() == -9  # it killed itself at the crash point
+        if not died:
+            doomed.stop()
         self.fired(kind, died)
         self.agent.begin(run_id)  # the next pod adopts (R12) and the agent calls again
         return self.agent.call(run_id, tool, args)
@@ -225,7 +230,7 @@ class RunContext:
             self.world.config.search_lag = self.campaign.config.recheck_pause_s * 4
             fault = self._add(tool, "commit_then_504")
         else:
-            fault = self._add(tool, kind.split(":", 1)[1], seconds=3.0)  # type: ignore[arg-type]
+            fault = self._add(tool, kind.split(":", 1)[1], seconds=3.0)
         try:
             return self.agent.call(run_id, tool, args)
         finally:
@@ -256,10 +261,8 @@ class RunContext:
 
             def go(sidecar: Sidecar) -> None:
                 barrier.wait()
-                try:
+                with contextlib.suppress(grpc.RpcError):  # ABORTED: fenced out (R12)
                     replies.append(sidecar.client.dispatch_raw(run_id, tool, args))
-                except grpc.RpcError:
-                    pass  # ABORTED: fenced out (R12)
 
             threads = [threading.Thread(target=go, args=(s,)) for s in (self.pod(), peer)]
             for t in threads:
@@ -276,19 +279,26 @@ class RunContext:
 
     # -- endings ---------------------------------------------------------------------------
 
-    def commit(self, run_id: str, index: int, refs: dict[str, str]) -> None:
+    def commit(self, run_id: str, index: int, refs: dict[str, str]) -> bool:
         plan: list[dict[str, Any]] = []
         if "charge_card" in refs:
-            plan.append({"tool": "capture_payment", "args": {"payment_intent": refs["charge_card"]}})
+            plan.append({"tool": "capture_payment",
+                         "args": {"payment_intent": refs["charge_card"]}})
         plan.append({"tool": "send_email", "args": {
             "to": f"customer{index}@example.com", "subject": f"Your order {1000 + index}",
             "body": "We refunded the difference."}})
-        staged = self.agent._retrying(lambda sc: sc.client.reach_pivot(run_id, plan), run_id)
+        try:
+            staged = self.agent._retrying(lambda sc: sc.client.reach_pivot(run_id, plan), run_id)
+        except grpc.RpcError as exc:
+            if exc.code() is not grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+            return False
         pivot.record_decision(self.saga_log, run_id, staged.plan_hash, "Approved",
                               "chaos-approver", "campaign")
         for item in plan:
             self.agent.call(run_id, item["tool"], item["args"])
         self.agent._retrying(lambda sc: sc.client.end_run(run_id, "Succeeded"), run_id)
+        return True
 
     def unwind(self, run_id: str, fault: str | None) -> None:
         if fault == "zombie_pod":
@@ -338,7 +348,5 @@ class RunContext:
 
 
 def _swallow(sidecar: Sidecar, run_id: str, tool: str, args: dict[str, Any]) -> None:
-    try:
+    with contextlib.suppress(grpc.RpcError):  # the sidecar is killed under it
         sidecar.client.dispatch_raw(run_id, tool, args)
-    except grpc.RpcError:
-        pass  # the sidecar was killed under it

@@ -103,7 +103,8 @@ def check(runs: Sequence[Row], steps: Sequence[Row], truth: Mapping[str, Any],
         found = effects.get(key, [])
         where = f"step {step['step_idx']} ({step['tool']}, key {key})"
         run = runs_by_id.get(run_id, {})
-        if status in ("CONFIRMED", "COMPENSATED") and not found and step["tool"] != "capture_payment":
+        captured = step["tool"] == "capture_payment"  # acts on the charge's own effect
+        if status in ("CONFIRMED", "COMPENSATED") and not found and not captured:
             out.append(Violation("outcome_matches", run_id,
                                  f"{where} is {status} but the world has no such effect"))
         if status == "NOT_EXECUTED" and found:
@@ -136,8 +137,8 @@ def check(runs: Sequence[Row], steps: Sequence[Row], truth: Mapping[str, Any],
             out.append(Violation("settled", run_id, f"{where}: its compensation is in flight"))
 
     for email in truth.get("emails", []):
-        key = email.get("idempotency_key") or (email.get("headers") or {}).get("X-Saga-Key")
-        row = rows_by_key.get(str(key))
+        sent_key = email.get("idempotency_key") or (email.get("headers") or {}).get("X-Saga-Key")
+        row = rows_by_key.get(str(sent_key))
         pivot = (runs_by_id.get(str(row["run_id"]), {}).get("pivot") or {}) if row else {}
         if row is None or not row.get("after_pivot") or pivot.get("decision") != "Approved":
             out.append(Violation("approved_messages", str(row["run_id"]) if row else "?",

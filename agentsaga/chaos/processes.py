@@ -148,7 +148,8 @@ class EmbeddedPostgres:
         """`pg_ctl stop -m immediate` (a crash: no checkpoint, unflushed commits lost), start."""
         from pgserver import _commands
 
-        _commands.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=self.server.pgdata,
+        _commands.pg_ctl(["-w", "-m", "immediate", "stop"],  # type: ignore[attr-defined]
+                         pgdata=self.server.pgdata,
                          user=self.server.system_user)
         self.server.ensure_postgres_running()
         if self.server.get_uri() != self.dsn:
