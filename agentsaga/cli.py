@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("agentsaga.commands", "apply the saga-log schema migrations to the database"),
     "log": ("agentsaga.commands", "print a run's saga log as a table"),
     "approve": ("agentsaga.commands", "approve or reject a run's staged plan (no Kubernetes)"),
+    "corrections": ("agentsaga.commands", "list, approve or dismiss, and send a run's corrections"),
     "world": ("agentsaga.world.cli", "serve the local stand-in world ... with fault injection"),
     "chaos": ("agentsaga.chaos.cli", "run a seeded fault-injection campaign and check invariants"),
     "bench": ("agentsaga.bench.cli", "measure dispatch overhead, peers, throughput and reconcile"),

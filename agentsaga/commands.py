@@ -1,4 +1,4 @@
-"""Small commands: `agentsaga migrate`, `agentsaga log --run RUN`, `agentsaga approve`."""
+"""Small commands: `migrate`, `log --run RUN`, `approve` (the pivot) and `corrections`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import getpass
 import json
 from pathlib import Path
 
-from agentsaga import pivot
+from agentsaga import corrections, pivot
+from agentsaga.loading import load_tools
 from agentsaga.log import SagaLog, Step
 from agentsaga.postgres import embedded_dsn
 from agentsaga.settings import Settings
@@ -120,3 +121,43 @@ def run_approve(args: argparse.Namespace) -> int:
     if record["decision"] == "Rejected":
         print(f"the run will not commit; unwind it with `agentsaga unwind --run {args.run}`")
     return 0
+
+
+def configure_corrections(parser: argparse.ArgumentParser) -> None:
+    _add_dsn(parser)
+    parser.add_argument("--run", required=True, help="the run id")
+    decide = parser.add_mutually_exclusive_group()
+    decide.add_argument("--approve", type=int, metavar="STEP", help="approve this step's "
+                        "proposed correction")
+    decide.add_argument("--dismiss", type=int, metavar="STEP", help="dismiss it: say nothing")
+    parser.add_argument("--approver", default=getpass.getuser(), help="who decides")
+    parser.add_argument("--reason", default="", help="why, for the record")
+    parser.add_argument("--send", action="store_true",
+                        help="send every approved correction (needs --tools)")
+    parser.add_argument("--tools", help="tools modules (default: AGENTSAGA_TOOLS)")
+
+
+def run_corrections(args: argparse.Namespace) -> int:
+    """List a run's corrections (internal first), decide one, or send the approved ones."""
+    saga_log = open_log_from(args)
+    try:
+        step = args.approve if args.approve is not None else args.dismiss
+        if step is not None:
+            decision = "Approved" if args.approve is not None else "Rejected"
+            decided = corrections.decide(saga_log, args.run, step, decision, args.approver,
+                                         args.reason)
+            print(f"correction for step {step}: {decided.state} by {args.approver}")
+        unsent = 0
+        if args.send:
+            modules = args.tools.split(",") if args.tools else Settings.from_env().tools
+            registry = load_tools(modules)
+            for result in corrections.send_approved(saga_log, registry, args.run):
+                unsent += not result["sent"]
+                print(f"step {result['step_idx']} {result['tool']}: "
+                      + ("sent" if result["sent"] else f"not sent: {result['why']}"))
+        for item in corrections.for_run(saga_log, args.run):
+            print(f"step {item.step_idx:>3}  {item.tool:<24} {item.state:<9} rank={item.rank:<3} "
+                  f"audience={','.join(item.audience)}")
+    finally:
+        saga_log.close()
+    return 1 if unsent else 0

@@ -16,8 +16,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agentsaga.errors import Fenced, RunNotFound
+from agentsaga import telemetry
+from agentsaga.errors import Fenced, PivotError, Rejected, RunNotFound, UnknownTool
+from agentsaga.keys import step_key
 from agentsaga.log import SagaLog, Step
+from agentsaga.registry import Registry, as_effect
 
 # Blast radius by audience: lower is more internal; unknown audiences sit between.
 RANKS: dict[str, int] = {"agent": 0, "support_team": 10, "warehouse": 20, "finance": 30,
@@ -69,6 +72,7 @@ def plan(step: Step) -> Correction:
                       body)
 
 
+@telemetry.correction_recorded
 def record(log: SagaLog, epoch: int, correction: Correction) -> None:
     """Store the correction once (R12: only the run's current owner writes)."""
     with log.pool.connection() as conn, conn.transaction():
@@ -94,3 +98,63 @@ def for_run(log: SagaLog, run_id: str) -> list[Correction]:
             "SELECT run_id, step_idx, tool, audience, rank, state, correction FROM corrections"
             " WHERE run_id = %s ORDER BY rank, step_idx DESC", (run_id,)).fetchall()
     return [Correction(**r) for r in rows]
+
+
+# -- the human's decision, and sending what was approved -------------------------------------
+
+
+def decide(log: SagaLog, run_id: str, step_idx: int, decision: str, approver: str,
+           reason: str = "") -> Correction:
+    """Approve or dismiss a proposed correction, once. Sending is `send_approved`'s job."""
+    if decision not in ("Approved", "Rejected"):
+        raise PivotError(f"decision {decision!r}: use Approved or Rejected")
+    if not approver:
+        raise PivotError("the decision names no approver")
+    state = "Approved" if decision == "Approved" else "Dismissed"
+    with log.pool.connection() as conn, conn.transaction():
+        row = conn.execute(
+            "UPDATE corrections SET state = %s, approver = %s, reason = %s, decided_at = now()"
+            " WHERE run_id = %s AND step_idx = %s AND state = 'Proposed'"
+            " RETURNING run_id, step_idx, tool, audience, rank, state, correction",
+            (state, approver, reason, run_id, step_idx)).fetchone()
+        if row is None:
+            current = conn.execute(
+                "SELECT state FROM corrections WHERE run_id = %s AND step_idx = %s",
+                (run_id, step_idx)).fetchone()
+    if row is None:
+        if current is None:
+            raise PivotError(f"run {run_id!r} has no correction for step {step_idx}")
+        raise PivotError(f"the correction for step {step_idx} of run {run_id!r} is "
+                         f"{current['state']}, not Proposed; nothing was changed")
+    return Correction(**row)
+
+
+def correction_key(run_id: str, step_idx: int, tool: str) -> str:
+    """A correction is a side effect of its own, under its own key."""
+    return step_key(run_id, step_idx, "correct:" + tool)
+
+
+def send_approved(log: SagaLog, registry: Registry, run_id: str) -> list[dict[str, Any]]:
+    """Send every approved correction of the run, internal audiences first; each under its own
+    key, so a crash and a second run send nothing twice. Returns what happened to each."""
+    results: list[dict[str, Any]] = []
+    for item in for_run(log, run_id):
+        if item.state != "Approved":
+            continue
+        body = item.correction or {}
+        entry: dict[str, Any] = {"step_idx": item.step_idx, "tool": body.get("tool")}
+        try:
+            spec = registry.get(str(body.get("tool")))
+            key = correction_key(run_id, item.step_idx, spec.name)
+            effect = as_effect(spec.fn(**dict(body.get("args") or {}), idempotency_key=key))
+        except (UnknownTool, Rejected) as exc:
+            results.append({**entry, "sent": False, "why": str(exc)})
+            continue
+        except Exception as exc:  # unknown outcome: the next run resends under the same key
+            results.append({**entry, "sent": False, "why": f"{type(exc).__name__}: {exc}"})
+            continue
+        with log.pool.connection() as conn:
+            conn.execute("UPDATE corrections SET state = 'Sent' WHERE run_id = %s"
+                         " AND step_idx = %s AND state = 'Approved'", (run_id, item.step_idx))
+        results.append({**entry, "sent": True, "ref": None if effect is None else effect.ref})
+    return results

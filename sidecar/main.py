@@ -13,7 +13,7 @@ from typing import Any
 
 from agentsaga.sidecar.server import Extensions, SidecarServicer, serve
 
-from agentsaga import pivot
+from agentsaga import pivot, telemetry, unwind
 from agentsaga.dispatch import Dispatcher
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
@@ -88,13 +88,31 @@ def extensions(dispatcher: Dispatcher) -> Extensions:
     def await_decision(run_id: str, timeout: float) -> dict[str, Any]:
         return pivot.await_decision(saga_log, run_id, timeout)
 
-    return Extensions(reach_pivot=reach_pivot, await_decision=await_decision)
+    owner = dispatcher.settings.pod_name or "sidecar"
+    pause = dispatcher.settings.recheck_pause_s
+
+    def reconcile(run_id: str) -> tuple[dict[str, Any], bool]:
+        return unwind.reconcile_run(saga_log, registry, run_id, owner,
+                                    recheck_pause_s=pause).pair()
+
+    def unwind_(run_id: str) -> tuple[dict[str, Any], bool]:
+        return unwind.unwind_run(saga_log, registry, run_id, owner, recheck_pause_s=pause).pair()
+
+    on_begin = None
+    if dispatcher.settings.pod_name:  # in a pod: bind runs to AgentRuns (R12)
+        from agentsaga.agentrun import begin_hook
+
+        on_begin = begin_hook(dispatcher.settings, dispatcher.epoch)
+    return Extensions(reach_pivot=reach_pivot, await_decision=await_decision,
+                      reconcile=reconcile, unwind=unwind_, on_begin=on_begin)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = build_settings(args)
     check_listen(settings.listen, args.allow_remote)
+    telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
     saga_log = open_log(settings)
+    telemetry.observe_log(saga_log)
     servicer = build_servicer(saga_log, settings)
     serving = serve(servicer, settings.listen, workers=settings.workers)
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
@@ -105,4 +123,5 @@ def run(args: argparse.Namespace) -> int:
     stop.wait()
     serving.stop()
     saga_log.close()
+    telemetry.shutdown()
     return 0

@@ -10,6 +10,7 @@ agentsaga.connectors.tools` serves every system whose URL is configured (see `co
     capture_payment          compensatable  stripe     cancel_or_refund_payment; commit step
     create_email_draft       reversible     email      delete_email_draft
     send_email               irreversible   email      a queued correction, never automatic
+    send_correction          irreversible   email      sends an approved correction (R9)
     reship                   compensatable  warehouse  cancel_reship (until picked)
     close_ticket, delete_ticket_draft, cancel_or_refund_payment, delete_email_draft,
     cancel_reship            irreversible   counter-actions: unwind runs them under their own
@@ -36,6 +37,15 @@ from agentsaga.errors import Rejected
 from agentsaga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
 
 ROLLBACK_REASON = "Rolled back: the agent run that created this was unwound"
+
+# The pre-written corrections a human can approve (R9); `{about}` is the original's reference.
+CORRECTION_TEMPLATES: dict[str, str] = {
+    "correction": "Please disregard our previous message: it was sent in error. We are sorry "
+                  "for the confusion.",
+    "charge_card_reversed": "We reversed a charge ({about}) that was made in error. You will "
+                            "see the refund on your statement within a few days.",
+    "capture_payment_reversed": "We refunded a payment ({about}) that was taken in error.",
+}
 
 
 class Tickets(Protocol):
@@ -170,6 +180,20 @@ def register_email(registry: Registry, email: EmailConnector) -> None:
         """Send an email. Irreversible: name the correction template to use if it was wrong."""
         return email.send(to, subject, body, idempotency_key)
 
+    def send_correction(template: str, to: list[str], idempotency_key: str, subject: str = "",
+                        original_key: str = "", about: str | None = None) -> Effect:
+        """Send an approved correction (R9); only `agentsaga corrections --send` calls it."""
+        text = CORRECTION_TEMPLATES.get(template)
+        if text is None:
+            raise Rejected(f"no correction template {template!r}; known: "
+                           f"{', '.join(sorted(CORRECTION_TEMPLATES))}")
+        not_addresses = [r for r in to if "@" not in r]
+        if not to or not_addresses:
+            raise Rejected(f"correction recipients {not_addresses or to!r} are not email "
+                           "addresses; dismiss this correction and write to the customer")
+        return email.send(to, subject or "A correction", text.format(about=about or "-"),
+                          idempotency_key)
+
     def correction(args: JSON, key: str) -> Compensation:
         to = args["to"]
         return Compensation("send_correction", {
@@ -183,6 +207,8 @@ def register_email(registry: Registry, email: EmailConnector) -> None:
                       lookup=NO_LOOKUP)
     registry.register(delete_email_draft, cls="irreversible", audience=["agent"],
                       lookup=NO_LOOKUP)
+    registry.register(send_correction, cls="irreversible", audience=["customer"],
+                      lookup=_one(email), lookup_many=email.find_many)
     registry.register(send_email, cls="irreversible", audience=["customer"],
                       compensate=correction, lookup=_one(email), lookup_many=email.find_many,
                       commit_step=True)
