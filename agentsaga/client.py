@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 
+from agentsaga import telemetry
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
 
@@ -94,10 +95,12 @@ class SettleResult:
 
 
 class SagaClient:
-    """Blocking client. `target` is host:port or unix:/path."""
+    """Blocking client. `target` is host:port or unix:/path. With `tracing` (default: when this
+    process records OpenTelemetry spans) each call carries `traceparent` to the sidecar."""
 
-    def __init__(self, target: str, *, timeout: float = 60.0) -> None:
-        self.channel = grpc.insecure_channel(target)
+    def __init__(self, target: str, *, timeout: float = 60.0,
+                 tracing: bool | None = None) -> None:
+        self.channel = telemetry.traced_channel(grpc.insecure_channel(target), tracing)
         self.stub = pb_grpc.SidecarStub(self.channel)
         self.timeout = timeout
 
@@ -168,8 +171,10 @@ class SagaClient:
 class AsyncSagaClient:
     """asyncio variant of SagaClient (grpc.aio)."""
 
-    def __init__(self, target: str, *, timeout: float = 60.0) -> None:
-        self.channel = grpc.aio.insecure_channel(target)
+    def __init__(self, target: str, *, timeout: float = 60.0,
+                 tracing: bool | None = None) -> None:
+        self.channel = grpc.aio.insecure_channel(
+            target, interceptors=telemetry.aio_client_interceptors(tracing))
         self.stub = pb_grpc.SidecarStub(self.channel)
         self.timeout = timeout
 

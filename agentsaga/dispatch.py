@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentsaga import crashpoints, pivot
+from agentsaga import crashpoints, pivot, telemetry
 from agentsaga.errors import (
     InvalidArguments,
     InvalidRunId,
@@ -112,7 +112,8 @@ class Dispatcher:
             raise RunEnded(f"run {run_id!r} has ended ({existing.state}); start a new run id")
         adoption = self.log.begin_run(run_id, agent=agent, owner=owner or self.settings.pod_name,
                                       pod_uid=pod_uid or self.settings.pod_uid,
-                                      namespace=namespace or self.settings.pod_namespace)
+                                      namespace=namespace or self.settings.pod_namespace,
+                                      trace_context=telemetry.trace_carrier())
         with self._guard:
             self._epochs[run_id] = adoption.run.owner_epoch
         return adoption.run, adoption.adopted
@@ -136,6 +137,7 @@ class Dispatcher:
             held = run.owner_epoch
         return held
 
+    @telemetry.run_ended
     def end_run(self, run_id: str, state: str = "succeeded") -> Run:
         check_run_id(run_id)
         self.log.set_run_state(run_id, self.epoch(run_id), state, end=True)
@@ -147,6 +149,7 @@ class Dispatcher:
 
     # -- dispatch --------------------------------------------------------------------------
 
+    @telemetry.dispatch_traced
     def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
         check_run_id(run_id)
         spec = self.registry.get(tool)
@@ -216,6 +219,7 @@ class Dispatcher:
                                   message=f"step {step_idx} is being run by another writer")
         if admission.counts_irreversible:
             self.log.update_run(run_id, epoch, count_irreversible=True)
+            telemetry.irreversible_before_pivot(spec.name)
         return self._call(intended, spec, args, epoch, admission.commit_index)
 
     def _call(self, step: Step, spec: ToolSpec, args: JSON, epoch: int,

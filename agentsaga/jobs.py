@@ -9,6 +9,7 @@ import json
 import os
 import socket
 
+from agentsaga import telemetry
 from agentsaga.commands import open_log_from
 from agentsaga.loading import load_tools
 from agentsaga.settings import Settings
@@ -32,6 +33,7 @@ configure_unwind = _configure
 
 def _settle(args: argparse.Namespace, action: str) -> int:
     settings = Settings.from_env()
+    telemetry.setup(f"agentsaga-{action}")  # spans continue the run's trace (OTEL_* env)
     modules = args.tools or list(settings.tools) or ["agentsaga.connectors.tools"]
     registry = load_tools(modules)
     owner = args.owner or f"{action}:{socket.gethostname()}:{os.getpid()}"
@@ -42,6 +44,7 @@ def _settle(args: argparse.Namespace, action: str) -> int:
                                   recheck_pause_s=settings.recheck_pause_s)
     finally:
         saga_log.close()
+        telemetry.shutdown()  # flush before the Job's container exits
     print(json.dumps(report.to_json(), indent=2, default=str) if args.json else report.render())
     return 0 if report.settled else 1
 

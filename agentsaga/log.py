@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from agentsaga import migrations
+from agentsaga import migrations, telemetry
 from agentsaga.errors import Fenced, RunEnded, RunNotFound
 from agentsaga.redact import redact_optional, redact_text
 
@@ -382,6 +382,7 @@ class SagaLog:
             ).fetchone()
         return None if row is None else Step(**row)
 
+    @telemetry.outcome_recorded
     def record_outcome(self, run_id: str, epoch: int, step_idx: int, status: StepStatus, *,
                        result: Any = None, external_ref: str | None = None,
                        error: str | None = None, expect: Sequence[str] = UNSETTLED,
@@ -401,6 +402,7 @@ class SagaLog:
             durable=not self.async_outcomes, allow_ended=allow_ended)
         return None if row is None else Step(**row)
 
+    @telemetry.compensation_recorded
     def record_compensation(self, run_id: str, epoch: int, step_idx: int, comp_status: str, *,
                             comp_key: str | None = None, comp_result: Any = None,
                             compensated: bool = False, error: str | None = None) -> Step:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from agentsaga import telemetry
 from agentsaga.errors import InvalidArguments, PivotError
 from agentsaga.log import Run, SagaLog, Step
 from agentsaga.registry import JSON, Registry, ToolSpec
@@ -102,6 +103,7 @@ def commit_steps(plan: list[JSON], registry: Registry) -> list[JSON]:
     return checked
 
 
+@telemetry.pivot_stage_traced
 def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
           plan: list[JSON]) -> JSON:
     """R10: stage the whole plan for one human approval; returns the pivot record."""
@@ -129,6 +131,7 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
     return record
 
 
+@telemetry.pivot_decision_traced
 def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: str,
                     approver: str, reason: str = "") -> JSON:
     """Record a human decision on the staged plan, once, if the hash is the staged one.

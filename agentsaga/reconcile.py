@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentsaga import crashpoints
+from agentsaga import crashpoints, telemetry
 from agentsaga.errors import UnknownTool
 from agentsaga.log import SagaLog, Step
 from agentsaga.registry import Effect, Registry, ToolSpec, as_effect
@@ -38,6 +38,7 @@ class Reconciler:
     recheck_pause_s: float = 2.0
     sleep: Callable[[float], None] = field(default=time.sleep)
 
+    @telemetry.reconcile_traced
     def settle(self, step: Step, epoch: int) -> Reconciled:
         """Settle one INTENDED/UNKNOWN row by key: CONFIRMED, NOT_EXECUTED, or left UNKNOWN."""
         if step.settled:
@@ -67,6 +68,7 @@ class Reconciler:
         crashpoints.reach("during_reconcile")  # found by key, the outcome not yet written
         return self._settle(step, epoch, found, finding)
 
+    @telemetry.reconcile_traced
     def settle_many(self, steps: Sequence[Step], epoch: int | Mapping[str, int], *,
                     batch: int = 100) -> list[Reconciled]:
         """R7 for many rows at once (reconcile at scale), in the order of `steps`.

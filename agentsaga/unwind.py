@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsaga import corrections, crashpoints
+from agentsaga import corrections, crashpoints, telemetry
 from agentsaga.errors import OutcomeUnknown, Rejected, UnknownTool
 from agentsaga.keys import compensation_key
 from agentsaga.log import SagaLog, Step
@@ -95,6 +95,7 @@ class Settler:
 
     # -- reconcile (R7) ----------------------------------------------------------------------
 
+    @telemetry.reconcile_traced
     def reconcile(self, run_id: str, epoch: int, report: SettleReport) -> None:
         rows = [s for s in self.log.steps(run_id) if not s.settled]
         if not rows:
@@ -131,6 +132,7 @@ class Settler:
         except UnknownTool:
             return False
 
+    @telemetry.lookup_traced
     def _lookup(self, steps: list[Step], found: dict[str, Effect],
                 failed: dict[str, str]) -> None:
         by_tool: dict[str, list[Step]] = {}
@@ -187,6 +189,7 @@ class Settler:
         report.queued.append({"step_idx": step.step_idx, "tool": step.tool,
                               "state": correction.state, "audience": correction.audience})
 
+    @telemetry.compensation_traced
     def _compensate(self, step: Step, epoch: int, refs: dict[str, str | None],
                     report: SettleReport) -> None:
         entry: dict[str, Any] = {"step_idx": step.step_idx, "tool": step.tool}
@@ -246,6 +249,7 @@ def _finish(settler: Settler, report: SettleReport) -> SettleReport:
     return report
 
 
+@telemetry.job_traced("reconcile")
 def reconcile_run(log: SagaLog, registry: Registry, run_id: str, owner: str = "reconcile", *,
                   recheck_pause_s: float = 2.0,
                   sleep: Callable[[float], None] = time.sleep) -> SettleReport:
@@ -257,6 +261,7 @@ def reconcile_run(log: SagaLog, registry: Registry, run_id: str, owner: str = "r
     return _finish(settler, report)
 
 
+@telemetry.job_traced("unwind")
 def unwind_run(log: SagaLog, registry: Registry, run_id: str, owner: str = "unwind", *,
                recheck_pause_s: float = 2.0,
                sleep: Callable[[float], None] = time.sleep) -> SettleReport:

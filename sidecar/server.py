@@ -20,7 +20,7 @@ from agentsaga.sidecar.limits import RunRateLimiter
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agentsaga import errors
+from agentsaga import errors, telemetry
 from agentsaga.dispatch import Dispatcher, check_run_id, parse_args
 from agentsaga.log import Step
 from agentsaga.v1 import sidecar_pb2 as pb
@@ -229,6 +229,7 @@ def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32) -> Servi
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sidecar"),
         options=[("grpc.max_receive_message_length", 8 << 20)],
+        interceptors=telemetry.server_interceptors(),  # `traceparent` from the agent
     )
     pb_grpc.add_SidecarServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
