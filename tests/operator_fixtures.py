@@ -103,7 +103,7 @@ class Cluster:
     # -- agent pods and their sidecars -----------------------------------------------------
 
     def create_pod(self, name: str, run: str) -> Obj:
-        pod = self.kube.create({
+        self.kube.create({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default",
                          "labels": {"agentsaga.io/run": run}},

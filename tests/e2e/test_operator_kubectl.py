@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
-from agentsaga.log import SagaLog
 from agentsaga.operator.jobs import job_name
+
+from agentsaga.log import SagaLog
 from tests.operator_fixtures import Cluster
 
 RUN = "refund-3001"

@@ -8,9 +8,9 @@ import time
 
 import grpc
 import pytest
+from agentsaga.operator.jobs import job_name
 from kubernetes import client, config
 
-from agentsaga.operator.jobs import job_name
 from tests.ledger_tools import effects
 from tests.operator_fixtures import AR, Cluster
 
