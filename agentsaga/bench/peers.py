@@ -50,21 +50,25 @@ class PeerEnv:
         log.info("installing the peers (%s) into %s", wanted, self.root)
         if not self.python.exists():
             venv.EnvBuilder(with_pip=True).create(self.root)
+        # run from the environment's folder: a checkout's operator/ would shadow the stdlib's
         subprocess.run([str(self.python), "-m", "pip", "install", "-q", *PIP_PACKAGES],
-                       check=True, stdout=sys.stderr)
+                       check=True, stdout=sys.stderr, cwd=self.root, env=self._env())
         npm_dir = self.root / "npm"
         npm_dir.mkdir(exist_ok=True)
         subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix",
                         str(npm_dir), *NPM_PACKAGES], check=True, stdout=sys.stderr)
         marker.write_text(wanted)
 
-    def run(self, script: str, *args: str, timeout: float = 300.0) -> Sample:
-        """Run a peer script; it prints {"latencies_ms": [...]} as its last line."""
+    def _env(self) -> dict[str, str]:
         env = {**os.environ, "PATH": f"{self.bin}:{os.environ.get('PATH', '')}",
                "RESTATE_SERVER_BIN": str(self.restate_server)}
         for name in ("PYTHONPATH", "VIRTUAL_ENV"):
             env.pop(name, None)
-        done = subprocess.run([str(self.python), str(SCRIPTS / script), *args], env=env,
+        return env
+
+    def run(self, script: str, *args: str, timeout: float = 300.0) -> Sample:
+        """Run a peer script; it prints {"latencies_ms": [...]} as its last line."""
+        done = subprocess.run([str(self.python), str(SCRIPTS / script), *args], env=self._env(),
                               capture_output=True, text=True, timeout=timeout, cwd=self.root)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
         if done.returncode != 0 or not lines:
