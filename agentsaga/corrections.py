@@ -72,7 +72,6 @@ def plan(step: Step) -> Correction:
                       body)
 
 
-@telemetry.correction_recorded
 def record(log: SagaLog, epoch: int, correction: Correction) -> None:
     """Store the correction once (R12: only the run's current owner writes)."""
     with log.pool.connection() as conn, conn.transaction():
@@ -83,12 +82,16 @@ def record(log: SagaLog, epoch: int, correction: Correction) -> None:
         if row["owner_epoch"] != epoch:
             raise Fenced(correction.run_id, epoch, row["owner_epoch"])
         body = None if correction.correction is None else Jsonb(correction.correction)
-        conn.execute(
+        inserted = conn.execute(
             "INSERT INTO corrections (run_id, step_idx, tool, audience, rank, correction, state)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, step_idx) DO NOTHING",
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id, step_idx) DO NOTHING"
+            " RETURNING step_idx",
             (correction.run_id, correction.step_idx, correction.tool, correction.audience,
              correction.rank, body, correction.state),
-        )
+        ).fetchone()
+    if inserted is not None:
+        telemetry.correction_recorded(correction.tool, correction.state, correction.step_idx,
+                                      correction.audience)
 
 
 def for_run(log: SagaLog, run_id: str) -> list[Correction]:
@@ -126,7 +129,9 @@ def decide(log: SagaLog, run_id: str, step_idx: int, decision: str, approver: st
             raise PivotError(f"run {run_id!r} has no correction for step {step_idx}")
         raise PivotError(f"the correction for step {step_idx} of run {run_id!r} is "
                          f"{current['state']}, not Proposed; nothing was changed")
-    return Correction(**row)
+    decided = Correction(**row)
+    telemetry.correction_recorded(decided.tool, decided.state, step_idx, decided.audience)
+    return decided
 
 
 def correction_key(run_id: str, step_idx: int, tool: str) -> str:
@@ -156,5 +161,6 @@ def send_approved(log: SagaLog, registry: Registry, run_id: str) -> list[dict[st
         with log.pool.connection() as conn:
             conn.execute("UPDATE corrections SET state = 'Sent' WHERE run_id = %s"
                          " AND step_idx = %s AND state = 'Approved'", (run_id, item.step_idx))
+        telemetry.correction_recorded(item.tool, "Sent", item.step_idx, item.audience)
         results.append({**entry, "sent": True, "ref": None if effect is None else effect.ref})
     return results

@@ -9,7 +9,7 @@
     lookup_traced            Settler._lookup            span `reconcile lookup` (attempt 2 is
                                                         the re-check)
     compensation_traced      Settler._compensate        span `compensate {tool}`
-    correction_recorded      corrections.record         corrections counter
+    correction_recorded      corrections (each state)   corrections counter
     pivot_stage_traced, pivot_decision_traced           spans; pivot wait histogram
     job_traced(kind)         reconcile_run, unwind_run  span `agentsaga {kind}` in the run's trace
     run_ended                Dispatcher.end_run         irreversible_before_pivot per run
@@ -178,20 +178,13 @@ def compensation_recorded(fn: F) -> F:
     return cast(F, wrapper)
 
 
-def correction_recorded(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
-        correction = kwargs.get("correction", args[-1] if args else None)
-        if correction is not None:
-            current().instruments.corrections.add(1, {
-                "agentsaga.tool": correction.tool, "agentsaga.correction.state": correction.state})
-            trace.get_current_span().add_event("agentsaga.correction", {
-                "agentsaga.step": correction.step_idx,
-                "agentsaga.correction.state": correction.state,
-                "agentsaga.audience": list(correction.audience)})
-        return result
-    return cast(F, wrapper)
+def correction_recorded(tool: str, state: str, step_idx: int, audience: list[str]) -> None:
+    """A correction changed state: queued (Proposed/Silent), Approved, Dismissed or Sent."""
+    current().instruments.corrections.add(1, {
+        "agentsaga.tool": tool, "agentsaga.correction.state": state})
+    trace.get_current_span().add_event("agentsaga.correction", {
+        "agentsaga.step": step_idx, "agentsaga.correction.state": state,
+        "agentsaga.audience": audience})
 
 
 # -- reconcile and compensate ------------------------------------------------------------------
