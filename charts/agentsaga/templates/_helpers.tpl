@@ -116,6 +116,14 @@ seccompProfile:
   value: {{ required "otel.endpoint is required when otel.enabled is true" $otel.endpoint | quote }}
 - name: OTEL_EXPORTER_OTLP_PROTOCOL
   value: {{ $otel.protocol | quote }}
+- name: OTEL_METRICS_EXPORTER
+  value: {{ $otel.metricsExporter | quote }}
+{{- if eq $otel.metricsExporter "prometheus" }}
+- name: OTEL_EXPORTER_PROMETHEUS_HOST
+  value: "0.0.0.0"
+- name: OTEL_EXPORTER_PROMETHEUS_PORT
+  value: {{ index $otel.prometheusPort .component | quote }}
+{{- end }}
 - name: OTEL_TRACES_SAMPLER
   value: {{ $otel.tracesSampler | quote }}
 {{- if $otel.tracesSamplerArg }}
