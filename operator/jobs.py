@@ -22,7 +22,7 @@ from agentsaga.operator.config import (
     OperatorConfig,
 )
 
-JobKind = Literal["reconcile", "unwind"]
+JobKind = Literal["reconcile", "unwind", "corrections"]
 Obj = dict[str, Any]
 MAX_NAME = 63
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
@@ -30,17 +30,19 @@ _SIDECAR_ONLY = ("restartPolicy", "startupProbe", "readinessProbe", "livenessPro
                  "args", "lifecycle")
 
 
-def job_name(run_name: str, kind: JobKind, epoch: int) -> str:
+def job_name(run_name: str, kind: JobKind, epoch: int, *, mark: str = "e") -> str:
     """`agentsaga-<run>-<kind>-e<epoch>`, cut to 63 characters with a hash when too long.
 
     The same run, kind and epoch always give the same name: a restarted operator or a peer
-    that tries again gets 409 AlreadyExists instead of a second Job."""
-    full = f"agentsaga-{run_name}-{kind}-e{epoch}"
+    that tries again gets 409 AlreadyExists instead of a second Job. (A corrections Job is
+    named by the step whose correction was approved: `mark="s"`.)"""
+    epoch_part = f"{mark}{epoch}"
+    full = f"agentsaga-{run_name}-{kind}-{epoch_part}"
     clean = _NOT_LABEL.sub("-", full.lower()).strip("-")
     if clean == full and len(full) <= MAX_NAME:
         return full
     digest = hashlib.sha256(full.encode()).hexdigest()[:8]
-    tail = f"-{kind}-e{epoch}-{digest}"
+    tail = f"-{kind}-{epoch_part}-{digest}"
     return clean[: MAX_NAME - len(tail)].rstrip("-") + tail
 
 
@@ -53,6 +55,8 @@ def label_value(value: str) -> str:
 
 
 def command(kind: JobKind, run_id: str) -> list[str]:
+    if kind == "corrections":  # send what a human approved (R9)
+        return ["agentsaga", "corrections", "--run", run_id, "--send"]
     return ["agentsaga", kind, "--run", run_id]
 
 

@@ -48,7 +48,8 @@ def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
     steps = saga_log.steps(run_id)
     with saga_log.pool.connection() as conn:
         rows = conn.execute(
-            "SELECT step_idx, tool, audience, correction, state FROM corrections"
+            "SELECT step_idx, tool, audience, correction, state, approver, decided_at"
+            " FROM corrections"
             " WHERE run_id = %s AND state IN ('Proposed', 'Approved') ORDER BY rank, step_idx",
             (run_id,),
         ).fetchall()
@@ -57,6 +58,9 @@ def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
             "tool": r["tool"], "audience": list(r["audience"]), "state": r["state"],
             **({"template": str(r["correction"].get("template", ""))}
                if isinstance(r["correction"], dict) and r["correction"].get("template") else {}),
+            **({"decidedBy": r["approver"],
+                "decidedAt": r["decided_at"].strftime("%Y-%m-%dT%H:%M:%SZ")}
+               if r["approver"] and r["decided_at"] else {}),
         }
         for r in rows
     }

@@ -155,9 +155,16 @@ def build_registry() -> Registry:
     def create_draft(body: str, idempotency_key: str) -> dict[str, Any]:
         return _effect("create_draft", "draft", idempotency_key, {"body": body})
 
-    @registry.tool(cls="irreversible", audience=["customer"], lookup=NO_LOOKUP)
+    @registry.tool(cls="irreversible", audience=["customer"], lookup=NO_LOOKUP,
+                   compensate=lambda args, key: Compensation(
+                       "send_correction", {"to": args["to"], "body": "Please disregard it."}))
     def send_email(to: str, body: str, idempotency_key: str) -> dict[str, Any]:
         return _effect("send_email", "email", idempotency_key, {"to": to, "body": body})
+
+    @registry.tool(cls="irreversible", audience=["customer"],
+                   lookup=lambda key: _lookup("send_correction", "correction", key))
+    def send_correction(to: str, body: str, idempotency_key: str) -> dict[str, Any]:
+        return _effect("send_correction", "correction", idempotency_key, {"to": to, "body": body})
 
     return registry
 

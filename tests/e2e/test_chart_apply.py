@@ -20,7 +20,7 @@ def test_rendered_chart_applies_to_the_api(kube: Kube, tmp_path: Path) -> None: 
         assert result.returncode == 0, result.stderr
     namespaces = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        for name in ("saga-system", "agents", "payments")
+        for name in ("saga-system", "agents", "payments", "observability")
     ]
     created = kube.kubectl(
         "apply",

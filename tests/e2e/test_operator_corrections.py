@@ -1,0 +1,78 @@
+"""R9 with kubectl: a correction the customer would read waits in status.corrections until a
+human approves it there; the operator then starts the Job that sends it, once."""
+
+from __future__ import annotations
+
+import json
+
+from agentsaga import pivot
+from agentsaga.log import SagaLog
+from agentsaga.unwind import unwind_run
+from tests import ledger_tools
+from tests.ledger_tools import effects
+from tests.operator_fixtures import Cluster
+
+RUN = "apology-7"
+MANIFEST = f"""
+apiVersion: agentsaga.io/v1alpha1
+kind: AgentRun
+metadata:
+  name: {RUN}
+spec:
+  agent: refunder
+"""
+EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
+
+
+def decide(cluster: Cluster, step: int, decision: str, approver: str = "alice") -> None:
+    body = {"status": {"corrections": {str(step): {"approval": {
+        "decision": decision, "approver": approver, "reason": "the customer read it"}}}}}
+    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                   "--type=merge", "-p", json.dumps(body))
+    assert patched.returncode == 0, patched.stderr
+
+
+def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Cluster) -> None:
+    assert cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST).returncode == 0
+    cluster.start_operator("--standalone")
+    agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
+    agent.begin_run(RUN, agent="refunder")
+    agent.dispatch(RUN, "create_ticket", {"summary": "Refund for order 7", "order_id": "7"})
+    staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
+    saga_log = SagaLog(cluster.dsn, min_size=1, max_size=2).open()
+    try:
+        pivot.record_decision(saga_log, RUN, staged.plan_hash, "Approved", "alice")
+        agent.dispatch(RUN, "send_email", EMAIL)
+        registry = ledger_tools.build_registry()
+        unwind_run(saga_log, registry, RUN, "unwind-job", recheck_pause_s=0.01)
+    finally:
+        saga_log.close()
+
+    proposed = cluster.wait_run(RUN, lambda o: ((o["status"].get("corrections") or {})
+                                                .get("1") or {}).get("state") == "Proposed")
+    assert proposed["status"]["corrections"]["1"]["tool"] == "send_email"
+    assert effects(cluster.dsn, "correction") == [] and cluster.jobs() == []
+
+    decide(cluster, 1, "Approved")
+    job = cluster.wait_jobs(1)[0]
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command == ["agentsaga", "corrections", "--run", RUN, "--send"]
+    decided = cluster.wait_run(RUN, lambda o: "approval" not in o["status"]["corrections"]["1"])
+    assert decided["status"]["corrections"]["1"]["state"] == "Approved"
+    assert decided["status"]["corrections"]["1"]["decidedBy"] == "alice"
+    assert effects(cluster.dsn, "correction") == []  # the Job has not run yet
+
+    for _ in range(2):  # the kubelet may run the pod twice: still one correction
+        ran = cluster.run_job(job)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+    sent = effects(cluster.dsn, "correction")
+    assert [(e["body"]["to"], e["body"]["body"]) for e in sent] == [
+        ("customer@example.com", "Please disregard it.")]
+    cluster.wait_run(RUN, lambda o: "1" not in (o["status"].get("corrections") or {}))
+
+    decide(cluster, 1, "Rejected", approver="mallory")  # decided once: a late patch is refused
+    refused = cluster.wait_run(RUN, lambda o: any(
+        c["type"] == "CorrectionsDecided" and c["status"] == "False"
+        for c in o["status"].get("conditions") or []))
+    assert "not Proposed" in refused["status"]["message"]
+    assert len(cluster.jobs()) == 1
