@@ -29,6 +29,7 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from agentsaga import telemetry
 from agentsaga.errors import ConfigurationError
 from agentsaga.settings import Settings
 
@@ -97,7 +98,9 @@ class AgentRunBinder:
         ns = self.pod.namespace
         body = {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun",
-            "metadata": {"name": name, "namespace": ns},
+            "metadata": {"name": name, "namespace": ns,
+                         # the run's trace, for the operator and Jobs that act on it later
+                         "annotations": telemetry.run_annotations(telemetry.trace_carrier())},
             "spec": {"agent": agent or "agent", "runId": run_id},
         }
         try:
@@ -105,6 +108,7 @@ class AgentRunBinder:
         except ApiException as exc:
             if exc.status != 409:
                 raise
+            self._annotate(ns, name, body["metadata"]["annotations"])
         for _ in range(self.attempts):
             current = cast(dict[str, Any], self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, ns, PLURAL, name))
@@ -147,6 +151,20 @@ class AgentRunBinder:
                      epoch, extra={"run_id": run_id})
             return cast(dict[str, Any], written)
         raise ConfigurationError(f"AgentRun {ns}/{name} kept changing; could not bind it")
+
+
+    def _annotate(self, ns: str, name: str, annotations: dict[str, str]) -> None:
+        """An AgentRun made by someone else (kubectl apply) gets the run's trace annotation
+        unless it has one: the first trace of the run is the one that operators follow."""
+        if not annotations:
+            return
+        current = cast(dict[str, Any], self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, name))
+        if telemetry.ANNOTATION in ((current.get("metadata") or {}).get("annotations") or {}):
+            return
+        self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, name, {"metadata": {"annotations": annotations}},
+            _content_type="application/merge-patch+json")
 
 
 def begin_hook(settings: Settings,

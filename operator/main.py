@@ -19,6 +19,7 @@ from agentsaga.operator.context import Context
 from agentsaga.operator.injection import load_template
 from agentsaga.operator.kube import KubeApi, api_client
 
+from agentsaga import telemetry
 from agentsaga.errors import ConfigurationError
 from agentsaga.log import SagaLog
 
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if config.dsn is None:
         log.warning("no AGENTSAGA_DSN: step counts, the finalizer and pivot decisions cannot "
                     "consult the saga log")
+    telemetry.setup("agentsaga-operator")  # OTEL_* environment; off when none is set
     saga_log = None if config.dsn is None else SagaLog(config.dsn, min_size=1, max_size=4).open()
     context = Context(config, KubeApi(api_client()), saga_log, template)
     import agentsaga.operator  # noqa: F401  (registers the handlers)
@@ -95,4 +97,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if saga_log is not None:
             saga_log.close()
+        telemetry.shutdown()
     return 0

@@ -25,7 +25,7 @@ from agentsaga.operator.status import (
     with_condition,
 )
 
-from agentsaga import crashpoints
+from agentsaga import crashpoints, telemetry
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,12 @@ def precise() -> str:
 
 def _facts(ctx: Context, run: Obj) -> saga.RunFacts | None:
     return None if ctx.saga_log is None else saga.facts(ctx.saga_log, run_id(run))
+
+
+def trace_context(run: Obj) -> dict[str, str] | None:
+    """The run's trace, from the AgentRun annotation the sidecar wrote when the run began."""
+    parent = ((run.get("metadata") or {}).get("annotations") or {}).get(telemetry.ANNOTATION)
+    return {"traceparent": parent} if parent else None
 
 
 def orphan(ctx: Context, namespace: str, name: str, pod_name: str, pod_uid: str, reason: str,
@@ -72,7 +78,9 @@ def orphan(ctx: Context, namespace: str, name: str, pod_name: str, pod_uid: str,
 
     written = ctx.kube.update_status(namespace, name, mutate)
     if written is not None:
-        log.info("agentrun %s/%s orphaned: %s", namespace, name, message)
+        with telemetry.operator_span("orphan", run_id(written), trace_context(written),
+                                     attributes={"agentsaga.orphan.reason": reason}):
+            log.info("agentrun %s/%s orphaned: %s", namespace, name, message)
     return written is not None
 
 
@@ -132,7 +140,9 @@ def start_job(ctx: Context, run: Obj, kind: jobs.JobKind, expect: frozenset[str]
     if written is None:
         return
     crashpoints.reach("operator:after_job_recorded")
-    create_job(ctx, written, kind, job_name)
+    with telemetry.operator_span("job_start", run_id(written), trace_context(written),
+                                 attributes={"k8s.job.name": job_name}, job_kind=kind):
+        create_job(ctx, written, kind, job_name)
 
 
 def create_job(ctx: Context, run: Obj, kind: jobs.JobKind, job_name: str) -> None:
