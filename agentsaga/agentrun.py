@@ -96,11 +96,11 @@ class AgentRunBinder:
         """Create or adopt the run's AgentRun and bind it to this pod at `epoch` (R12)."""
         name = agentrun_name(run_id)
         ns = self.pod.namespace
+        # the run's trace, for the operator and the Jobs that act on the run later
+        annotations = telemetry.run_annotations(telemetry.trace_carrier())
         body = {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun",
-            "metadata": {"name": name, "namespace": ns,
-                         # the run's trace, for the operator and Jobs that act on it later
-                         "annotations": telemetry.run_annotations(telemetry.trace_carrier())},
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
             "spec": {"agent": agent or "agent", "runId": run_id},
         }
         try:
@@ -108,7 +108,7 @@ class AgentRunBinder:
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self._annotate(ns, name, body["metadata"]["annotations"])
+            self._annotate(ns, name, annotations)
         for _ in range(self.attempts):
             current = cast(dict[str, Any], self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, ns, PLURAL, name))
