@@ -89,7 +89,7 @@ def reflect(run: Obj, facts: saga.RunFacts | None) -> Obj | None:
             patch["steps"] = facts.counts
         if status.get("ownerEpoch") != db.owner_epoch:
             patch["ownerEpoch"] = db.owner_epoch
-        if status.get("irreversibleBeforePivot", 0) != db.irreversible_before_pivot:
+        if status.get("irreversibleBeforePivot") != db.irreversible_before_pivot:
             patch["irreversibleBeforePivot"] = db.irreversible_before_pivot
         old = status.get("corrections") or {}
         if old != facts.corrections:

@@ -111,12 +111,13 @@ class Cluster:
         })
         return self.kube.patch_status("v1", "pods", "default", name, {"phase": "Running"})
 
-    def start_sidecar(self, pod: Obj, env: dict[str, str] | None = None) -> SidecarProcess:
+    def start_sidecar(self, pod: Obj, env: dict[str, str] | None = None,
+                      tools: str = TOOLS) -> SidecarProcess:
         meta = pod["metadata"]
         env = {**self.kube.env(), "LEDGER_DSN": self.dsn, "AGENTSAGA_POD_NAME": meta["name"],
                "AGENTSAGA_POD_NAMESPACE": meta["namespace"], "AGENTSAGA_POD_UID": meta["uid"],
                **(env or {})}
-        sidecar = start_sidecar(self.dsn, TOOLS, env=env)
+        sidecar = start_sidecar(self.dsn, tools, env=env)
         self.sidecars.append(sidecar)
         return sidecar
 
