@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -158,7 +159,11 @@ class Dispatcher:
             self._check_open(self.log.require_run(run_id))
             return self._call_pure(spec, args)
         with self._lock(run_id):
-            run, newest = self.log.run_and_newest(run_id)  # read once, used for the pivot too
+            # read once, used for the pivot too; no read at all while this process holds the
+            # run's epoch and wrote its newest step itself (SagaLog.cursor)
+            held = self._epochs.get(run_id)
+            cursor = None if held is None else self.log.cursor(run_id, held)
+            run, newest = cursor if cursor is not None else self.log.run_and_newest(run_id)
             if run is None:
                 raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
             self._check_open(run)
@@ -271,11 +276,19 @@ def _unknown(step: Step) -> DispatchResult:
                           message=UNKNOWN_MESSAGE + detail, status=step.status)
 
 
+@functools.lru_cache(maxsize=1024)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    """A tool's signature, read once per function (inspect.signature is slow on every call)."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
 def _check_signature(spec: ToolSpec, args: JSON) -> None:
     """Refuse arguments the tool cannot take before anything is written."""
-    try:
-        signature = inspect.signature(spec.fn)
-    except (TypeError, ValueError):
+    signature = _signature(spec.fn)
+    if signature is None:
         return
     extra = {} if spec.cls == "pure" else {"idempotency_key": "k"}
     if "idempotency_key" in args:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -97,6 +98,23 @@ _STEP_COLUMNS = (
 )
 
 
+_RUN_WIDTH = len(_RUN_COLUMNS.split(","))
+_RUN_AND_NEWEST = (
+    f"SELECT {', '.join('r.' + c.strip() for c in _RUN_COLUMNS.split(','))}, s.*"
+    " FROM saga_runs r LEFT JOIN LATERAL"
+    f" (SELECT {_STEP_COLUMNS} FROM saga_log WHERE saga_log.run_id = r.run_id"
+    " ORDER BY step_idx DESC LIMIT 1) s ON true WHERE r.run_id = %s"
+)
+
+
+def _session(synchronous_commit: str) -> Callable[[psycopg.Connection[Any]], None]:
+    """A pool's `configure`: statements prepared on first use, the session's commit mode."""
+    def configure(conn: psycopg.Connection[Any]) -> None:
+        conn.prepare_threshold = 0
+        conn.execute(f"SET synchronous_commit TO {synchronous_commit}")
+    return configure
+
+
 def _json(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value, dumps=_dumps)
 
@@ -113,24 +131,50 @@ class SagaLog:
                  async_outcomes: bool = True) -> None:
         self.dsn = dsn
         self.async_outcomes = async_outcomes
+        # Every statement is prepared on first use (the hot path is a handful of statements).
+        # The main pool's sessions commit durably (R2) whatever the server's default is.
         self.pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
             dsn,
             min_size=min_size,
             max_size=max_size,
             kwargs={"row_factory": dict_row, "autocommit": True},
+            configure=_session("on"),
             open=False,
             name="agentsaga",
         )
+        # The newest step of each run this process writes, as of its own last write (R12: any
+        # other writer bumps the epoch first, so a cursor is used only under the epoch it was
+        # read with, and the fenced write still refuses a stale one). See `cursor`.
+        self._cursors: dict[str, tuple[Run, Step | None]] = {}
+        self._generation = 0
+        self._cursor_lock = threading.Lock()
+        # Outcome writes with async outcomes: sessions that do not wait for the WAL flush, so
+        # each outcome is one autocommit statement (no BEGIN / SET LOCAL / COMMIT round trips).
+        self.outcome_pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
+        if async_outcomes:
+            self.outcome_pool = ConnectionPool(
+                dsn,
+                min_size=1,
+                max_size=max_size,
+                kwargs={"row_factory": dict_row, "autocommit": True},
+                configure=_session("off"),
+                open=False,
+                name="agentsaga-outcomes",
+            )
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def open(self, *, migrate: bool = True, timeout: float = 30.0) -> SagaLog:
         self.pool.open(wait=True, timeout=timeout)
+        if self.outcome_pool is not None:
+            self.outcome_pool.open(wait=False)  # its first connection arrives meanwhile
         if migrate:
             self.migrate()
         return self
 
     def close(self) -> None:
+        if self.outcome_pool is not None:
+            self.outcome_pool.close()
         self.pool.close()
 
     def __enter__(self) -> SagaLog:
@@ -140,8 +184,19 @@ class SagaLog:
         self.close()
 
     def migrate(self) -> list[str]:
+        """Apply missing migrations; one read when the schema is already current."""
+        wanted = {version for version, _, _ in migrations.available()}
         with self.pool.connection() as conn:
-            applied = migrations.migrate(conn)
+            table = conn.execute("SELECT to_regclass('schema_migrations') AS t").fetchone()
+            if table is not None and table["t"] is not None:
+                done = {r["version"] for r in conn.execute("SELECT version FROM schema_migrations")}
+                if wanted <= done:
+                    return []
+            conn.prepare_threshold = None  # migration files hold many statements
+            try:
+                applied = migrations.migrate(conn)
+            finally:
+                conn.prepare_threshold = 0
         for name in applied:
             log.info("applied migration %s", name)
         return applied
@@ -156,6 +211,7 @@ class SagaLog:
     def begin_run(self, run_id: str, *, agent: str = "", owner: str = "", pod_uid: str = "",
                   namespace: str = "", trace_context: dict[str, Any] | None = None) -> Adoption:
         """Create the run, or adopt it by bumping its owner epoch (R12)."""
+        self.forget(run_id)
         with self._tx() as conn:
             row = conn.execute(
                 "INSERT INTO saga_runs (run_id, agent, owner, pod_uid, namespace, trace_context)"
@@ -177,6 +233,7 @@ class SagaLog:
 
     def adopt(self, run_id: str, owner: str) -> Run:
         """Take over an existing run (a resumed pod, a reconcile/unwind job): bump the epoch."""
+        self.forget(run_id)
         with self._tx() as conn:
             row = conn.execute(
                 "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s, updated_at = now()"
@@ -213,6 +270,7 @@ class SagaLog:
             return [Run(**r) for r in rows.fetchall()]
 
     def set_run_state(self, run_id: str, epoch: int, state: str, *, end: bool = False) -> None:
+        self.forget(run_id)
         with self._tx() as conn:
             self._check_epoch(conn, run_id, epoch, allow_ended=True)
             conn.execute(
@@ -224,6 +282,7 @@ class SagaLog:
     def update_run(self, run_id: str, epoch: int, *, pivot: dict[str, Any] | None = None,
                    state: str | None = None, count_irreversible: bool = False) -> Run:
         """Change the pivot record, the state or the irreversible-before-pivot count (R10)."""
+        self.forget(run_id)
         with self._tx() as conn:
             self._check_epoch(conn, run_id, epoch, allow_ended=True)
             row = conn.execute(
@@ -239,6 +298,7 @@ class SagaLog:
                      state: str) -> bool:
         """Record a decision iff the staged plan is still `plan_hash` and undecided (no epoch:
         the decision is a human's, not the run owner's)."""
+        self.forget(run_id)
         with self._tx() as conn:
             row = conn.execute(
                 "UPDATE saga_runs SET pivot = %s, state = %s, updated_at = now()"
@@ -277,10 +337,14 @@ class SagaLog:
                " SELECT run.owner_epoch AS fence_epoch, run.state AS fence_state, w.*"
                " FROM run LEFT JOIN w ON true")
         params = {**params, "allow_ended": allow_ended, "open_states": list(OPEN_STATES)}
-        with self._tx() as conn:
-            conn.execute("SET LOCAL synchronous_commit TO " + ("on" if durable else "off"))
+        # one autocommit statement: its own transaction, committed durably on the main pool
+        pool = self.pool if durable or self.outcome_pool is None else self.outcome_pool
+        with pool.connection() as conn:
             row = conn.execute(sql, params).fetchone()
         run_id, epoch = params["run_id"], params["epoch"]
+        if (row is None or row["fence_epoch"] != epoch or row["fence_state"] != "running"
+                or row.get("run_id") is None):
+            self.forget(run_id)
         if row is None:
             raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
         current, state = row.pop("fence_epoch"), row.pop("fence_state")
@@ -291,14 +355,49 @@ class SagaLog:
         return None if row.get("run_id") is None else row
 
     def run_and_newest(self, run_id: str) -> tuple[Run | None, Step | None]:
-        """The run and its newest step, on one pooled connection."""
-        with self.pool.connection() as conn:
-            run = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM saga_runs WHERE run_id = %s", (run_id,)).fetchone()
-            step = conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE run_id = %s"
-                " ORDER BY step_idx DESC LIMIT 1", (run_id,)).fetchone()
-        return (None if run is None else Run(**run)), (None if step is None else Step(**step))
+        """The run and its newest step, in one statement (remembered as the run's cursor)."""
+        generation = self._generation
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            row = cur.execute(_RUN_AND_NEWEST, (run_id,)).fetchone()
+        if row is None:
+            return None, None
+        run = Run(*row[:_RUN_WIDTH])
+        step = None if row[_RUN_WIDTH] is None else Step(*row[_RUN_WIDTH:])
+        if run.state == "running" and run.pivot is None:
+            with self._cursor_lock:
+                if generation == self._generation:  # no write of this process since the read
+                    self._cursors[run_id] = (run, step)
+        return run, step
+
+    def cursor(self, run_id: str, epoch: int) -> tuple[Run, Step | None] | None:
+        """The run and its newest step as this process last wrote them under `epoch`, or None.
+
+        Kept only for a running run with no pivot record (a human's pivot decision is the one
+        write that needs no epoch) and dropped on every other write of this process to the run
+        and on Fenced/RunEnded. A writer elsewhere must bump the epoch first, and then the next
+        write under `epoch` is refused (R12), so acting on a cursor never writes past one."""
+        with self._cursor_lock:
+            found = self._cursors.get(run_id)
+        if found is None or found[0].owner_epoch != epoch:
+            return None
+        return found
+
+    def forget(self, run_id: str) -> None:
+        """Drop the run's cursor (the next dispatch reads the run and its newest step again)."""
+        with self._cursor_lock:
+            self._generation += 1
+            self._cursors.pop(run_id, None)
+
+    def _advance(self, run_id: str, step: Step) -> None:
+        """A step this process just wrote becomes the cursor's newest if it is the newest."""
+        with self._cursor_lock:
+            found = self._cursors.get(run_id)
+            if found is not None and found[0].owner_epoch == step.writer_epoch and (
+                    found[1] is None or found[1].step_idx <= step.step_idx):
+                self._cursors[run_id] = (found[0], step)
+            else:
+                self._generation += 1
+                self._cursors.pop(run_id, None)
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -363,13 +462,18 @@ class SagaLog:
              "key": key, "args": _json(args), "comp": _json(compensation),
              "audience": list(audience), "after_pivot": after_pivot, "epoch": epoch},
             durable=True, allow_ended=False)
-        return None if row is None else Step(**row)
+        if row is None:
+            return None
+        step = Step(**row)
+        self._advance(run_id, step)
+        return step
 
     def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
                   compensation: dict[str, Any] | None, audience: Sequence[str]) -> Step | None:
         """R2 again for a NOT_EXECUTED step that runs once more under the same key.
 
         Returns None if the row is no longer NOT_EXECUTED (another writer moved it)."""
+        self.forget(run_id)
         with self._tx() as conn:
             conn.execute("SET LOCAL synchronous_commit TO on")
             self._check_epoch(conn, run_id, epoch)
@@ -400,13 +504,18 @@ class SagaLog:
              "error": redact_optional(error), "run_id": run_id, "step_idx": step_idx,
              "expect": list(expect), "epoch": epoch},
             durable=not self.async_outcomes, allow_ended=allow_ended)
-        return None if row is None else Step(**row)
+        if row is None:
+            return None
+        step = Step(**row)
+        self._advance(run_id, step)
+        return step
 
     @telemetry.compensation_recorded
     def record_compensation(self, run_id: str, epoch: int, step_idx: int, comp_status: str, *,
                             comp_key: str | None = None, comp_result: Any = None,
                             compensated: bool = False, error: str | None = None) -> Step:
         """R8: the compensation's own progress; `compensated=True` marks the row COMPENSATED."""
+        self.forget(run_id)
         with self._tx() as conn:
             conn.execute("SET LOCAL synchronous_commit TO on")
             self._check_epoch(conn, run_id, epoch, allow_ended=True)

