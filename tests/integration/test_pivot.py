@@ -1,4 +1,5 @@
-"""The pivot (R10) through the real sidecar: stage, approve by hash, commit only what was approved."""
+"""The pivot (R10) through the real sidecar: stage, approve by hash, commit only what was
+approved."""
 
 from __future__ import annotations
 

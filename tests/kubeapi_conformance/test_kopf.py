@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 from kopf.testing import KopfRunner
 
@@ -81,7 +82,10 @@ def test_kopf_operator_adds_finalizer_patches_status_and_reacts_to_approval(
     run = {"apiVersion": AR, "kind": "AgentRun",
            "metadata": {"name": "run1", "namespace": "default"}, "spec": {"agent": "refunder"}}
 
-    with KopfRunner(["run", "-A", "--standalone", str(operator)], timeout=60) as runner:
+    # A registry of its own: handlers that other tests imported into kopf's default registry
+    # (agentsaga.operator) must not run here.
+    with KopfRunner(["run", "-A", "--standalone", str(operator)], timeout=60,
+                    registry=kopf.OperatorRegistry()) as runner:
         _wait_for_request(kube, lambda r: r.path == WATCH_PATH and "watch=true" in r.query)
         started = time.monotonic()
         kube.create(run)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentsaga import NO_LOOKUP, Compensation, Registry, RegistrationError, step_key
+from agentsaga import NO_LOOKUP, Compensation, RegistrationError, Registry, step_key
 from agentsaga.errors import CompensationUnavailable, UnknownTool
 from agentsaga.keys import compensation_key, run_id_problem
 
