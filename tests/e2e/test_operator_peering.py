@@ -1,0 +1,47 @@
+"""HA: two operator replicas peer through kopf's ClusterKopfPeering (the chart's CRDs and
+object); the lower-priority one pauses, so an orphaned run gets exactly one Job."""
+
+from __future__ import annotations
+
+import time
+
+from tests.e2e.test_operator_orphans import agentrun, evict
+from tests.operator_fixtures import Cluster
+from tests.sidecar_fixtures import ROOT
+
+PEERING_CRDS = ROOT / "charts" / "agentsaga" / "crds" / "kopfpeerings.kopf.dev.yaml"
+PEERING = """
+apiVersion: kopf.dev/v1
+kind: ClusterKopfPeering
+metadata:
+  name: agentsaga
+"""
+RUN = "ha-run"
+
+
+def test_two_replicas_one_acts(cluster: Cluster) -> None:
+    assert cluster.kube.kubectl("apply", "-f", str(PEERING_CRDS)).returncode == 0
+    assert cluster.kube.kubectl("apply", "-f", "-", input=PEERING).returncode == 0
+    cluster.kube.create(agentrun(RUN, grace=1))
+    active = cluster.start_operator("--peering", "agentsaga", "--priority", "200")
+    standby = cluster.start_operator("--peering", "agentsaga", "--priority", "100", wait=False)
+    # A replica starts paused (the peering is mandatory); it resumes only when no live peer
+    # has a higher priority.
+    deadline = time.monotonic() + 20
+    while "Resuming operations after the pause" not in active.output():
+        assert time.monotonic() < deadline, active.output()[-3000:]
+        time.sleep(0.1)
+
+    pod = cluster.create_pod("agent-0", RUN)
+    agent = cluster.start_sidecar(pod).client()
+    agent.begin_run(RUN, agent="refunder")
+    agent.dispatch(RUN, "create_ticket", {"summary": "refund 1182", "order_id": "1182"})
+    cluster.wait_phase(RUN, "Running")
+    evict(cluster, "agent-0")
+    cluster.wait_phase(RUN, "Unwinding")
+    cluster.wait_jobs(1)
+    time.sleep(1.0)  # both replicas had the time to act: still one Job
+    assert len(cluster.jobs()) == 1
+    posts = [r for r in cluster.kube.requests if r.method == "POST" and r.path.endswith("/jobs")]
+    assert len(posts) == 1
+    assert "Resuming operations" not in standby.output()
