@@ -18,19 +18,11 @@ import pytest
 
 from agentsaga.client import SagaClient
 from agentsaga.v1 import sidecar_pb2 as pb
-from tests import ledger_tools
 from tests.ledger_tools import calls
 from tests.sidecar_fixtures import ROOT, SidecarProcess
 
 TOOLS = "tests.ledger_tools"
 TICKET = '{"summary": "Refund", "order_id": "1182"}'
-
-
-@pytest.fixture
-def ledger(pg: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    ledger_tools.setup(pg)
-    monkeypatch.setenv("LEDGER_DSN", pg)
-    return pg
 
 
 @pytest.fixture

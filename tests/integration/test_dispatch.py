@@ -17,13 +17,6 @@ from tests.ledger_tools import add_fault, calls, effects
 
 
 @pytest.fixture
-def ledger(pg: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    ledger_tools.setup(pg)
-    monkeypatch.setenv("LEDGER_DSN", pg)
-    return pg
-
-
-@pytest.fixture
 def dispatcher(pg: str, ledger: str) -> Iterator[Dispatcher]:
     pauses: list[float] = []
     saga_log = SagaLog(pg, min_size=1, max_size=4).open()

@@ -20,13 +20,6 @@ Factory = Callable[..., SidecarProcess]
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 
-@pytest.fixture
-def ledger(pg: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    ledger_tools.setup(pg)
-    monkeypatch.setenv("LEDGER_DSN", pg)
-    return pg
-
-
 def approve(dsn: str, run_id: str, plan_hash: str, decision: str = "Approved"
             ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

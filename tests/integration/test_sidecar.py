@@ -13,19 +13,11 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from agentsaga.client import AsyncSagaClient, StepUnresolved, ToolOutcomeUnknown
 from agentsaga.v1 import sidecar_pb2 as pb
-from tests import ledger_tools
 from tests.ledger_tools import add_fault, calls, effects
 from tests.sidecar_fixtures import SidecarProcess
 
 TOOLS = "tests.ledger_tools"
 Factory = Callable[..., SidecarProcess]
-
-
-@pytest.fixture
-def ledger(pg: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    ledger_tools.setup(pg)
-    monkeypatch.setenv("LEDGER_DSN", pg)
-    return pg
 
 
 def log_rows(dsn: str) -> list[tuple[int, str, str]]:

@@ -20,7 +20,6 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from agentsaga import telemetry
 from agentsaga.client import SagaClient
-from tests import ledger_tools
 from tests.ledger_tools import add_fault
 from tests.sidecar_fixtures import ROOT, SidecarProcess
 
@@ -63,13 +62,6 @@ def collector() -> Iterator[tuple[Collector, int]]:
     server.start()
     yield servicer, port
     server.stop(0).wait()
-
-
-@pytest.fixture
-def ledger(pg: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    ledger_tools.setup(pg)
-    monkeypatch.setenv("LEDGER_DSN", pg)
-    return pg
 
 
 @pytest.fixture
