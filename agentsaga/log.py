@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
@@ -21,91 +18,25 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from agentsaga import migrations, telemetry
+from agentsaga.cursors import Cursors
 from agentsaga.errors import Fenced, RunEnded, RunNotFound
+from agentsaga.records import (
+    OPEN_STATES,
+    RUN_AND_NEWEST,
+    RUN_COLUMNS,
+    RUN_WIDTH,
+    STEP_COLUMNS,
+    UNSETTLED,
+    Adoption,
+    Run,
+    Step,
+    StepStatus,
+)
 from agentsaga.redact import redact_optional, redact_text
 
+__all__ = ["OPEN_STATES", "UNSETTLED", "Adoption", "Run", "SagaLog", "Step", "StepStatus"]
+
 log = logging.getLogger(__name__)
-
-StepStatus = Literal["INTENDED", "CONFIRMED", "FAILED", "UNKNOWN", "NOT_EXECUTED", "COMPENSATED"]
-UNSETTLED: tuple[str, ...] = ("INTENDED", "UNKNOWN")
-OPEN_STATES: tuple[str, ...] = ("running", "awaiting_approval", "committing")
-"""States of a run that still accepts calls (a pivot decision moves it to committing or
-unwinding)."""
-
-
-@dataclass(frozen=True)
-class Run:
-    run_id: str
-    agent: str
-    state: str
-    owner_epoch: int
-    owner: str
-    pod_uid: str
-    namespace: str
-    irreversible_before_pivot: int
-    pivot: dict[str, Any] | None
-    trace_context: dict[str, Any] | None
-    created_at: datetime
-    ended_at: datetime | None
-
-    @property
-    def open(self) -> bool:
-        return self.state in OPEN_STATES
-
-
-@dataclass(frozen=True)
-class Step:
-    run_id: str
-    step_idx: int
-    tool: str
-    tool_class: str
-    idempotency_key: str
-    args: dict[str, Any]
-    status: StepStatus
-    external_ref: str | None
-    result: Any
-    error: str | None
-    compensation: dict[str, Any] | None
-    audience: list[str]
-    after_pivot: bool
-    comp_key: str | None
-    comp_status: str | None
-    comp_result: Any
-    writer_epoch: int
-    created_at: datetime
-    updated_at: datetime
-
-    @property
-    def settled(self) -> bool:
-        return self.status not in UNSETTLED
-
-
-@dataclass(frozen=True)
-class Adoption:
-    run: Run
-    adopted: bool
-    """True when the run existed and its epoch was bumped for the new owner."""
-
-
-_RUN_COLUMNS = (
-    "run_id, agent, state, owner_epoch, owner, pod_uid, namespace, irreversible_before_pivot, "
-    "pivot, trace_context, created_at, ended_at"
-)
-_STEP_COLUMNS = (
-    "run_id, step_idx, tool, tool_class, idempotency_key, args, status, external_ref, result, "
-    "error, compensation, audience, after_pivot, comp_key, comp_status, comp_result, "
-    "writer_epoch, created_at, updated_at"
-)
-
-
-_RUN_WIDTH = len(_RUN_COLUMNS.split(","))
-_RUN_AND_NEWEST = (
-    f"SELECT {', '.join('r.' + c.strip() for c in _RUN_COLUMNS.split(','))}, s.*"
-    " FROM saga_runs r LEFT JOIN LATERAL"
-    f" (SELECT {_STEP_COLUMNS} FROM saga_log WHERE saga_log.run_id = r.run_id"
-    " ORDER BY step_idx DESC LIMIT 1) s ON true WHERE r.run_id = %s"
-)
-
 
 def _session(synchronous_commit: str) -> Callable[[psycopg.Connection[Any]], None]:
     """A pool's `configure`: statements prepared on first use, the session's commit mode."""
@@ -145,9 +76,7 @@ class SagaLog:
         # The newest step of each run this process writes, as of its own last write (R12: any
         # other writer bumps the epoch first, so a cursor is used only under the epoch it was
         # read with, and the fenced write still refuses a stale one). See `cursor`.
-        self._cursors: dict[str, tuple[Run, Step | None]] = {}
-        self._generation = 0
-        self._cursor_lock = threading.Lock()
+        self._cursors = Cursors()
         # Outcome writes with async outcomes: sessions that do not wait for the WAL flush, so
         # each outcome is one autocommit statement (no BEGIN / SET LOCAL / COMMIT round trips).
         self.outcome_pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] | None = None
@@ -216,7 +145,7 @@ class SagaLog:
             row = conn.execute(
                 "INSERT INTO saga_runs (run_id, agent, owner, pod_uid, namespace, trace_context)"
                 " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING"
-                f" RETURNING {_RUN_COLUMNS}",
+                f" RETURNING {RUN_COLUMNS}",
                 (run_id, agent, owner, pod_uid, namespace, _json(trace_context)),
             ).fetchone()
             if row is not None:
@@ -225,7 +154,7 @@ class SagaLog:
                 "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s,"
                 " pod_uid = %s, namespace = COALESCE(NULLIF(%s, ''), namespace),"
                 " updated_at = now() WHERE run_id = %s"
-                f" RETURNING {_RUN_COLUMNS}",
+                f" RETURNING {RUN_COLUMNS}",
                 (owner, pod_uid, namespace, run_id),
             ).fetchone()
             assert row is not None
@@ -237,7 +166,7 @@ class SagaLog:
         with self._tx() as conn:
             row = conn.execute(
                 "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s, updated_at = now()"
-                f" WHERE run_id = %s RETURNING {_RUN_COLUMNS}",
+                f" WHERE run_id = %s RETURNING {RUN_COLUMNS}",
                 (owner, run_id),
             ).fetchone()
         if row is None:
@@ -247,7 +176,7 @@ class SagaLog:
     def run(self, run_id: str) -> Run | None:
         with self.pool.connection() as conn:
             row = conn.execute(
-                f"SELECT {_RUN_COLUMNS} FROM saga_runs WHERE run_id = %s", (run_id,)
+                f"SELECT {RUN_COLUMNS} FROM saga_runs WHERE run_id = %s", (run_id,)
             ).fetchone()
         return None if row is None else Run(**row)
 
@@ -260,10 +189,10 @@ class SagaLog:
     def runs(self, *, states: Sequence[str] | None = None) -> list[Run]:
         with self.pool.connection() as conn:
             if states is None:
-                rows = conn.execute(f"SELECT {_RUN_COLUMNS} FROM saga_runs ORDER BY created_at")
+                rows = conn.execute(f"SELECT {RUN_COLUMNS} FROM saga_runs ORDER BY created_at")
             else:
                 rows = conn.execute(
-                    f"SELECT {_RUN_COLUMNS} FROM saga_runs WHERE state = ANY(%s)"
+                    f"SELECT {RUN_COLUMNS} FROM saga_runs WHERE state = ANY(%s)"
                     " ORDER BY created_at",
                     (list(states),),
                 )
@@ -288,7 +217,7 @@ class SagaLog:
             row = conn.execute(
                 "UPDATE saga_runs SET pivot = COALESCE(%s, pivot), state = COALESCE(%s, state),"
                 " irreversible_before_pivot = irreversible_before_pivot + %s,"
-                f" updated_at = now() WHERE run_id = %s RETURNING {_RUN_COLUMNS}",
+                f" updated_at = now() WHERE run_id = %s RETURNING {RUN_COLUMNS}",
                 (_json(pivot), state, 1 if count_irreversible else 0, run_id),
             ).fetchone()
         assert row is not None
@@ -356,48 +285,24 @@ class SagaLog:
 
     def run_and_newest(self, run_id: str) -> tuple[Run | None, Step | None]:
         """The run and its newest step, in one statement (remembered as the run's cursor)."""
-        generation = self._generation
+        generation = self._cursors.generation
         with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
-            row = cur.execute(_RUN_AND_NEWEST, (run_id,)).fetchone()
+            row = cur.execute(RUN_AND_NEWEST, (run_id,)).fetchone()
         if row is None:
             return None, None
-        run = Run(*row[:_RUN_WIDTH])
-        step = None if row[_RUN_WIDTH] is None else Step(*row[_RUN_WIDTH:])
-        if run.state == "running" and run.pivot is None:
-            with self._cursor_lock:
-                if generation == self._generation:  # no write of this process since the read
-                    self._cursors[run_id] = (run, step)
+        run = Run(*row[:RUN_WIDTH])
+        step = None if row[RUN_WIDTH] is None else Step(*row[RUN_WIDTH:])
+        self._cursors.remember(run, step, generation)
         return run, step
 
     def cursor(self, run_id: str, epoch: int) -> tuple[Run, Step | None] | None:
-        """The run and its newest step as this process last wrote them under `epoch`, or None.
-
-        Kept only for a running run with no pivot record (a human's pivot decision is the one
-        write that needs no epoch) and dropped on every other write of this process to the run
-        and on Fenced/RunEnded. A writer elsewhere must bump the epoch first, and then the next
-        write under `epoch` is refused (R12), so acting on a cursor never writes past one."""
-        with self._cursor_lock:
-            found = self._cursors.get(run_id)
-        if found is None or found[0].owner_epoch != epoch:
-            return None
-        return found
+        """The run and its newest step as this process last wrote them under `epoch`, or None
+        (see `agentsaga.cursors`)."""
+        return self._cursors.get(run_id, epoch)
 
     def forget(self, run_id: str) -> None:
         """Drop the run's cursor (the next dispatch reads the run and its newest step again)."""
-        with self._cursor_lock:
-            self._generation += 1
-            self._cursors.pop(run_id, None)
-
-    def _advance(self, run_id: str, step: Step) -> None:
-        """A step this process just wrote becomes the cursor's newest if it is the newest."""
-        with self._cursor_lock:
-            found = self._cursors.get(run_id)
-            if found is not None and found[0].owner_epoch == step.writer_epoch and (
-                    found[1] is None or found[1].step_idx <= step.step_idx):
-                self._cursors[run_id] = (found[0], step)
-            else:
-                self._generation += 1
-                self._cursors.pop(run_id, None)
+        self._cursors.forget(run_id)
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -405,7 +310,7 @@ class SagaLog:
         order = "DESC" if newest_first else "ASC"
         with self.pool.connection() as conn:
             rows = conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE run_id = %s ORDER BY step_idx {order}",
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE run_id = %s ORDER BY step_idx {order}",
                 (run_id,),
             ).fetchall()
         return [Step(**r) for r in rows]
@@ -413,7 +318,7 @@ class SagaLog:
     def step(self, run_id: str, step_idx: int) -> Step | None:
         with self.pool.connection() as conn:
             row = conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE run_id = %s AND step_idx = %s",
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE run_id = %s AND step_idx = %s",
                 (run_id, step_idx),
             ).fetchone()
         return None if row is None else Step(**row)
@@ -421,14 +326,14 @@ class SagaLog:
     def step_by_key(self, key: str) -> Step | None:
         with self.pool.connection() as conn:
             row = conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE idempotency_key = %s", (key,)
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE idempotency_key = %s", (key,)
             ).fetchone()
         return None if row is None else Step(**row)
 
     def newest_step(self, run_id: str) -> Step | None:
         with self.pool.connection() as conn:
             row = conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE run_id = %s"
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE run_id = %s"
                 " ORDER BY step_idx DESC LIMIT 1",
                 (run_id,),
             ).fetchone()
@@ -438,7 +343,7 @@ class SagaLog:
         """Every INTENDED or UNKNOWN row of every run (for reconcile at scale)."""
         with self.pool.connection() as conn:
             rows = conn.execute(
-                f"SELECT {_STEP_COLUMNS} FROM saga_log WHERE status IN ('INTENDED', 'UNKNOWN')"
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE status IN ('INTENDED', 'UNKNOWN')"
                 " ORDER BY run_id, step_idx LIMIT %s",
                 (limit,),
             ).fetchall()
@@ -457,7 +362,7 @@ class SagaLog:
             " status, compensation, audience, after_pivot, writer_epoch)"
             " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
             " %(comp)s, %(audience)s, %(after_pivot)s, %(epoch)s WHERE {fence}"
-            f" ON CONFLICT DO NOTHING RETURNING {_STEP_COLUMNS}",
+            f" ON CONFLICT DO NOTHING RETURNING {STEP_COLUMNS}",
             {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
              "key": key, "args": _json(args), "comp": _json(compensation),
              "audience": list(audience), "after_pivot": after_pivot, "epoch": epoch},
@@ -465,7 +370,7 @@ class SagaLog:
         if row is None:
             return None
         step = Step(**row)
-        self._advance(run_id, step)
+        self._cursors.advance(run_id, step)
         return step
 
     def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
@@ -481,7 +386,7 @@ class SagaLog:
                 "UPDATE saga_log SET status = 'INTENDED', args = %s, compensation = %s,"
                 " audience = %s, error = NULL, writer_epoch = %s, updated_at = now()"
                 " WHERE run_id = %s AND step_idx = %s AND status = 'NOT_EXECUTED'"
-                f" RETURNING {_STEP_COLUMNS}",
+                f" RETURNING {STEP_COLUMNS}",
                 (_json(args), _json(compensation), list(audience), epoch, run_id, step_idx),
             ).fetchone()
         return None if row is None else Step(**row)
@@ -499,7 +404,7 @@ class SagaLog:
             "UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
             " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
             " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
-            f" AND status = ANY(%(expect)s) AND {{fence}} RETURNING {_STEP_COLUMNS}",
+            f" AND status = ANY(%(expect)s) AND {{fence}} RETURNING {STEP_COLUMNS}",
             {"status": status, "result": _json(result), "ref": external_ref,
              "error": redact_optional(error), "run_id": run_id, "step_idx": step_idx,
              "expect": list(expect), "epoch": epoch},
@@ -507,7 +412,7 @@ class SagaLog:
         if row is None:
             return None
         step = Step(**row)
-        self._advance(run_id, step)
+        self._cursors.advance(run_id, step)
         return step
 
     @telemetry.compensation_recorded
@@ -524,7 +429,7 @@ class SagaLog:
                 " comp_result = COALESCE(%s, comp_result),"
                 " status = CASE WHEN %s THEN 'COMPENSATED' ELSE status END,"
                 " error = COALESCE(%s, error), updated_at = now()"
-                f" WHERE run_id = %s AND step_idx = %s RETURNING {_STEP_COLUMNS}",
+                f" WHERE run_id = %s AND step_idx = %s RETURNING {STEP_COLUMNS}",
                 (comp_status, comp_key, _json(comp_result), compensated,
                  redact_optional(error), run_id, step_idx),
             ).fetchone()
