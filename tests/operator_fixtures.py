@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from agentsaga import subprocesses
 from tests import ledger_tools
 from tests.kube_fixtures import Kube, kube, kube_with_crds
 from tests.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
@@ -46,13 +47,7 @@ class OperatorProcess:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        subprocesses.stop(self.proc)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agentsaga import subprocesses
 from agentsaga.client import SagaClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,13 +40,7 @@ class SidecarProcess:
     def stop(self) -> None:
         for client in self.clients:
             client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        subprocesses.stop(self.proc)
         if self.proc.stdout:
             self.proc.stdout.close()
 

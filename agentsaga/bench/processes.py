@@ -16,7 +16,7 @@ import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agentsaga import migrations
+from agentsaga import migrations, subprocesses
 from agentsaga.postgres import embedded_dsn
 
 TOOLS = "agentsaga.bench.tools"
@@ -67,13 +67,7 @@ class Sidecar:
         return rss_mb(self.proc.pid)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        subprocesses.stop(self.proc)
 
 
 def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentsaga import subprocesses
 from agentsaga.client import SagaClient
 from agentsaga.errors import ConfigurationError
 
@@ -65,13 +66,7 @@ class Sidecar:
 
     def stop(self) -> None:
         self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        subprocesses.stop(self.proc)
 
 
 def _command(*args: str) -> list[str]:
