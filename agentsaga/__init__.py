@@ -15,6 +15,7 @@ before anything is retried or undone.
 from agentsaga.errors import (
     CompensationUnavailable,
     ConfigurationError,
+    DatabaseUnavailable,
     Fenced,
     InvalidArguments,
     InvalidRunId,
@@ -49,6 +50,7 @@ __all__ = [
     "Compensation",
     "CompensationUnavailable",
     "ConfigurationError",
+    "DatabaseUnavailable",
     "Effect",
     "Fenced",
     "InvalidArguments",

@@ -14,6 +14,7 @@
     │   ├── CompensationUnavailable  R6: the compensation cannot be built for these arguments
     │   ├── PermissionDenied     the run is bound to another pod; this sidecar may not serve it
     │   └── RateLimited          the run exceeds its calls per second (AGENTSAGA_MAX_CALLS_PER_S)
+    ├── DatabaseUnavailable        the saga log's Postgres cannot be reached
     ├── PivotError                 a stale or misplaced approval, a plan that cannot be staged
     ├── Fenced                     R12: another owner adopted the run; this writer is stale
     └── ConfigurationError         bad settings or tool configuration
@@ -101,6 +102,17 @@ class Fenced(SagaError):
         self.run_id = run_id
         self.held = held
         self.current = current
+
+
+class DatabaseUnavailable(SagaError):
+    """The saga log's Postgres cannot be reached: no call is made without it (R2)."""
+
+    def __init__(self, where: str, waited: float, cause: Exception) -> None:
+        reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        super().__init__(
+            f"cannot reach the saga log's Postgres at {where} after {waited:g}s ({reason}). "
+            "Check AGENTSAGA_DSN (or --dsn) and that the server accepts connections; nothing "
+            "was called.")
 
 
 class ConfigurationError(SagaError):

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from agentsaga import migrations, telemetry
 from agentsaga.cursors import Cursors
-from agentsaga.errors import Fenced, RunEnded, RunNotFound
+from agentsaga.errors import DatabaseUnavailable, Fenced, RunEnded, RunNotFound
 from agentsaga.records import (
     OPEN_STATES,
     RUN_AND_NEWEST,
@@ -44,6 +46,16 @@ def _session(synchronous_commit: str) -> Callable[[psycopg.Connection[Any]], Non
         conn.prepare_threshold = 0
         conn.execute(f"SET synchronous_commit TO {synchronous_commit}")
     return configure
+
+
+def _where(dsn: str) -> str:
+    """host:port/dbname of a DSN, for messages (never the password)."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "an unparsable DSN"
+    host = info.get("host") or "localhost"
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
 
 
 def _json(value: Any) -> Jsonb | None:
@@ -94,12 +106,28 @@ class SagaLog:
     # -- lifecycle -------------------------------------------------------------------------
 
     def open(self, *, migrate: bool = True, timeout: float = 30.0) -> SagaLog:
+        """Wait up to `timeout` seconds for Postgres (it may still be starting), then open the
+        pools and apply missing migrations; `DatabaseUnavailable` says why it could not."""
+        self._wait_reachable(timeout)
         self.pool.open(wait=True, timeout=timeout)
         if self.outcome_pool is not None:
             self.outcome_pool.open(wait=False)  # its first connection arrives meanwhile
         if migrate:
             self.migrate()
         return self
+
+    def _wait_reachable(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                psycopg.connect(self.dsn, connect_timeout=max(1, int(timeout))).close()
+                return
+            except psycopg.OperationalError as exc:
+                if time.monotonic() >= deadline:
+                    raise DatabaseUnavailable(_where(self.dsn), timeout, exc) from None
+                log.warning("waiting for the saga log's Postgres (%s): %s", _where(self.dsn),
+                            str(exc).strip().splitlines()[0])
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
     def close(self) -> None:
         if self.outcome_pool is not None:

@@ -31,6 +31,8 @@ class Settings:
     """How outcome writes commit (AGENTSAGA_OUTCOME_COMMIT): `async` skips the WAL flush wait,
     which is safe because a lost outcome leaves the INTENDED row that reconcile settles; the
     INTENDED write is always durable (R2)."""
+    db_wait_s: float = 30.0
+    """How long to wait for Postgres at start (AGENTSAGA_DB_WAIT_S): it may still be starting."""
     pool_min: int = 2
     pool_max: int = 16
     """Connection pool bounds (AGENTSAGA_POOL_MIN / AGENTSAGA_POOL_MAX)."""
@@ -80,6 +82,7 @@ class Settings:
             recheck_pause_s=number("AGENTSAGA_RECHECK_PAUSE_S", base.recheck_pause_s),
             max_args_bytes=int(number("AGENTSAGA_MAX_ARGS_BYTES", base.max_args_bytes, minimum=2)),
             outcome_commit=commit,  # type: ignore[arg-type]
+            db_wait_s=number("AGENTSAGA_DB_WAIT_S", base.db_wait_s),
             pool_min=int(number("AGENTSAGA_POOL_MIN", base.pool_min, minimum=1)),
             pool_max=int(number("AGENTSAGA_POOL_MAX", base.pool_max, minimum=1)),
             workers=int(number("AGENTSAGA_WORKERS", base.workers, minimum=1)),

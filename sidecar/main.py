@@ -69,7 +69,8 @@ def build_settings(args: argparse.Namespace) -> Settings:
 def open_log(settings: Settings) -> SagaLog:
     dsn = settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
     return SagaLog(dsn, min_size=settings.pool_min, max_size=settings.pool_max,
-                   async_outcomes=settings.outcome_commit == "async").open()
+                   async_outcomes=settings.outcome_commit == "async").open(
+                       timeout=settings.db_wait_s)
 
 
 def build_servicer(saga_log: SagaLog, settings: Settings) -> SidecarServicer:

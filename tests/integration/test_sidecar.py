@@ -165,3 +165,21 @@ def test_unix_socket_and_async_client(sidecar_factory: Factory, ledger: str,
 def test_non_loopback_listen_is_refused(sidecar_factory: Factory, ledger: str) -> None:
     with pytest.raises(RuntimeError, match="not a loopback address"):
         sidecar_factory(ledger, TOOLS, listen="0.0.0.0:0")
+
+
+def test_unreachable_postgres_at_start_is_a_clear_error_without_the_password() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.sidecar_fixtures import ROOT
+
+    result = subprocess.run(
+        [sys.executable, "-m", "agentsaga.cli", "sidecar", "--tools", TOOLS, "--listen",
+         "127.0.0.1:0", "--dsn", "postgresql://agent:s3cret-pw@127.0.0.1:1/saga"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, "AGENTSAGA_DB_WAIT_S": "1"})
+    assert result.returncode == 2
+    assert "cannot reach the saga log's Postgres at 127.0.0.1:1/saga" in result.stderr
+    assert "AGENTSAGA_DSN" in result.stderr and "Traceback" not in result.stderr
+    assert "s3cret-pw" not in result.stdout + result.stderr

@@ -33,7 +33,8 @@ def test_generated_grpc_code_matches_the_protos() -> None:
 def test_public_api_is_pinned() -> None:
     assert sorted(agentsaga.__all__) == sorted([
         "NO_LOOKUP", "TOOL_CLASSES", "Compensation", "CompensationUnavailable",
-        "ConfigurationError", "Effect", "Fenced", "InvalidArguments", "InvalidRunId",
+        "ConfigurationError", "DatabaseUnavailable", "Effect", "Fenced", "InvalidArguments",
+        "InvalidRunId",
         "OutcomeUnknown", "PivotError", "Registry", "RegistrationError", "Rejected",
         "RequestError", "RunEnded", "RunNotFound", "SagaError", "ToolError", "ToolSpec",
         "UnknownTool", "compensation_key", "default_registry", "ref", "register", "step_key",
