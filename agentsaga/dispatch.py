@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import psycopg
+
 from agentsaga import crashpoints, pivot, telemetry
 from agentsaga.errors import (
     InvalidArguments,
@@ -34,7 +36,7 @@ from agentsaga.errors import (
     RunNotFound,
 )
 from agentsaga.keys import run_id_problem, step_key
-from agentsaga.log import Run, SagaLog, Step
+from agentsaga.log import Run, SagaLog, Step, StepStatus
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
 from agentsaga.settings import Settings
@@ -230,33 +232,44 @@ class Dispatcher:
     def _call(self, step: Step, spec: ToolSpec, args: JSON, epoch: int,
               commit_index: int | None) -> DispatchResult:
         extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
+        effect = None
+        error: str | None = None
         try:
             crashpoints.reach(f"after_intent:{spec.name}")
             effect = as_effect(_jsonable(spec.fn(**args, idempotency_key=step.idempotency_key)))
             crashpoints.reach(f"after_call:{spec.name}")
+            outcome: StepStatus = "CONFIRMED"
         except Rejected as exc:
-            failed = self.log.record_outcome(step.run_id, epoch, step.step_idx, "FAILED",
-                                             error=str(exc))
-            return DispatchResult("FAILED", step.step_idx, step.idempotency_key,
-                                  message=str(exc), status=failed.status if failed else "FAILED")
+            outcome, error = "FAILED", str(exc)
         except Exception as exc:  # R5: timeouts, resets, 5xx and surprises may have happened
             level = logging.INFO if isinstance(exc, OutcomeUnknown) else logging.WARNING
             log.log(level, "outcome unknown: %s", exc, extra=extra,
                     exc_info=not isinstance(exc, OutcomeUnknown))
-            unknown = self.log.record_outcome(step.run_id, epoch, step.step_idx, "UNKNOWN",
-                                              error=f"{type(exc).__name__}: {exc}")
-            return _unknown(unknown or step)
-        confirmed = self.log.record_outcome(
-            step.run_id, epoch, step.step_idx, "CONFIRMED",
-            result=None if effect is None else effect.result,
-            external_ref=None if effect is None else effect.ref)
-        if commit_index is not None:
-            self._mark_commit_used(step.run_id, epoch, commit_index)
-        if confirmed is None:
-            current = self.log.step(step.run_id, step.step_idx)
-            assert current is not None
-            return _confirmed(current, "")
-        return _confirmed(confirmed, "")
+            outcome, error = "UNKNOWN", f"{type(exc).__name__}: {exc}"
+        try:
+            row = self.log.record_outcome(
+                step.run_id, epoch, step.step_idx, outcome, error=error,
+                result=None if effect is None else effect.result,
+                external_ref=None if effect is None else effect.ref)
+            if outcome == "CONFIRMED" and commit_index is not None:
+                self._mark_commit_used(step.run_id, epoch, commit_index)
+            if outcome == "CONFIRMED" and row is None:
+                row = self.log.step(step.run_id, step.step_idx)
+        except psycopg.OperationalError as exc:
+            # R11: the call returned, but the log could not take its outcome. The row stays
+            # INTENDED, and the next call of this tool settles it by key (R7).
+            log.warning("outcome %s not recorded: %s", outcome, exc, extra=extra)
+            return DispatchResult(
+                "UNKNOWN", step.step_idx, step.idempotency_key, status="INTENDED",
+                message=UNKNOWN_MESSAGE + " (the call returned, but the saga log could not "
+                        "record its outcome; it is settled by its key on the next call)")
+        if outcome == "FAILED":
+            return DispatchResult("FAILED", step.step_idx, step.idempotency_key,
+                                  message=error or "", status=row.status if row else "FAILED")
+        if outcome == "UNKNOWN":
+            return _unknown(row or step)
+        assert row is not None
+        return _confirmed(row, "")
 
     def _mark_commit_used(self, run_id: str, epoch: int, index: int) -> None:
         run = self.log.require_run(run_id)

@@ -4,6 +4,8 @@ The ledger is the ground truth the core tests assert on: it survives the sidecar
 Faults are rows in `ledger_faults`, consumed one per call:
     unknown_after_commit  the effect is committed, then the tool raises OutcomeUnknown
     kill_after_commit     the effect is committed, then the process SIGKILLs itself
+    cut_db_after_commit   the effect is committed, then every other connection to the database
+                          is terminated (the saga log loses its connections mid-call)
     reject                nothing happens; the tool raises Rejected
     hide_lookups          the next N lookups find nothing (a lagging index)
     fail_lookups          the next N lookups raise (the system cannot be asked)
@@ -73,7 +75,8 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
     with _conn() as conn:
         conn.execute("INSERT INTO ledger_calls (tool, key, what) VALUES (%s, %s, 'call')",
                      (tool, key))
-        fault = _take_fault(conn, tool, ("unknown_after_commit", "kill_after_commit", "reject"))
+        fault = _take_fault(conn, tool, ("unknown_after_commit", "kill_after_commit", "reject",
+                                         "cut_db_after_commit"))
         if fault == "reject":
             raise Rejected(f"{tool}: rejected by the ledger", status=422)
         row = conn.execute(
@@ -85,6 +88,9 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
             raise OutcomeUnknown(f"{tool}: 504 Gateway Timeout (after the effect was committed)")
         if fault == "kill_after_commit":
             os.kill(os.getpid(), signal.SIGKILL)
+        if fault == "cut_db_after_commit":
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                         " WHERE datname = current_database() AND pid <> pg_backend_pid()")
     return {"id": f"{kind.upper()}-{row['id']}", **body}
 
 

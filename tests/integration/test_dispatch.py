@@ -167,3 +167,22 @@ def test_ended_run_refuses_calls(dispatcher: Dispatcher, ledger: str) -> None:
     with pytest.raises(RunEnded):
         dispatcher.dispatch("r11", "create_ticket", {"summary": "a", "order_id": "1"})
     assert rows(ledger) == []
+
+
+def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
+        dispatcher: Dispatcher, ledger: str) -> None:
+    dispatcher.begin_run("r12")
+    add_fault(ledger, "create_ticket", "cut_db_after_commit")
+    first = dispatcher.dispatch("r12", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert first.outcome == "UNKNOWN" and "could not record its outcome" in first.message
+    assert rows(ledger) == [(0, "create_ticket", "INTENDED", first.key)]
+    again = None
+    for _ in range(5):  # the pool hands out its terminated connections once each
+        try:
+            again = dispatcher.dispatch("r12", "create_ticket", {"summary": "b", "order_id": "1"})
+            break
+        except psycopg.OperationalError:
+            continue
+    assert again is not None and again.outcome == "CONFIRMED" and again.key == first.key
+    assert len(effects(ledger, "ticket")) == 1
+    assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", first.key)]
