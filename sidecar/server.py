@@ -41,6 +41,7 @@ _STATUS: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
     (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (errors.RateLimited, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.Fenced, grpc.StatusCode.ABORTED),
+    (errors.DatabaseUnavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.ConfigurationError, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.SagaError, grpc.StatusCode.FAILED_PRECONDITION),
     (psycopg.OperationalError, grpc.StatusCode.UNAVAILABLE),
