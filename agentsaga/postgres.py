@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +19,20 @@ def embedded_dsn(data_dir: Path) -> str:
     while any of them is alive.
     """
     try:
-        import pgserver
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here
+            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+            import pgserver
     except ImportError as exc:  # pragma: no cover - pgserver is a declared dependency
         raise ConfigurationError(
             "no AGENTSAGA_DSN is set and the embedded Postgres (pgserver) is not installed"
         ) from exc
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    server: Any = pgserver.get_server(data_dir, cleanup_mode=None)  # type: ignore[attr-defined]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        server: Any = pgserver.get_server(  # type: ignore[attr-defined]
+            data_dir, cleanup_mode=None)
     dsn: str = server.get_uri()
     log.info("embedded Postgres in %s", data_dir)
     return dsn
