@@ -18,7 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "log": ("agentsaga.commands", "print a run's saga log as a table"),
     "approve": ("agentsaga.commands", "approve or reject a run's staged plan (no Kubernetes)"),
     "corrections": ("agentsaga.commands", "list, approve or dismiss, and send a run's corrections"),
-    "world": ("agentsaga.world.cli", "serve the local stand-in world ... with fault injection"),
+    "world": ("agentsaga.world.cli", "serve stand-ins of Stripe, Jira, Zendesk, email and a "
+              "warehouse, with fault injection"),
     "chaos": ("agentsaga.chaos.cli", "run a seeded fault-injection campaign and check invariants"),
     "bench": ("agentsaga.bench.cli", "measure dispatch overhead, peers, throughput and reconcile"),
     "reconcile": ("agentsaga.jobs", "settle a run's unknown steps by asking the real systems"),
