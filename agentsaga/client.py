@@ -208,3 +208,29 @@ class AsyncSagaClient:
             pb.EndRunRequest(run_id=run_id, outcome=outcome), timeout=self.timeout
         )
         return reply
+
+    async def list_tools(self) -> list[pb.ToolInfo]:
+        reply = await self.stub.ListTools(pb.ListToolsRequest(), timeout=self.timeout)
+        return list(reply.tools)
+
+    async def reconcile(self, run_id: str) -> SettleResult:
+        reply = await self.stub.Reconcile(pb.RunRequest(run_id=run_id), timeout=self.timeout)
+        return SettleResult(json.loads(reply.report_json or "{}"), reply.settled)
+
+    async def unwind(self, run_id: str) -> SettleResult:
+        reply = await self.stub.Unwind(pb.RunRequest(run_id=run_id), timeout=self.timeout)
+        return SettleResult(json.loads(reply.report_json or "{}"), reply.settled)
+
+    async def reach_pivot(self, run_id: str,
+                          commit_plan: list[dict[str, Any]]) -> pb.PivotResponse:
+        reply: pb.PivotResponse = await self.stub.ReachPivot(
+            pb.ReachPivotRequest(run_id=run_id, commit_plan_json=json.dumps(commit_plan)),
+            timeout=self.timeout)
+        return reply
+
+    async def await_decision(self, run_id: str, wait_s: float = 300.0) -> pb.PivotResponse:
+        """The pivot record once decided, or as it stands after `wait_s` seconds."""
+        reply: pb.PivotResponse = await self.stub.AwaitDecision(
+            pb.AwaitDecisionRequest(run_id=run_id, timeout_seconds=wait_s),
+            timeout=wait_s + 10)
+        return reply

@@ -148,18 +148,25 @@ def test_unix_socket_and_async_client(sidecar_factory: Factory, ledger: str,
 
     import asyncio
 
-    async def scenario() -> dict[str, object]:
+    async def scenario() -> tuple[dict[str, object], str, bool]:
         client = AsyncSagaClient(sidecar.address)
         try:
             await client.begin_run("async-run")
+            assert "create_ticket" in {t.name for t in await client.list_tools()}
             result: dict[str, object] = await client.dispatch(
                 "async-run", "create_ticket", {"summary": "s", "order_id": "9"})
-            return result
+            await client.reach_pivot("async-run", [
+                {"tool": "send_email", "args": {"to": "c@example.com", "body": "hi"}}])
+            waiting = await client.await_decision("async-run", wait_s=0.1)
+            unwound = await client.unwind("async-run")
+            return result, waiting.state, unwound.settled
         finally:
             await client.close()
 
-    result = asyncio.run(scenario())
-    assert len(effects(ledger, "ticket")) == 1 and result["order_id"] == "9"
+    result, state, settled = asyncio.run(scenario())
+    tickets = effects(ledger, "ticket")
+    assert len(tickets) == 1 and result["order_id"] == "9"
+    assert state == "AwaitingApproval" and settled and tickets[0]["closed"] is True
 
 
 def test_non_loopback_listen_is_refused(sidecar_factory: Factory, ledger: str) -> None:
