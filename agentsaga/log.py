@@ -6,12 +6,13 @@ lock on the run row, so a writer whose epoch was bumped by an adopter is refused
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, get_args
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -65,6 +66,43 @@ def _json(value: Any) -> Jsonb | None:
 def _dumps(value: Any) -> str:
     """Every JSON value the log stores; card numbers are masked here, once, for all of them."""
     return redact_text(json.dumps(value, default=str, separators=(",", ":")))
+
+
+_STATUSES = frozenset(get_args(StepStatus))
+_OPEN = ", ".join(f"'{state}'" for state in OPEN_STATES)
+
+
+@functools.lru_cache(maxsize=64)
+def _fenced_sql(write: str, allow_ended: bool) -> str:
+    """The statement of `SagaLog._fenced_write`: the run row locked, the epoch (and, unless
+    `allow_ended`, the open state) checked in the write's WHERE clause, the run's epoch and
+    state returned with the written row (NULLs when nothing was written)."""
+    state = "" if allow_ended else f" AND run.state IN ({_OPEN})"
+    fence = f"EXISTS (SELECT 1 FROM run WHERE run.owner_epoch = %(epoch)s{state})"
+    return ("WITH run AS (SELECT owner_epoch, state FROM saga_runs WHERE run_id = %(run_id)s"
+            f" FOR SHARE), w AS ({write.replace('{fence}', fence)})"
+            " SELECT run.owner_epoch, run.state, w.* FROM run LEFT JOIN w ON true")
+
+
+@functools.lru_cache(maxsize=64)
+def _status_in(expect: Sequence[str]) -> str:
+    """`status IN (...)` for statuses of the closed set (constants in the statement, so that
+    nothing is adapted per call)."""
+    unknown = set(expect) - _STATUSES
+    if unknown:
+        raise ValueError(f"not a step status: {sorted(unknown)}")
+    if not expect:
+        return "false"
+    return "status IN (" + ", ".join(f"'{s}'" for s in expect) + ")"
+
+
+def _text_array(values: Sequence[str]) -> str:
+    """A Postgres text[] literal (cast with ::text[]): a string adapts much faster than a
+    list."""
+    if not values:
+        return "{}"
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + ",".join(quoted) + "}"
 
 
 class SagaLog:
@@ -279,37 +317,31 @@ class SagaLog:
             raise RunEnded(f"run {run_id!r} has ended ({row['state']}); no more calls")
 
     def _fenced_write(self, write: str, params: dict[str, Any], *, durable: bool,
-                      allow_ended: bool) -> dict[str, Any] | None:
+                      allow_ended: bool) -> Step | None:
         """One write under the R12 check, in one statement (the check used to be its own).
 
-        `write` is an INSERT or UPDATE with `{fence}` in its WHERE clause; the statement locks the
-        run row (FOR SHARE, held to commit) and writes only if `params["epoch"]` is the run's
-        current epoch (and the run is open unless `allow_ended`). Returns the written row, or
-        None when the write matched nothing; raises RunNotFound, Fenced or RunEnded as
-        `_check_epoch` does."""
-        fence = ("EXISTS (SELECT 1 FROM run WHERE run.owner_epoch = %(epoch)s"
-                 " AND (%(allow_ended)s OR run.state = ANY(%(open_states)s)))")
-        sql = ("WITH run AS (SELECT owner_epoch, state FROM saga_runs WHERE run_id = %(run_id)s"
-               f" FOR SHARE), w AS ({write.replace('{fence}', fence)})"
-               " SELECT run.owner_epoch AS fence_epoch, run.state AS fence_state, w.*"
-               " FROM run LEFT JOIN w ON true")
-        params = {**params, "allow_ended": allow_ended, "open_states": list(OPEN_STATES)}
+        `write` is an INSERT or UPDATE of `saga_log` with `{fence}` in its WHERE clause and
+        `RETURNING STEP_COLUMNS`; the statement locks the run row (FOR SHARE, held to commit) and
+        writes only if `params["epoch"]` is the run's current epoch (and the run is open unless
+        `allow_ended`). Returns the written step, or None when the write matched nothing; raises
+        RunNotFound, Fenced or RunEnded as `_check_epoch` does."""
+        sql = _fenced_sql(write, allow_ended)
         # one autocommit statement: its own transaction, committed durably on the main pool
         pool = self.pool if durable or self.outcome_pool is None else self.outcome_pool
-        with pool.connection() as conn:
-            row = conn.execute(sql, params).fetchone()
+        with pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            row = cur.execute(sql, params).fetchone()
         run_id, epoch = params["run_id"], params["epoch"]
-        if (row is None or row["fence_epoch"] != epoch or row["fence_state"] != "running"
-                or row.get("run_id") is None):
-            self.forget(run_id)
         if row is None:
+            self.forget(run_id)
             raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
-        current, state = row.pop("fence_epoch"), row.pop("fence_state")
+        current, state, written = row[0], row[1], row[2] is not None
+        if current != epoch or state != "running" or not written:
+            self.forget(run_id)
         if current != epoch:
             raise Fenced(run_id, epoch, current)
         if not allow_ended and state not in OPEN_STATES:
             raise RunEnded(f"run {run_id!r} has ended ({state}); no more calls")
-        return None if row.get("run_id") is None else row
+        return Step(*row[2:]) if written else None
 
     def run_and_newest(self, run_id: str) -> tuple[Run | None, Step | None]:
         """The run and its newest step, in one statement (remembered as the run's cursor)."""
@@ -385,20 +417,18 @@ class SagaLog:
 
         Returns None when the step already exists (another writer got there first).
         """
-        row = self._fenced_write(
+        step = self._fenced_write(
             "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
             " status, compensation, audience, after_pivot, writer_epoch)"
             " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
-            " %(comp)s, %(audience)s, %(after_pivot)s, %(epoch)s WHERE {fence}"
+            " %(comp)s, %(audience)s::text[], %(after_pivot)s, %(epoch)s WHERE {fence}"
             f" ON CONFLICT DO NOTHING RETURNING {STEP_COLUMNS}",
             {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
              "key": key, "args": _json(args), "comp": _json(compensation),
-             "audience": list(audience), "after_pivot": after_pivot, "epoch": epoch},
+             "audience": _text_array(audience), "after_pivot": after_pivot, "epoch": epoch},
             durable=True, allow_ended=False)
-        if row is None:
-            return None
-        step = Step(**row)
-        self._cursors.advance(run_id, step)
+        if step is not None:
+            self._cursors.advance(run_id, step)
         return step
 
     def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
@@ -428,19 +458,17 @@ class SagaLog:
 
         The commit need not wait for the WAL flush (async outcomes): losing it to a Postgres
         crash leaves the INTENDED row, which reconcile settles by key (R7)."""
-        row = self._fenced_write(
+        step = self._fenced_write(
             "UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
             " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
             " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
-            f" AND status = ANY(%(expect)s) AND {{fence}} RETURNING {STEP_COLUMNS}",
+            f" AND {_status_in(tuple(expect))} AND {{fence}} RETURNING {STEP_COLUMNS}",
             {"status": status, "result": _json(result), "ref": external_ref,
              "error": redact_optional(error), "run_id": run_id, "step_idx": step_idx,
-             "expect": list(expect), "epoch": epoch},
+             "epoch": epoch},
             durable=not self.async_outcomes, allow_ended=allow_ended)
-        if row is None:
-            return None
-        step = Step(**row)
-        self._cursors.advance(run_id, step)
+        if step is not None:
+            self._cursors.advance(run_id, step)
         return step
 
     @telemetry.compensation_recorded
