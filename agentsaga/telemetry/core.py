@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
+from opentelemetry.metrics._internal import _ProxyMeterProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
@@ -91,6 +92,11 @@ class ExportConfig:
                    env.get("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost"), port, payload, hook)
 
 
+# the global meter provider before anything sets it (a proxy to nothing), and the no-op one
+_QUIET_METER_PROVIDERS = (_ProxyMeterProvider, metrics.NoOpMeterProvider)
+_QUIET_TRACER_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
 class Telemetry:
     """The tracer and instruments of this process. Without providers it uses the global ones
     (no-op until something sets them), so a library user's own OTel setup is honoured."""
@@ -112,7 +118,22 @@ class Telemetry:
     def tracing(self) -> bool:
         """Whether spans are recorded somewhere (then the gRPC interceptors are worth it)."""
         provider = self.tracer_provider or trace.get_tracer_provider()
-        return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+        return not isinstance(provider, _QUIET_TRACER_PROVIDERS)
+
+    @property
+    def metering(self) -> bool:
+        """Whether measurements go somewhere (a meter provider that is not the no-op one)."""
+        provider = self.meter_provider or metrics.get_meter_provider()
+        return not isinstance(provider, _QUIET_METER_PROVIDERS)
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing records spans or metrics: the decorators skip building them. Checked on
+        every call (cheap), so providers set later by a library user are honoured."""
+        tracer_provider = self.tracer_provider or trace.get_tracer_provider()
+        meter_provider = self.meter_provider or metrics.get_meter_provider()
+        return (isinstance(tracer_provider, _QUIET_TRACER_PROVIDERS)
+                and isinstance(meter_provider, _QUIET_METER_PROVIDERS))
 
     def payload(self, value: Any) -> str:
         return payloads.render(value, self.redact_hook)
