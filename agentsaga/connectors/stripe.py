@@ -34,6 +34,9 @@ def classify(exc: stripe.StripeError, what: str) -> Exception:
         return Rejected(message, status=429)  # limited before execution: nothing happened
     if isinstance(exc, stripe.APIError) and status == 409:
         return OutcomeUnknown(message + " (a request with this key is still in flight)")
+    if isinstance(exc, stripe.IdempotencyError):  # the key ran before, with other parameters
+        return OutcomeUnknown(message + " (this key was used by an earlier request, which may "
+                              "have taken effect)")
     if status is not None and 400 <= status < 500:
         return Rejected(message, status=status)
     return OutcomeUnknown(message)
@@ -135,11 +138,16 @@ class StripeConnector:
             return Effect(done.id, {**_intent_result(done), "action": "canceled"})
         if pi.status != "succeeded":
             raise Rejected(f"stripe: PaymentIntent {pi.id} is {pi.status}; cannot undo it")
-        for refund in self._do("list refunds", lambda: self.client.v1.refunds.list(
-                params={"payment_intent": pi.id, "limit": 100})).data:
+        refunds = self._do("list refunds", lambda: self.client.v1.refunds.list(
+            params={"payment_intent": pi.id, "limit": 100})).data
+        for refund in refunds:
             if _meta(refund).get("saga_key") == idempotency_key:
                 return Effect(refund.id, {"id": refund.id, "action": "refunded",
                                           "payment_intent": pi.id, "amount": refund.amount})
+        refunded = sum(r.amount for r in refunds if r.status in ("succeeded", "pending"))
+        if refunded >= (pi.amount_received or 0):  # another compensation refunded it in full
+            return Effect(pi.id, {**_intent_result(pi), "action": "already_refunded",
+                                  "amount_refunded": refunded})
         params: dict[str, Any] = {"payment_intent": pi.id, "reason": reason,
                                   "metadata": {"saga_key": idempotency_key}}
         if amount is not None:

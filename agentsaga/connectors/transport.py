@@ -111,8 +111,11 @@ class JsonApi:
         status = response.status_code
         if status == 429 and search:
             raise RateLimited(what)
-        if status == 409 and "idempot" in response.text.lower():
-            raise OutcomeUnknown(f"{what}: 409, a request with this key is still in flight")
+        if 400 <= status < 500 and "idempot" in response.text.lower():
+            # the key is in flight (409) or was used before with other parameters (Zendesk's
+            # 400, Resend's 409): the first request may have taken effect, so never FAILED
+            raise OutcomeUnknown(f"{what}: HTTP {status}, this idempotency key was used by an "
+                                 f"earlier request ({_error_text(response)[:120]})")
         if 400 <= status < 500:
             raise Rejected(f"{what}: HTTP {status}: {_error_text(response)}", status=status)
         if status >= 500:

@@ -94,3 +94,25 @@ def test_captured_payment_is_refunded_once_under_its_key(world: World,
     truth = world.truth()
     assert len(truth["refunds"]) == 1
     assert truth["payment_intents"][0]["amount_refunded"] == 500
+
+
+def test_same_key_with_other_parameters_is_unknown_never_failed(
+        world: World, stripe_conn: StripeConnector) -> None:
+    """A reworded retry after the index lagged past the re-check: Stripe's idempotency_error
+    says the key ran before, so the charge may exist: UNKNOWN, not FAILED (R5)."""
+    stripe_conn.charge_card("cus_1", 500, "k1", reason="Re-shipping fee for order 1182")
+    with pytest.raises(OutcomeUnknown, match="used by an earlier request"):
+        stripe_conn.charge_card("cus_1", 500, "k1", reason="Order #1182 reship fee")
+    assert len(world.truth()["payment_intents"]) == 1
+
+
+def test_undoing_a_charge_whose_capture_was_refunded_refunds_nothing_more(
+        world: World, stripe_conn: StripeConnector) -> None:
+    """Unwind compensates capture_payment (refund) and then charge_card on the same
+    PaymentIntent: the second sees the full refund and is done (R8)."""
+    charge = stripe_conn.charge_card("cus_1", 500, "k1")
+    stripe_conn.capture_payment(str(charge.ref), "k2")
+    stripe_conn.cancel_or_refund_payment("c2", payment=str(charge.ref))
+    second = stripe_conn.cancel_or_refund_payment("c1", payment=str(charge.ref))
+    assert second.result["action"] == "already_refunded"
+    assert [r["amount"] for r in world.truth()["refunds"]] == [500]
