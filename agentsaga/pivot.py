@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from agentsaga import telemetry
-from agentsaga.errors import InvalidArguments, PivotError
+from agentsaga.errors import InvalidArguments, PivotError, RunEnded
 from agentsaga.log import Run, SagaLog, Step
+from agentsaga.redact import redact_text
 from agentsaga.registry import JSON, Registry, ToolSpec
 
 PivotState = Literal["AwaitingApproval", "Approved", "Rejected"]
@@ -54,9 +55,11 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy) -> Admission:
                                 "no side effects until a human decides")
     if state == "Approved":
         used = set(pivot.get("used", []))
+        # the stored plan is what the approver saw: card numbers masked (agentsaga.redact)
+        seen = redact_text(canonical(args))
         for index, step in enumerate(pivot.get("commit", [])):
             if (index not in used and step.get("tool") == spec.name
-                    and canonical(step.get("args", {})) == canonical(args)):
+                    and canonical(step.get("args", {})) == seen):
                 return Admission(True, after_pivot=True, commit_index=index)
         return Admission(False, f"{spec.name} with these arguments is not in the approved plan "
                                 f"{pivot.get('planHash')}; a changed plan needs a new approval")
@@ -108,6 +111,8 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
           plan: list[JSON]) -> JSON:
     """R10: stage the whole plan for one human approval; returns the pivot record."""
     run = saga_log.require_run(run_id)
+    if not run.open:
+        raise RunEnded(f"run {run_id!r} has ended ({run.state}); it has no pivot to reach")
     current = run.pivot or {}
     if current.get("state") in ("Approved", "Rejected"):
         raise PivotError(f"run {run_id!r} already passed its pivot ({current['state']}); a run "
@@ -127,8 +132,8 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
         "commit": commit,
         "irreversibleBeforePivot": run.irreversible_before_pivot,
     }
-    saga_log.update_run(run_id, epoch, pivot=record, state="awaiting_approval")
-    return record
+    stored = saga_log.update_run(run_id, epoch, pivot=record, state="awaiting_approval")
+    return stored.pivot or record  # as stored, and as the approver sees it (card numbers masked)
 
 
 @telemetry.pivot_decision_traced

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-_CANDIDATE = re.compile(r"(?<![\d.])[2-6]\d(?:[ -]?\d){11,17}(?![\d.])")
+# Not part of a longer number or a decimal ("12.4242…", "…4242.5"); a sentence's full stop
+# after a card number is fine.
+_CANDIDATE = re.compile(r"(?<!\d)(?<!\d\.)[2-6]\d(?:[ -]?\d){11,17}(?!\d)(?!\.\d)")
 
 
 def luhn_ok(digits: str) -> bool:

@@ -112,3 +112,25 @@ def test_staging_with_an_unknown_tool_or_unresolved_step_is_refused(
     with pytest.raises(grpc.RpcError) as unresolved:
         client.reach_pivot("bad-plan", [{"tool": "send_email", "args": EMAIL}])
     assert "resolve it before staging" in (unresolved.value.details() or "")
+
+
+def test_a_card_number_in_an_approved_step_still_matches_what_the_approver_saw(
+        sidecar_factory: Factory, ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("card-run")
+    email = {"to": "dana@example.com", "body": "Refunded to card 4242 4242 4242 4242."}
+    staged = client.reach_pivot("card-run", [{"tool": "send_email", "args": email}])
+    assert "4242 4242 4242 4242" not in staged.pivot_json and "****4242" in staged.pivot_json
+    assert approve(ledger, "card-run", staged.plan_hash).returncode == 0
+    client.dispatch("card-run", "send_email", email)
+    assert len(effects(ledger, "email")) == 1
+
+
+def test_an_ended_run_cannot_reach_a_pivot(sidecar_factory: Factory, ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("over")
+    client.end_run("over", "Failed")
+    with pytest.raises(grpc.RpcError) as error:
+        client.reach_pivot("over", [{"tool": "send_email", "args": EMAIL}])
+    assert error.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "has ended" in (error.value.details() or "")
