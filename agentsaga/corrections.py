@@ -20,7 +20,7 @@ from agentsaga import telemetry
 from agentsaga.errors import Fenced, PivotError, Rejected, RunNotFound, UnknownTool
 from agentsaga.keys import step_key
 from agentsaga.log import SagaLog, Step
-from agentsaga.registry import Registry, as_effect
+from agentsaga.registry import Effect, Registry, ToolSpec, as_effect
 
 # Blast radius by audience: lower is more internal; unknown audiences sit between.
 RANKS: dict[str, int] = {"agent": 0, "support_team": 10, "warehouse": 20, "finance": 30,
@@ -140,27 +140,49 @@ def correction_key(run_id: str, step_idx: int, tool: str) -> str:
 
 
 def send_approved(log: SagaLog, registry: Registry, run_id: str) -> list[dict[str, Any]]:
-    """Send every approved correction of the run, internal audiences first; each under its own
-    key, so a crash and a second run send nothing twice. Returns what happened to each."""
+    """Send every approved correction of the run, internal audiences first.
+
+    Each is marked Sending (committed) before the call and sent under its own key; one found
+    Sending after a crash is first looked up by that key, so nothing is sent twice (R2, R7)."""
     results: list[dict[str, Any]] = []
     for item in for_run(log, run_id):
-        if item.state != "Approved":
+        if item.state not in ("Approved", "Sending"):
             continue
         body = item.correction or {}
         entry: dict[str, Any] = {"step_idx": item.step_idx, "tool": body.get("tool")}
         try:
             spec = registry.get(str(body.get("tool")))
             key = correction_key(run_id, item.step_idx, spec.name)
-            effect = as_effect(spec.fn(**dict(body.get("args") or {}), idempotency_key=key))
+            effect = _sent_before(spec, key) if item.state == "Sending" else None
+            if effect is None:
+                if item.state == "Approved" and not _claim(log, run_id, item.step_idx):
+                    continue  # another sender took it
+                effect = as_effect(spec.fn(**dict(body.get("args") or {}), idempotency_key=key))
         except (UnknownTool, Rejected) as exc:
             results.append({**entry, "sent": False, "why": str(exc)})
             continue
-        except Exception as exc:  # unknown outcome: the next run resends under the same key
+        except Exception as exc:  # unknown outcome: stays Sending, looked up on the next run
             results.append({**entry, "sent": False, "why": f"{type(exc).__name__}: {exc}"})
             continue
         with log.pool.connection() as conn:
             conn.execute("UPDATE corrections SET state = 'Sent' WHERE run_id = %s"
-                         " AND step_idx = %s AND state = 'Approved'", (run_id, item.step_idx))
+                         " AND step_idx = %s AND state = 'Sending'", (run_id, item.step_idx))
         telemetry.correction_recorded(item.tool, "Sent", item.step_idx, item.audience)
         results.append({**entry, "sent": True, "ref": None if effect is None else effect.ref})
     return results
+
+
+def _claim(log: SagaLog, run_id: str, step_idx: int) -> bool:
+    """Approved -> Sending, durably, before the call; False if someone else claimed it."""
+    with log.pool.connection() as conn, conn.transaction():
+        conn.execute("SET LOCAL synchronous_commit TO on")
+        row = conn.execute("UPDATE corrections SET state = 'Sending' WHERE run_id = %s"
+                           " AND step_idx = %s AND state = 'Approved' RETURNING step_idx",
+                           (run_id, step_idx)).fetchone()
+    return row is not None
+
+
+def _sent_before(spec: ToolSpec, key: str) -> Effect | None:
+    """A correction left Sending by a crash: did it go out? (No lookup: resend under the key,
+    which the real system deduplicates.)"""
+    return None if spec.lookup is None else as_effect(spec.lookup(key))

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import jobs, orphans
+from agentsaga.operator import jobs, orphans, saga
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
@@ -60,9 +60,21 @@ def decide(ctx: Context, namespace: str, name: str, step: str, approval: Obj) ->
 
     written = ctx.kube.update_status(namespace, name, mutate)
     if written is not None and state == "Approved":
-        job = jobs.job_name(name, "corrections", int(step), mark="s")
-        orphans.create_job(ctx, written, "corrections", job)
-        log.info("correction for step %s of %s approved; job %s sends it", step, name, job)
+        start_job(ctx, written, step)
+
+
+def start_job(ctx: Context, run: Obj, step: str) -> None:
+    """The Job that sends the run's approved corrections, named by the step (409: it exists)."""
+    job = jobs.job_name(run["metadata"]["name"], "corrections", int(step), mark="s")
+    orphans.create_job(ctx, run, "corrections", job)
+
+
+def ensure_jobs(ctx: Context, run: Obj, facts: saga.RunFacts) -> None:
+    """Resync: every approved correction has its Job, even if the operator stopped between
+    recording the decision and creating the Job."""
+    for step, entry in facts.corrections.items():
+        if entry.get("state") in ("Approved", "Sending"):
+            start_job(ctx, run, step)
 
 
 @kopf.on.field(*AGENTRUNS, field="status.corrections", id="correction-approval")

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import orphans, pods, saga
+from agentsaga.operator import corrections, orphans, pods, saga
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import (
@@ -71,6 +71,8 @@ def reconcile(ctx: Context, namespace: str, name: str) -> None:
         orphans.maybe_start_job(ctx, run)
     elif current in JOB_PHASES:
         orphans.follow_job(ctx, run)
+    if facts is not None:  # an approved correction whose Job was never created (a crash)
+        corrections.ensure_jobs(ctx, run, facts)
     ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
 
 

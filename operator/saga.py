@@ -50,7 +50,8 @@ def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
         rows = conn.execute(
             "SELECT step_idx, tool, audience, correction, state, approver, decided_at"
             " FROM corrections"
-            " WHERE run_id = %s AND state IN ('Proposed', 'Approved') ORDER BY rank, step_idx",
+            " WHERE run_id = %s AND state IN ('Proposed', 'Approved', 'Sending')"
+            " ORDER BY rank, step_idx",
             (run_id,),
         ).fetchall()
     corrections = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from agentsaga import pivot
+from agentsaga import corrections, pivot
 from agentsaga.log import SagaLog
 from agentsaga.unwind import unwind_run
 from tests import ledger_tools
@@ -76,3 +76,27 @@ def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Clu
         for c in o["status"].get("conditions") or []))
     assert "not Proposed" in refused["status"]["message"]
     assert len(cluster.jobs()) == 1
+
+
+def test_a_correction_approved_without_its_job_gets_one_on_resync(cluster: Cluster) -> None:
+    """The operator stopped between recording the decision and creating the Job (or the
+    decision came from `agentsaga corrections --approve`): the resync creates it."""
+    assert cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST).returncode == 0
+    cluster.start_operator("--standalone")
+    agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
+    agent.begin_run(RUN, agent="refunder")
+    staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
+    saga_log = SagaLog(cluster.dsn, min_size=1, max_size=2).open()
+    try:
+        pivot.record_decision(saga_log, RUN, staged.plan_hash, "Approved", "alice")
+        agent.dispatch(RUN, "send_email", EMAIL)
+        unwind_run(saga_log, ledger_tools.build_registry(), RUN, "unwind-job",
+                   recheck_pause_s=0.01)
+        corrections.decide(saga_log, RUN, 0, "Approved", "alice")
+    finally:
+        saga_log.close()
+    job = cluster.wait_jobs(1)[0]
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"][1:3] == [
+        "corrections", "--run"]
+    assert cluster.run_job(job).returncode == 0
+    assert len(effects(cluster.dsn, "correction")) == 1

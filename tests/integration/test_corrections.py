@@ -13,7 +13,7 @@ from agentsaga.log import SagaLog
 from agentsaga.registry import Registry
 from agentsaga.settings import Settings
 from agentsaga.unwind import unwind_run
-from agentsaga.world import World
+from agentsaga.world import Fault, World
 from tests.sidecar_fixtures import ROOT
 
 EMAIL = {"to": "dana@example.com", "subject": "Your refund", "body": "It is on its way.",
@@ -60,6 +60,13 @@ def test_unwound_customer_email_queues_one_correction_sent_only_after_approval(
             capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert twice.returncode == 2 and "is Approved, not Proposed" in twice.stderr
 
+        # the email API takes the correction, then times out: the correction stays Sending...
+        world.faults.add(Fault("POST", "/emails", "commit_then_504", on_call=1))
+        lost = corrections.send_approved(saga_log, registry, "apology-run")
+        assert [r["sent"] for r in lost] == [False]
+        assert [c.state for c in corrections.for_run(saga_log, "apology-run")
+                if c.tool == "send_email"] == ["Sending"]
+        # ...and the next sender finds it by its key instead of sending it again
         sent = corrections.send_approved(saga_log, registry, "apology-run")
         again = corrections.send_approved(saga_log, registry, "apology-run")
         emails = customer_emails(world)
