@@ -8,6 +8,8 @@
 
     ToolCallError
     ├── ToolOutcomeUnknown   it may or may not have happened: do not retry with new arguments
+    │   └── SidecarLost      the sidecar died, timed out or broke during the call
+    ├── RunTakenOver         another owner adopted the run (R12): stop
     ├── ToolFailed           the real system said no; nothing happened
     ├── StepUnresolved       an earlier step's outcome is unknown: call that tool again first
     └── ApprovalRequired     a human must approve this at the pivot
@@ -61,6 +63,14 @@ class ToolOutcomeUnknown(ToolCallError):
     pass
 
 
+class SidecarLost(ToolOutcomeUnknown):
+    """The sidecar died, timed out or broke during the call: the outcome is unknown."""
+
+
+class RunTakenOver(ToolCallError):
+    """Another owner adopted the run (a resumed pod, an unwind Job): this agent must stop."""
+
+
 class ToolFailed(ToolCallError):
     pass
 
@@ -79,6 +89,30 @@ _RAISE: dict[int, type[ToolCallError]] = {
     pb.STEP_UNRESOLVED: StepUnresolved,
     pb.NEEDS_APPROVAL: ApprovalRequired,
 }
+
+
+# The sidecar died, timed out or broke mid-call: the call may have happened.
+_MAYBE_HAPPENED = frozenset({
+    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN,
+})
+
+
+def _transport_failure(exc: grpc.RpcError) -> Exception:
+    """A gRPC failure as the agent should read it: SidecarLost when the call may have
+    happened, RunTakenOver when another owner adopted the run (R12), and the RpcError itself
+    for requests the sidecar refused (nothing happened)."""
+    call: Any = exc  # a grpc.Call in practice: code() and details()
+    code: grpc.StatusCode | None = call.code() if callable(getattr(call, "code", None)) else None
+    details = call.details() if callable(getattr(call, "details", None)) else str(exc)
+    if code is grpc.StatusCode.ABORTED:
+        return RunTakenOver(str(details), pb.DispatchResponse(message=str(details)))
+    if code not in _MAYBE_HAPPENED:
+        return call  # type: ignore[no-any-return]
+    message = (f"outcome unknown: the sidecar answered {code.name if code else '?'} "
+               f"({details}). Do not retry with new arguments; call the same tool again once "
+               "the sidecar is back, and it will resolve what happened.")
+    return SidecarLost(message, pb.DispatchResponse(outcome=pb.UNKNOWN, message=message))
 
 
 def _result(response: pb.DispatchResponse) -> Any:
@@ -128,8 +162,13 @@ class SagaClient:
         return reply
 
     def dispatch(self, run_id: str, tool: str, args: dict[str, Any]) -> Any:
-        """The tool's result when CONFIRMED; otherwise raises a ToolCallError subclass."""
-        return _result(self.dispatch_raw(run_id, tool, args))
+        """The tool's result when CONFIRMED; otherwise raises a ToolCallError subclass (also
+        ToolOutcomeUnknown when the sidecar died, timed out or lost the run mid-call)."""
+        try:
+            response = self.dispatch_raw(run_id, tool, args)
+        except grpc.RpcError as exc:
+            raise _transport_failure(exc) from exc
+        return _result(response)
 
     def get_run(self, run_id: str) -> pb.GetRunResponse:
         reply: pb.GetRunResponse = self.stub.GetRun(
@@ -195,7 +234,11 @@ class AsyncSagaClient:
         return reply
 
     async def dispatch(self, run_id: str, tool: str, args: dict[str, Any]) -> Any:
-        return _result(await self.dispatch_raw(run_id, tool, args))
+        try:
+            response = await self.dispatch_raw(run_id, tool, args)
+        except grpc.RpcError as exc:
+            raise _transport_failure(exc) from exc
+        return _result(response)
 
     async def get_run(self, run_id: str) -> pb.GetRunResponse:
         reply: pb.GetRunResponse = await self.stub.GetRun(

@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from agentsaga.client import SagaClient, ToolFailed, ToolOutcomeUnknown
+from agentsaga.client import SagaClient, SidecarLost, ToolFailed, ToolOutcomeUnknown
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo import naive
 from agentsaga.demo.model import CHARGE, PLAN, RESHIP, retry_of
@@ -99,14 +99,14 @@ def run_agentsaga(world: World, dsn: str, workdir: Path) -> Result:
         for step in PLAN[:3]:
             try:
                 client.dispatch(run_id, step.tool, step.args)
-            except ToolOutcomeUnknown:
-                notes.append(f"{step.tool}: outcome unknown; the model retries in new words")
-                client.dispatch(run_id, retry_of(step).tool, retry_of(step).args)
-            except grpc.RpcError:
+            except SidecarLost:  # before ToolOutcomeUnknown: it is one
                 proc.wait(timeout=10)
                 notes.append(f"{step.tool}: the sidecar died (exit {proc.returncode}) after "
                              "the call, before its outcome was written")
                 break
+            except ToolOutcomeUnknown:
+                notes.append(f"{step.tool}: outcome unknown; the model retries in new words")
+                client.dispatch(run_id, retry_of(step).tool, retry_of(step).args)
     with sidecar(dsn, env, workdir) as (_, client):
         client.begin_run(run_id, agent="support-agent")  # adopts the run: a new epoch (R12)
         newest = client.get_run(run_id).steps[-1]

@@ -11,6 +11,7 @@ import pytest
 from agentsaga.operator.jobs import job_name
 from kubernetes import client, config
 
+from agentsaga.client import RunTakenOver
 from tests.ledger_tools import effects
 from tests.operator_fixtures import AR, Cluster
 
@@ -111,10 +112,9 @@ def test_pod_adopting_within_grace_prevents_the_job_and_fences_the_evicted_sidec
     condition = next(c for c in running["status"]["conditions"] if c["type"] == "Orphaned")
     assert condition["status"] == "False" and condition["reason"] == "Adopted"
 
-    with pytest.raises(grpc.RpcError) as refused:
+    with pytest.raises(RunTakenOver, match="adopted by a newer owner") as refused:
         old.dispatch(RUN, "create_ticket", {"summary": "again", "order_id": "1183"})
-    assert refused.value.code() == grpc.StatusCode.ABORTED
-    assert "adopted by a newer owner" in (refused.value.details() or "")
+    assert refused.value.__cause__.code() == grpc.StatusCode.ABORTED  # type: ignore[union-attr]
 
     # The grace period runs out with the run adopted: through it and five resyncs after it,
     # no Job may appear and the run stays Running (an absence has no event to wait for).

@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from agentsaga.client import AsyncSagaClient, StepUnresolved, ToolOutcomeUnknown
+from agentsaga.client import AsyncSagaClient, SidecarLost, StepUnresolved, ToolOutcomeUnknown
 from agentsaga.v1 import sidecar_pb2 as pb
 from tests.ledger_tools import add_fault, calls, effects
 from tests.sidecar_fixtures import SidecarProcess
@@ -56,9 +56,9 @@ def test_sidecar_killed_after_the_effect_reconciles_on_restart_without_calling_a
     client = first.client()
     client.begin_run("evicted-run")
     add_fault(ledger, "charge_card", "kill_after_commit")
-    with pytest.raises(grpc.RpcError) as lost:
+    with pytest.raises(SidecarLost, match="outcome unknown") as lost:
         client.dispatch("evicted-run", "charge_card", {"customer_id": "cus_1", "amount": 500})
-    assert lost.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert lost.value.__cause__.code() is grpc.StatusCode.UNAVAILABLE  # type: ignore[union-attr]
     assert first.kill() == -9
     assert log_rows(ledger) == [(0, "charge_card", "INTENDED")]  # the outcome was never written
 
