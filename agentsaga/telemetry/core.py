@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,15 +26,6 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.metrics._internal import _ProxyMeterProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    ConsoleMetricExporter,
-    MetricReader,
-    PeriodicExportingMetricReader,
-)
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
 from agentsaga.errors import ConfigurationError
 from agentsaga.telemetry import payloads
@@ -41,6 +33,9 @@ from agentsaga.telemetry.instruments import Instruments
 
 if TYPE_CHECKING:
     import grpc
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.trace import TracerProvider
 
     from agentsaga.log import SagaLog
 
@@ -171,6 +166,12 @@ def setup(service_name: str, env: Mapping[str, str] | None = None) -> Telemetry:
         telemetry = Telemetry(record_payloads=config.record_payloads, redact_hook=hook)
         install(telemetry)
         return telemetry
+    # the SDK is imported only when something is exported (its modules cost ~5 MiB of RSS)
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     resource = Resource.create({"service.name": service_name})  # OTEL_SERVICE_NAME wins
     tracer_provider: TracerProvider | None = None
     if config.traces != "none":
@@ -200,6 +201,8 @@ def shutdown() -> None:
 
 def _span_exporter(config: ExportConfig) -> Any:
     if config.traces == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
         return ConsoleSpanExporter()
     if _protocol(config, "TRACES") == "http/protobuf":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -211,6 +214,11 @@ def _span_exporter(config: ExportConfig) -> Any:
 
 
 def _metric_reader(config: ExportConfig) -> tuple[MetricReader, int]:
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        PeriodicExportingMetricReader,
+    )
+
     if config.metrics == "prometheus":
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from prometheus_client import start_http_server
@@ -232,9 +240,14 @@ def _protocol(config: ExportConfig, signal: str) -> str:
     return os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", config.protocol).lower()
 
 
+_HTTPX_INSTRUMENTATION = "opentelemetry.instrumentation.httpx"
+
+
 def _instrument_httpx(telemetry: Telemetry) -> None:
     # the stable HTTP conventions (http.request.method, url.full, server.address)
     os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "http")
+    if not telemetry.tracing and _HTTPX_INSTRUMENTATION not in sys.modules:
+        return  # never instrumented, nothing to undo: not even imported (~4 MiB of RSS)
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
     instrumentor = HTTPXClientInstrumentor()
