@@ -31,6 +31,7 @@ from agentsaga.errors import (
     InvalidRunId,
     OutcomeUnknown,
     PermissionDenied,
+    PivotError,
     Rejected,
     RunEnded,
     RunNotFound,
@@ -49,6 +50,14 @@ UNKNOWN_MESSAGE = (
     "outcome unknown: the call may or may not have happened. Do not retry with new arguments "
     "and do not assume it failed; call the same tool again to let the harness resolve it."
 )
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    """A run's rules at the pivot (R10): from its AgentRun's spec, else the sidecar's settings."""
+
+    irreversible_before_pivot: pivot.Policy = "refuse"
+    pivot_required: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,7 @@ class Dispatcher:
         self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s,
                                      **({"sleep": sleep} if sleep else {}))
         self._epochs: dict[str, int] = {}
+        self._policies: dict[str, RunPolicy] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -141,8 +151,23 @@ class Dispatcher:
         return held
 
     @telemetry.run_ended
+    def set_policy(self, run_id: str, policy: RunPolicy) -> None:
+        """The run's own policy (its AgentRun's spec), over the sidecar's defaults."""
+        with self._guard:
+            self._policies[run_id] = policy
+
+    def policy(self, run_id: str) -> RunPolicy:
+        return self._policies.get(run_id) or RunPolicy(self.settings.irreversible_before_pivot)
+
     def end_run(self, run_id: str, state: str = "succeeded") -> Run:
         check_run_id(run_id)
+        if state == "succeeded" and self.policy(run_id).pivot_required:
+            decided = (self.log.require_run(run_id).pivot or {}).get("state")
+            if decided != "Approved":
+                raise PivotError(
+                    f"run {run_id!r} requires a pivot (spec.pivot.required) and has no approved "
+                    "plan; it cannot succeed without one. Stage the plan with ReachPivot, or end "
+                    "the run as Failed.")
         self.log.set_run_state(run_id, self.epoch(run_id), state, end=True)
         return self.log.require_run(run_id)
 
@@ -208,7 +233,7 @@ class Dispatcher:
         step_idx = retry_of.step_idx if retry_of else (newest.step_idx + 1 if newest else 0)
         key = step_key(run_id, step_idx, spec.name)  # R3: from the run, never the model
 
-        admission = pivot.admit(run, spec, args, self.settings.irreversible_before_pivot)
+        admission = pivot.admit(run, spec, args, self.policy(run_id).irreversible_before_pivot)
         if not admission.allowed:
             return DispatchResult("NEEDS_APPROVAL", step_idx, key, message=admission.reason)
         compensation = spec.build_compensation(args, key)  # R6: before the call, or refuse
@@ -250,7 +275,7 @@ class Dispatcher:
             row = self.log.record_outcome(
                 step.run_id, epoch, step.step_idx, outcome, error=error,
                 result=None if effect is None else effect.result,
-                external_ref=None if effect is None else effect.ref)
+                external_ref=None if effect is None else effect.ref, intended=step)
             if outcome == "CONFIRMED" and commit_index is not None:
                 self._mark_commit_used(step.run_id, epoch, commit_index)
             if outcome == "CONFIRMED" and row is None:

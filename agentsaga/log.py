@@ -96,6 +96,18 @@ def _status_in(expect: Sequence[str]) -> str:
     return "status IN (" + ", ".join(f"'{s}'" for s in expect) + ")"
 
 
+_OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
+
+
+def _with_outcome(step: Step, row: tuple[Any, ...]) -> Step:
+    """`step` with the columns an outcome write changes (_OUTCOME_COLUMNS, in order)."""
+    status, external_ref, result, error, updated_at = row
+    return Step(step.run_id, step.step_idx, step.tool, step.tool_class, step.idempotency_key,
+                step.args, status, external_ref, result, error, step.compensation,
+                step.audience, step.after_pivot, step.comp_key, step.comp_status,
+                step.comp_result, step.writer_epoch, step.created_at, updated_at)
+
+
 def _text_array(values: Sequence[str]) -> str:
     """A Postgres text[] literal (cast with ::text[]): a string adapts much faster than a
     list."""
@@ -317,14 +329,16 @@ class SagaLog:
             raise RunEnded(f"run {run_id!r} has ended ({row['state']}); no more calls")
 
     def _fenced_write(self, write: str, params: dict[str, Any], *, durable: bool,
-                      allow_ended: bool) -> Step | None:
+                      allow_ended: bool,
+                      make: Callable[[tuple[Any, ...]], Step] | None = None) -> Step | None:
         """One write under the R12 check, in one statement (the check used to be its own).
 
         `write` is an INSERT or UPDATE of `saga_log` with `{fence}` in its WHERE clause and
-        `RETURNING STEP_COLUMNS`; the statement locks the run row (FOR SHARE, held to commit) and
-        writes only if `params["epoch"]` is the run's current epoch (and the run is open unless
-        `allow_ended`). Returns the written step, or None when the write matched nothing; raises
-        RunNotFound, Fenced or RunEnded as `_check_epoch` does."""
+        `RETURNING STEP_COLUMNS` (or the columns `make` builds the step from); the statement
+        locks the run row (FOR SHARE, held to commit) and writes only if `params["epoch"]` is
+        the run's current epoch (and the run is open unless `allow_ended`). Returns the written
+        step, or None when the write matched nothing; raises RunNotFound, Fenced or RunEnded as
+        `_check_epoch` does."""
         sql = _fenced_sql(write, allow_ended)
         # one autocommit statement: its own transaction, committed durably on the main pool
         pool = self.pool if durable or self.outcome_pool is None else self.outcome_pool
@@ -341,7 +355,9 @@ class SagaLog:
             raise Fenced(run_id, epoch, current)
         if not allow_ended and state not in OPEN_STATES:
             raise RunEnded(f"run {run_id!r} has ended ({state}); no more calls")
-        return Step(*row[2:]) if written else None
+        if not written:
+            return None
+        return Step(*row[2:]) if make is None else make(row[2:])
 
     def run_and_newest(self, run_id: str) -> tuple[Run | None, Step | None]:
         """The run and its newest step, in one statement (remembered as the run's cursor)."""
@@ -453,20 +469,29 @@ class SagaLog:
     def record_outcome(self, run_id: str, epoch: int, step_idx: int, status: StepStatus, *,
                        result: Any = None, external_ref: str | None = None,
                        error: str | None = None, expect: Sequence[str] = UNSETTLED,
-                       allow_ended: bool = True) -> Step | None:
+                       allow_ended: bool = True, intended: Step | None = None) -> Step | None:
         """Move an unsettled row to its outcome. Returns None if it was not in `expect`.
+
+        `intended`: the row as this process wrote it (record_intent, under this epoch). Only
+        the columns the outcome changes are then read back; the rest are the intended row's
+        (no other writer can have changed them: it would have bumped the epoch first, and this
+        write would be refused).
 
         The commit need not wait for the WAL flush (async outcomes): losing it to a Postgres
         crash leaves the INTENDED row, which reconcile settles by key (R7)."""
+        known = (intended if intended is not None and intended.run_id == run_id
+                 and intended.step_idx == step_idx and intended.writer_epoch == epoch else None)
+        returning = STEP_COLUMNS if known is None else _OUTCOME_COLUMNS
         step = self._fenced_write(
             "UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
             " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
             " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
-            f" AND {_status_in(tuple(expect))} AND {{fence}} RETURNING {STEP_COLUMNS}",
+            f" AND {_status_in(tuple(expect))} AND {{fence}} RETURNING {returning}",
             {"status": status, "result": _json(result), "ref": external_ref,
              "error": redact_optional(error), "run_id": run_id, "step_idx": step_idx,
              "epoch": epoch},
-            durable=not self.async_outcomes, allow_ended=allow_ended)
+            durable=not self.async_outcomes, allow_ended=allow_ended,
+            make=None if known is None else functools.partial(_with_outcome, known))
         if step is not None:
             self._cursors.advance(run_id, step)
         return step
