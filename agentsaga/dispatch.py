@@ -325,16 +325,26 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
 
 def _check_signature(spec: ToolSpec, args: JSON) -> None:
     """Refuse arguments the tool cannot take before anything is written."""
-    signature = _signature(spec.fn)
-    if signature is None:
-        return
-    extra = {} if spec.cls == "pure" else {"idempotency_key": "k"}
     if "idempotency_key" in args:
         raise InvalidArguments("idempotency_key is set by the harness, never by the agent (R3)")
+    problem = _binding_problem(spec.fn, spec.cls == "pure", tuple(args))
+    if problem:
+        raise InvalidArguments(f"tool {spec.name!r}: {problem}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _binding_problem(fn: Callable[..., Any], pure: bool, names: tuple[str, ...]) -> str:
+    """Why the tool cannot be called with these keyword arguments ('' if it can). Binding
+    keywords depends on their names only, so the answer is kept per tool and names."""
+    signature = _signature(fn)
+    if signature is None:
+        return ""
+    extra = () if pure else ("idempotency_key",)
     try:
-        signature.bind(**args, **extra)
+        signature.bind(**dict.fromkeys((*names, *extra)))
     except TypeError as exc:
-        raise InvalidArguments(f"tool {spec.name!r}: {exc}") from None
+        return str(exc)
+    return ""
 
 
 def _jsonable(value: Any) -> Any:
