@@ -150,7 +150,6 @@ class Dispatcher:
             held = run.owner_epoch
         return held
 
-    @telemetry.run_ended
     def set_policy(self, run_id: str, policy: RunPolicy) -> None:
         """The run's own policy (its AgentRun's spec), over the sidecar's defaults."""
         with self._guard:
@@ -159,6 +158,7 @@ class Dispatcher:
     def policy(self, run_id: str) -> RunPolicy:
         return self._policies.get(run_id) or RunPolicy(self.settings.irreversible_before_pivot)
 
+    @telemetry.run_ended
     def end_run(self, run_id: str, state: str = "succeeded") -> Run:
         check_run_id(run_id)
         if state == "succeeded" and self.policy(run_id).pivot_required:
