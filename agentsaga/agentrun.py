@@ -167,14 +167,18 @@ class AgentRunBinder:
             _content_type="application/merge-patch+json")
 
 
-def begin_hook(settings: Settings,
-               epoch_of: Callable[[str], int]) -> Callable[[str, str, bool], None] | None:
-    """The sidecar's `Extensions.on_begin`: bind each begun run (None outside a pod)."""
+def begin_hook(settings: Settings, epoch_of: Callable[[str], int],
+               on_spec: Callable[[str, dict[str, Any]], None] | None = None,
+               ) -> Callable[[str, str, bool], None] | None:
+    """The sidecar's `Extensions.on_begin`: bind each begun run (None outside a pod), and hand
+    the AgentRun's spec (its pivot policy) to `on_spec`."""
     binder = AgentRunBinder.from_settings(settings)
     if binder is None:
         return None
 
     def on_begin(run_id: str, agent: str, adopted: bool) -> None:
-        binder.bind(run_id, agent, epoch_of(run_id), adopted)
+        bound = binder.bind(run_id, agent, epoch_of(run_id), adopted)
+        if on_spec is not None:
+            on_spec(run_id, dict(bound.get("spec") or {}))
 
     return on_begin

@@ -14,7 +14,7 @@ from typing import Any
 from agentsaga.sidecar.server import Extensions, SidecarServicer, serve
 
 from agentsaga import pivot, telemetry, unwind
-from agentsaga.dispatch import Dispatcher
+from agentsaga.dispatch import Dispatcher, RunPolicy
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
 from agentsaga.log import SagaLog
@@ -103,9 +103,17 @@ def extensions(dispatcher: Dispatcher) -> Extensions:
     if dispatcher.settings.pod_name:  # in a pod: bind runs to AgentRuns (R12)
         from agentsaga.agentrun import begin_hook
 
-        on_begin = begin_hook(dispatcher.settings, dispatcher.epoch)
+        on_begin = begin_hook(dispatcher.settings, dispatcher.epoch,
+                              lambda run_id, spec: dispatcher.set_policy(run_id, run_policy(spec)))
     return Extensions(reach_pivot=reach_pivot, await_decision=await_decision,
                       reconcile=reconcile, unwind=unwind_, on_begin=on_begin)
+
+
+def run_policy(spec: dict[str, Any]) -> RunPolicy:
+    """The pivot rules an AgentRun's spec sets for its run (R10)."""
+    policy = spec.get("irreversibleBeforePivot", "refuse")
+    return RunPolicy(irreversible_before_pivot="count" if policy == "count" else "refuse",
+                     pivot_required=bool((spec.get("pivot") or {}).get("required", False)))
 
 
 def run(args: argparse.Namespace) -> int:
