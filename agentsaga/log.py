@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from agentsaga import migrations, telemetry
 from agentsaga.cursors import Cursors
-from agentsaga.errors import DatabaseUnavailable, Fenced, RunEnded, RunNotFound
+from agentsaga.errors import ConfigurationError, DatabaseUnavailable, Fenced, RunEnded, RunNotFound
 from agentsaga.records import (
     OPEN_STATES,
     RUN_AND_NEWEST,
@@ -167,6 +167,12 @@ class SagaLog:
         return self
 
     def _wait_reachable(self, timeout: float) -> None:
+        try:
+            conninfo_to_dict(self.dsn)
+        except psycopg.ProgrammingError:
+            raise ConfigurationError(
+                "the saga log's DSN (AGENTSAGA_DSN or --dsn) is malformed; use a URL such as "
+                "postgresql://user:password@host:5432/dbname") from None
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -190,3 +190,18 @@ def test_unreachable_postgres_at_start_is_a_clear_error_without_the_password() -
     assert "cannot reach the saga log's Postgres at 127.0.0.1:1/saga" in result.stderr
     assert "AGENTSAGA_DSN" in result.stderr and "Traceback" not in result.stderr
     assert "s3cret-pw" not in result.stdout + result.stderr
+
+
+def test_malformed_dsn_is_named_without_its_secret() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.sidecar_fixtures import ROOT
+
+    result = subprocess.run(
+        [sys.executable, "-m", "agentsaga.cli", "log", "--run", "r"], capture_output=True,
+        text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, "AGENTSAGA_DSN": "host=db password=hunter2 s3cretTail dbname=saga"})
+    assert result.returncode == 2 and "DSN" in result.stderr and "malformed" in result.stderr
+    assert "s3cretTail" not in result.stderr + result.stdout and "Traceback" not in result.stderr
