@@ -216,7 +216,9 @@ class Dispatcher:
         run_id = run.run_id
         epoch = self.epoch(run_id)
         retry_of: Step | None = None
-        if newest is not None and not newest.settled:
+        if newest is not None and newest.status == "NOT_EXECUTED" and newest.tool == spec.name:
+            retry_of = newest  # R3: settled as never happened (by a job); same step, same key
+        elif newest is not None and not newest.settled:
             if newest.tool != spec.name:
                 return DispatchResult(
                     "STEP_UNRESOLVED", newest.step_idx, newest.idempotency_key,
@@ -248,7 +250,8 @@ class Dispatcher:
                 compensation=comp_json, audience=audience, after_pivot=admission.after_pivot)
         if intended is None:  # another writer took this step at the same moment
             return DispatchResult("STEP_UNRESOLVED", step_idx, key, status="INTENDED",
-                                  message=f"step {step_idx} is being run by another writer")
+                                  message=f"step {step_idx} is taken, or an earlier step is "
+                                          "still unresolved; call again to see which")
         if admission.counts_irreversible:
             self.log.update_run(run_id, epoch, count_irreversible=True)
             telemetry.irreversible_before_pivot(spec.name)

@@ -444,12 +444,18 @@ class SagaLog:
             " status, compensation, audience, after_pivot, writer_epoch)"
             " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
             " %(comp)s, %(audience)s::text[], %(after_pivot)s, %(epoch)s WHERE {fence}"
+            # R3 in the statement itself: no new step while one is unsettled (whatever this
+            # process remembers, e.g. an async outcome lost to a Postgres crash)
+            " AND NOT EXISTS (SELECT 1 FROM saga_log u WHERE u.run_id = %(run_id)s"
+            " AND u.status IN ('INTENDED', 'UNKNOWN'))"
             f" ON CONFLICT DO NOTHING RETURNING {STEP_COLUMNS}",
             {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
              "key": key, "args": _json(args), "comp": _json(compensation),
              "audience": _text_array(audience), "after_pivot": after_pivot, "epoch": epoch},
             durable=True, allow_ended=False)
-        if step is not None:
+        if step is None:
+            self.forget(run_id)  # the next dispatch reads what is really there
+        else:
             self._cursors.advance(run_id, step)
         return step
 

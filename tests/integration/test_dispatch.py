@@ -186,3 +186,36 @@ def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
     assert again is not None and again.outcome == "CONFIRMED" and again.key == first.key
     assert len(effects(ledger, "ticket")) == 1
     assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", first.key)]
+
+
+def test_step_settled_not_executed_by_a_job_runs_again_under_its_own_key(
+        dispatcher: Dispatcher, ledger: str, pg: str) -> None:
+    from agentsaga.unwind import reconcile_run
+
+    dispatcher.begin_run("r13")
+    add_fault(ledger, "charge_card", "unknown_after_commit")
+    first = dispatcher.dispatch("r13", "charge_card", {"customer_id": "c", "amount": 500})
+    with psycopg.connect(pg, autocommit=True) as conn:  # the charge never really happened
+        conn.execute("DELETE FROM ledger")
+    report = reconcile_run(dispatcher.log, dispatcher.registry, "r13", recheck_pause_s=0.01)
+    assert [r["now"] for r in report.reconciled] == ["NOT_EXECUTED"]
+    dispatcher.begin_run("r13")  # the agent's sidecar adopts the run back from the job
+    again = dispatcher.dispatch("r13", "charge_card", {"customer_id": "c", "amount": 500})
+    assert again.outcome == "CONFIRMED"
+    assert (again.step_idx, again.key) == (first.step_idx, first.key)
+    assert [e["key"] for e in effects(ledger, "charge")] == [first.key]
+
+
+def test_no_new_step_while_the_log_holds_an_unsettled_one(dispatcher: Dispatcher,
+                                                          ledger: str, pg: str) -> None:
+    """R3 holds in the INTENDED insert itself, whatever this process remembers."""
+    dispatcher.begin_run("r14")
+    done = dispatcher.dispatch("r14", "create_ticket", {"summary": "a", "order_id": "1"})
+    with psycopg.connect(pg, autocommit=True) as conn:  # an outcome lost to a Postgres crash
+        conn.execute("UPDATE saga_log SET status = 'INTENDED' WHERE idempotency_key = %s",
+                     (done.key,))
+    refused = dispatcher.dispatch("r14", "charge_card", {"customer_id": "c", "amount": 5})
+    assert refused.outcome == "STEP_UNRESOLVED" and calls(ledger, "charge_card") == []
+    again = dispatcher.dispatch("r14", "charge_card", {"customer_id": "c", "amount": 5})
+    assert again.outcome == "STEP_UNRESOLVED" and "create_ticket" in again.message
+    assert [r[2] for r in rows(ledger)] == ["INTENDED"]
