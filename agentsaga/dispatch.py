@@ -168,10 +168,13 @@ class Dispatcher:
                     f"run {run_id!r} requires a pivot (spec.pivot.required) and has no approved "
                     "plan; it cannot succeed without one. Stage the plan with ReachPivot, or end "
                     "the run as Failed.")
-        self.log.set_run_state(run_id, self.epoch(run_id), state, end=True)
-        return self.log.require_run(run_id)
+        with self.run_lock(run_id):
+            self.log.set_run_state(run_id, self.epoch(run_id), state, end=True)
+            return self.log.require_run(run_id)
 
-    def _lock(self, run_id: str) -> threading.Lock:
+    def run_lock(self, run_id: str) -> threading.Lock:
+        """One action at a time on a run in this process: a dispatch, a reconcile, an unwind,
+        staging the pivot, ending the run (an unwind must not settle a call in flight)."""
         with self._guard:
             return self._locks.setdefault(run_id, threading.Lock())
 
@@ -185,7 +188,7 @@ class Dispatcher:
         if not spec.logged:
             self._check_open(self.log.require_run(run_id))
             return self._call_pure(spec, args)
-        with self._lock(run_id):
+        with self.run_lock(run_id):
             # read once, used for the pivot too; no read at all while this process holds the
             # run's epoch and wrote its newest step itself (SagaLog.cursor)
             held = self._epochs.get(run_id)

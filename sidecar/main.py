@@ -84,7 +84,8 @@ def extensions(dispatcher: Dispatcher) -> Extensions:
     saga_log, registry = dispatcher.log, dispatcher.registry
 
     def reach_pivot(run_id: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
-        return pivot.stage(saga_log, registry, run_id, dispatcher.epoch(run_id), plan)
+        with dispatcher.run_lock(run_id):
+            return pivot.stage(saga_log, registry, run_id, dispatcher.epoch(run_id), plan)
 
     def await_decision(run_id: str, timeout: float) -> dict[str, Any]:
         return pivot.await_decision(saga_log, run_id, timeout)
@@ -93,11 +94,14 @@ def extensions(dispatcher: Dispatcher) -> Extensions:
     pause = dispatcher.settings.recheck_pause_s
 
     def reconcile(run_id: str) -> tuple[dict[str, Any], bool]:
-        return unwind.reconcile_run(saga_log, registry, run_id, owner,
-                                    recheck_pause_s=pause).pair()
+        with dispatcher.run_lock(run_id):
+            return unwind.reconcile_run(saga_log, registry, run_id, owner,
+                                        recheck_pause_s=pause).pair()
 
     def unwind_(run_id: str) -> tuple[dict[str, Any], bool]:
-        return unwind.unwind_run(saga_log, registry, run_id, owner, recheck_pause_s=pause).pair()
+        with dispatcher.run_lock(run_id):
+            return unwind.unwind_run(saga_log, registry, run_id, owner,
+                                     recheck_pause_s=pause).pair()
 
     on_begin = None
     if dispatcher.settings.pod_name:  # in a pod: bind runs to AgentRuns (R12)
