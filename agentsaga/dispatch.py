@@ -90,7 +90,20 @@ def parse_args(args_json: str, limit: int) -> JSON:
         raise InvalidArguments(
             f"arguments must be a JSON object, got a JSON {type(value).__name__}"
         )
+    if "\\u0000" in args_json and _has_nul(value):
+        raise InvalidArguments("arguments contain a NUL character (\\u0000), which no real "
+                               "system takes in text; remove it")
     return value
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def check_run_id(run_id: str) -> None:

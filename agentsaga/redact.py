@@ -32,8 +32,16 @@ def _replace(match: re.Match[str]) -> str:
     return f"[card ****{digits[-4:]}]"
 
 
+_ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
 def redact_text(text: str) -> str:
-    """`text` with every card number masked to its last four digits."""
+    """`text` with every card number masked to its last four digits, and NUL characters
+    (which Postgres text and JSON cannot hold), raw or JSON-escaped, replaced by U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    if "\\u0000" in text:
+        text = _ESCAPED_NUL.sub(lambda m: m.group(1) + "\\ufffd", text)
     return _CANDIDATE.sub(_replace, text)
 
 

@@ -22,3 +22,9 @@ def test_card_numbers_are_masked_to_their_last_four_digits(text: str, masked: st
 ])
 def test_other_numbers_are_left_alone(text: str) -> None:
     assert redact_text(text) == text
+
+
+def test_nul_characters_raw_or_json_escaped_become_replacement_characters() -> None:
+    assert redact_text("a\x00b") == "a\ufffdb"
+    assert redact_text('{"v":"a\\u0000b"}') == '{"v":"a\\ufffdb"}'
+    assert redact_text('{"v":"a\\\\u0000b"}') == '{"v":"a\\\\u0000b"}'  # an escaped backslash
