@@ -251,7 +251,8 @@ class Dispatcher:
         step_idx = retry_of.step_idx if retry_of else (newest.step_idx + 1 if newest else 0)
         key = step_key(run_id, step_idx, spec.name)  # R3: from the run, never the model
 
-        admission = pivot.admit(run, spec, args, self.policy(run_id).irreversible_before_pivot)
+        admission = pivot.admit(run, spec, args, self.policy(run_id).irreversible_before_pivot,
+                                lambda: self.log.commits_taken(run_id))
         if not admission.allowed:
             return DispatchResult("NEEDS_APPROVAL", step_idx, key, message=admission.reason)
         compensation = spec.build_compensation(args, key)  # R6: before the call, or refuse
@@ -263,7 +264,8 @@ class Dispatcher:
         else:
             intended = self.log.record_intent(
                 run_id, epoch, step_idx, tool=spec.name, tool_class=spec.cls, key=key, args=args,
-                compensation=comp_json, audience=audience, after_pivot=admission.after_pivot)
+                compensation=comp_json, audience=audience, after_pivot=admission.after_pivot,
+                commit_index=admission.commit_index)
         if intended is None:  # another writer took this step at the same moment
             return DispatchResult("STEP_UNRESOLVED", step_idx, key, status="INTENDED",
                                   message=f"step {step_idx} is taken, or an earlier step is "
@@ -271,10 +273,9 @@ class Dispatcher:
         if admission.counts_irreversible:
             self.log.update_run(run_id, epoch, count_irreversible=True)
             telemetry.irreversible_before_pivot(spec.name)
-        return self._call(intended, spec, args, epoch, admission.commit_index)
+        return self._call(intended, spec, args, epoch)
 
-    def _call(self, step: Step, spec: ToolSpec, args: JSON, epoch: int,
-              commit_index: int | None) -> DispatchResult:
+    def _call(self, step: Step, spec: ToolSpec, args: JSON, epoch: int) -> DispatchResult:
         extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
         effect = None
         error: str | None = None
@@ -295,8 +296,6 @@ class Dispatcher:
                 step.run_id, epoch, step.step_idx, outcome, error=error,
                 result=None if effect is None else effect.result,
                 external_ref=None if effect is None else effect.ref, intended=step)
-            if outcome == "CONFIRMED" and commit_index is not None:
-                self._mark_commit_used(step.run_id, epoch, commit_index)
             if outcome == "CONFIRMED" and row is None:
                 row = self.log.step(step.run_id, step.step_idx)
         except psycopg.OperationalError as exc:
@@ -315,11 +314,6 @@ class Dispatcher:
         assert row is not None
         return _confirmed(row, "")
 
-    def _mark_commit_used(self, run_id: str, epoch: int, index: int) -> None:
-        run = self.log.require_run(run_id)
-        record = dict(run.pivot or {})
-        record["used"] = sorted({*record.get("used", []), index})
-        self.log.update_run(run_id, epoch, pivot=record)
 
 
 def _confirmed(step: Step, message: str) -> DispatchResult:

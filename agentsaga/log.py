@@ -434,16 +434,19 @@ class SagaLog:
     def record_intent(self, run_id: str, epoch: int, step_idx: int, *, tool: str,
                       tool_class: str, key: str, args: dict[str, Any],
                       compensation: dict[str, Any] | None, audience: Sequence[str],
-                      after_pivot: bool = False) -> Step | None:
+                      after_pivot: bool = False, commit_index: int | None = None
+                      ) -> Step | None:
         """R2: commit the INTENDED row, durably, before the call. The only place it is written.
+        `commit_index`: the approved commit step this is (R10; each runs once).
 
         Returns None when the step already exists (another writer got there first).
         """
         step = self._fenced_write(
             "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
-            " status, compensation, audience, after_pivot, writer_epoch)"
+            " status, compensation, audience, after_pivot, writer_epoch, commit_index)"
             " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
-            " %(comp)s, %(audience)s::text[], %(after_pivot)s, %(epoch)s WHERE {fence}"
+            " %(comp)s, %(audience)s::text[], %(after_pivot)s, %(epoch)s, %(commit)s"
+            " WHERE {fence}"
             # R3 in the statement itself: no new step while one is unsettled (whatever this
             # process remembers, e.g. an async outcome lost to a Postgres crash)
             " AND NOT EXISTS (SELECT 1 FROM saga_log u WHERE u.run_id = %(run_id)s"
@@ -451,13 +454,22 @@ class SagaLog:
             f" ON CONFLICT DO NOTHING RETURNING {STEP_COLUMNS}",
             {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
              "key": key, "args": _json(args), "comp": _json(compensation),
-             "audience": _text_array(audience), "after_pivot": after_pivot, "epoch": epoch},
+             "audience": _text_array(audience), "after_pivot": after_pivot, "epoch": epoch,
+             "commit": commit_index},
             durable=True, allow_ended=False)
         if step is None:
             self.forget(run_id)  # the next dispatch reads what is really there
         else:
             self._cursors.advance(run_id, step)
         return step
+
+    def commits_taken(self, run_id: str) -> set[int]:
+        """The approved commit steps (R10) a live row of the run carries out already."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT commit_index FROM saga_log WHERE run_id = %s AND commit_index IS NOT NULL"
+                " AND status NOT IN ('FAILED', 'NOT_EXECUTED')", (run_id,)).fetchall()
+        return {int(next(iter(r.values()))) for r in rows}
 
     def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
                   compensation: dict[str, Any] | None, audience: Sequence[str]) -> Step | None:

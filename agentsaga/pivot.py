@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -46,15 +47,17 @@ class Admission:
     """Which approved commit step this call is."""
 
 
-def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy) -> Admission:
-    """May this side-effecting call run now? Pure tools never come here."""
+def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy,
+          taken: Callable[[], set[int]] = set) -> Admission:
+    """May this side-effecting call run now? Pure tools never come here. `taken`: the approved
+    commit steps that a live row of the run carries out already (read only after the pivot)."""
     pivot = run.pivot or {}
     state = pivot.get("state")
     if state == "AwaitingApproval":
         return Admission(False, f"the run is waiting for approval of plan {pivot.get('planHash')}; "
                                 "no side effects until a human decides")
     if state == "Approved":
-        used = set(pivot.get("used", []))
+        used = taken()
         # the stored plan is what the approver saw: card numbers masked (agentsaga.redact)
         seen = redact_text(canonical(args))
         for index, step in enumerate(pivot.get("commit", [])):
@@ -157,7 +160,7 @@ def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: s
             f"stale approval: plan hash {plan_hash_!r} is not the staged plan "
             f"{current.get('planHash')!r}; review the staged plan and approve its hash")
     decided = {**current, "state": decision, "decision": decision, "decidedBy": approver,
-               "decidedAt": _now(), "reason": reason, "used": []}
+               "decidedAt": _now(), "reason": reason}
     if not saga_log.decide_pivot(run_id, plan_hash_, decided,
                                  "committing" if decision == "Approved" else "unwinding"):
         raise PivotError(f"run {run_id!r}: the plan changed or was decided meanwhile; "

@@ -134,3 +134,19 @@ def test_an_ended_run_cannot_reach_a_pivot(sidecar_factory: Factory, ledger: str
         client.reach_pivot("over", [{"tool": "send_email", "args": EMAIL}])
     assert error.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert "has ended" in (error.value.details() or "")
+
+
+def test_an_approved_commit_step_runs_once_even_when_settled_by_lookup(
+        sidecar_factory: Factory, ledger: str) -> None:
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("once-run")
+    capture = {"tool": "capture_charge", "args": {"charge_ref": "CHARGE-1"}}
+    staged = client.reach_pivot("once-run", [capture])
+    assert approve(ledger, "once-run", staged.plan_hash).returncode == 0
+    ledger_tools.add_fault(ledger, "capture_charge", "unknown_after_commit")
+    with pytest.raises(Exception, match="outcome unknown"):
+        client.dispatch("once-run", "capture_charge", capture["args"])
+    client.dispatch("once-run", "capture_charge", capture["args"])  # found by its key
+    with pytest.raises(ApprovalRequired, match="not in the approved plan"):
+        client.dispatch("once-run", "capture_charge", capture["args"])
+    assert len(effects(ledger, "capture")) == 1
