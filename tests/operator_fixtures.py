@@ -118,6 +118,14 @@ class Cluster:
 
     # -- AgentRuns and Jobs ----------------------------------------------------------------
 
+    def apply_agentrun(self, name: str, **spec: Any) -> None:
+        """`kubectl apply` an AgentRun, as a human would (spec `agent: refunder` unless given)."""
+        manifest = {"apiVersion": AR, "kind": "AgentRun",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"agent": "refunder", **spec}}
+        applied = self.kube.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+        assert applied.returncode == 0, applied.stderr
+
     def agentrun(self, name: str) -> Obj | None:
         return self.kube.get(AR, "agentruns", "default", name)
 

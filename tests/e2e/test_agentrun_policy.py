@@ -11,21 +11,10 @@ from tests.ledger_tools import effects
 from tests.operator_fixtures import Cluster
 
 RUN = "policy-run"
-MANIFEST = f"""
-apiVersion: agentsaga.io/v1alpha1
-kind: AgentRun
-metadata:
-  name: {RUN}
-spec:
-  agent: refunder
-  irreversibleBeforePivot: count
-  pivot:
-    required: true
-"""
 
 
 def test_the_agentruns_spec_sets_its_pivot_rules(cluster: Cluster) -> None:
-    assert cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST).returncode == 0
+    cluster.apply_agentrun(RUN, irreversibleBeforePivot="count", pivot={"required": True})
     cluster.start_operator("--standalone")
     agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()  # refuse default
     agent.begin_run(RUN, agent="refunder")

@@ -15,21 +15,11 @@ from agentsaga.world import World
 from tests.operator_fixtures import Cluster
 
 RUN = "refund-1182"
-MANIFEST = f"""
-apiVersion: agentsaga.io/v1alpha1
-kind: AgentRun
-metadata:
-  name: {RUN}
-spec:
-  agent: support-agent
-  pivot:
-    required: true
-"""
 CUSTOMER = "dana@example.com"
 
 
 def test_reordered_run_commits_after_one_kubectl_approval(cluster: Cluster, world: World) -> None:
-    assert cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST).returncode == 0
+    cluster.apply_agentrun(RUN, agent="support-agent", pivot={"required": True})
     cluster.start_operator("--standalone")
     pod = cluster.create_pod("support-agent-0", RUN)
     agent = cluster.start_sidecar(pod, env=connector_env(world.url),

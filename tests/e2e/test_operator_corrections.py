@@ -13,14 +13,6 @@ from tests.ledger_tools import effects
 from tests.operator_fixtures import Cluster
 
 RUN = "apology-7"
-MANIFEST = f"""
-apiVersion: agentsaga.io/v1alpha1
-kind: AgentRun
-metadata:
-  name: {RUN}
-spec:
-  agent: refunder
-"""
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 
@@ -33,7 +25,7 @@ def decide(cluster: Cluster, step: int, decision: str, approver: str = "alice") 
 
 
 def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Cluster) -> None:
-    assert cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST).returncode == 0
+    cluster.apply_agentrun(RUN)
     cluster.start_operator("--standalone")
     agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
     agent.begin_run(RUN, agent="refunder")
@@ -81,7 +73,7 @@ def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Clu
 def test_a_correction_approved_without_its_job_gets_one_on_resync(cluster: Cluster) -> None:
     """The operator stopped between recording the decision and creating the Job (or the
     decision came from `agentsaga corrections --approve`): the resync creates it."""
-    assert cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST).returncode == 0
+    cluster.apply_agentrun(RUN)
     cluster.start_operator("--standalone")
     agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
     agent.begin_run(RUN, agent="refunder")

@@ -12,15 +12,6 @@ from agentsaga.log import SagaLog
 from tests.operator_fixtures import Cluster
 
 RUN = "refund-3001"
-MANIFEST = f"""
-apiVersion: agentsaga.io/v1alpha1
-kind: AgentRun
-metadata:
-  name: {RUN}
-spec:
-  agent: refunder
-  orphanGracePeriodSeconds: 30
-"""
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 
@@ -34,8 +25,7 @@ def approve(cluster: Cluster, plan_hash: str, decision: str = "Approved") -> Non
 
 def staged_run(cluster: Cluster) -> str:
     """A run that reached its pivot through a real sidecar; returns the staged plan hash."""
-    applied = cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST)
-    assert applied.returncode == 0, applied.stderr
+    cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=30)
     cluster.start_operator("--standalone")
     agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
     agent.begin_run(RUN, agent="refunder")

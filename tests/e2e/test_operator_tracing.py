@@ -11,21 +11,12 @@ from tests.operator_fixtures import Cluster
 __all__ = ["collector"]
 
 RUN = "traced-run"
-MANIFEST = f"""
-apiVersion: agentsaga.io/v1alpha1
-kind: AgentRun
-metadata:
-  name: {RUN}
-spec:
-  agent: refunder
-  orphanGracePeriodSeconds: 1
-"""
 
 
 def test_orphan_and_job_start_spans_join_the_runs_trace(
         cluster: Cluster, collector: tuple[Collector, int]) -> None:
     spans_seen, port = collector
-    assert cluster.kube.kubectl("apply", "-f", "-", input=MANIFEST).returncode == 0
+    cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=1)
     cluster.start_operator("--standalone", env={**otel_env(port),
                                                 "OTEL_SERVICE_NAME": "agentsaga-operator"})
     pod = cluster.create_pod("agent-0", RUN)
