@@ -6,6 +6,7 @@ Faults are rows in `ledger_faults`, consumed one per call:
     kill_after_commit     the effect is committed, then the process SIGKILLs itself
     cut_db_after_commit   the effect is committed, then every other connection to the database
                           is terminated (the saga log loses its connections mid-call)
+    slow_commit           the effect is committed only after a second (a slow real system)
     reject                nothing happens; the tool raises Rejected
     hide_lookups          the next N lookups find nothing (a lagging index)
     fail_lookups          the next N lookups raise (the system cannot be asked)
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 import psycopg
@@ -76,7 +78,9 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
         conn.execute("INSERT INTO ledger_calls (tool, key, what) VALUES (%s, %s, 'call')",
                      (tool, key))
         fault = _take_fault(conn, tool, ("unknown_after_commit", "kill_after_commit", "reject",
-                                         "cut_db_after_commit"))
+                                         "cut_db_after_commit", "slow_commit"))
+        if fault == "slow_commit":
+            time.sleep(1.0)
         if fault == "reject":
             raise Rejected(f"{tool}: rejected by the ledger", status=422)
         row = conn.execute(

@@ -207,3 +207,24 @@ def test_malformed_dsn_is_named_without_its_secret() -> None:
         env={**os.environ, "AGENTSAGA_DSN": "host=db password=hunter2 s3cretTail dbname=saga"})
     assert result.returncode == 2 and "DSN" in result.stderr and "malformed" in result.stderr
     assert "s3cretTail" not in result.stderr + result.stdout and "Traceback" not in result.stderr
+
+
+def test_unwind_waits_for_the_call_in_flight_and_compensates_it(sidecar_factory: Factory,
+                                                                ledger: str) -> None:
+    """R7/R8: an Unwind RPC must not settle a call still on the wire as never executed."""
+    import threading
+
+    sidecar = sidecar_factory(ledger, TOOLS)
+    agent, operator = sidecar.client(), sidecar.client()
+    agent.begin_run("slow-run")
+    add_fault(ledger, "create_ticket", "slow_commit")
+    call = threading.Thread(target=agent.dispatch, args=(
+        "slow-run", "create_ticket", {"summary": "a", "order_id": "1"}))
+    call.start()
+    while not calls(ledger, "create_ticket"):  # the call is on the wire
+        pass
+    report = operator.unwind("slow-run")
+    call.join()
+    assert report.settled
+    [ticket] = effects(ledger, "ticket")
+    assert ticket["closed"] is True  # compensated, not left open as "never executed"
