@@ -12,27 +12,28 @@ from agentsaga.errors import ConfigurationError
 log = logging.getLogger(__name__)
 
 
+def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
+    """pgserver's server object for `data_dir` (started if it is not running)."""
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+        try:
+            import pgserver
+        except ImportError as exc:  # pragma: no cover - pgserver is a declared dependency
+            raise ConfigurationError(
+                "no AGENTSAGA_DSN is set and the embedded Postgres (pgserver) is not installed"
+            ) from exc
+        return pgserver.get_server(data_dir, cleanup_mode=cleanup_mode)  # type: ignore[attr-defined]
+
+
 def embedded_dsn(data_dir: Path) -> str:
     """Start (or reuse) a private Postgres server in `data_dir` and return its DSN.
 
     The server is shared by every process that asks for the same directory and keeps running
     while any of them is alive.
     """
-    try:
-        with warnings.catch_warnings():
-            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here
-            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-            import pgserver
-    except ImportError as exc:  # pragma: no cover - pgserver is a declared dependency
-        raise ConfigurationError(
-            "no AGENTSAGA_DSN is set and the embedded Postgres (pgserver) is not installed"
-        ) from exc
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        server: Any = pgserver.get_server(  # type: ignore[attr-defined]
-            data_dir, cleanup_mode=None)
-    dsn: str = server.get_uri()
+    dsn: str = get_server(data_dir).get_uri()
     log.info("embedded Postgres in %s", data_dir)
     return dsn

@@ -17,6 +17,7 @@ from typing import Any
 from agentsaga import subprocesses
 from agentsaga.client import SagaClient
 from agentsaga.errors import ConfigurationError
+from agentsaga.postgres import get_server
 
 LISTENING = re.compile(r"listening on (\S+)")
 
@@ -134,9 +135,7 @@ class EmbeddedPostgres:
     """A private Postgres (pgserver) that the campaign may stop hard and start again."""
 
     def __init__(self, data_dir: Path) -> None:
-        import pgserver
-
-        self.server: Any = pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]
+        self.server: Any = get_server(data_dir, cleanup_mode="stop")
         self.dsn: str = self.server.get_uri()
 
     def restart(self) -> None:

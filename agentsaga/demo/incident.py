@@ -31,6 +31,7 @@ from agentsaga.demo.model import CHARGE, PLAN, RESHIP, retry_of
 from agentsaga.demo.report import outcome
 from agentsaga.demo.world import arm, connector_env
 from agentsaga.log import SagaLog
+from agentsaga.postgres import get_server
 from agentsaga.registry import Registry
 from agentsaga.unwind import unwind_run
 from agentsaga.world import World
@@ -161,6 +162,4 @@ def run_both(dsn: str | None) -> tuple[Result, Result]:
 
 
 def _stop_embedded(data_dir: Path) -> None:
-    import pgserver
-
-    pgserver.get_server(data_dir, cleanup_mode="stop").cleanup()  # type: ignore[attr-defined]
+    get_server(data_dir, cleanup_mode="stop").cleanup()
