@@ -7,12 +7,9 @@ under hypercorn) listen on 127.0.0.1 on free ports; the server keeps its state i
 folder; both are stopped before the script exits, whatever happens. DSN is unused."""
 
 import asyncio
-import ctypes
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +19,7 @@ import urllib.request
 from typing import Any
 
 import restate
+from _server import die_with_parent, free_port, stop_group  # a sibling module
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 from restate.server_context import restate_context_is_replaying
@@ -44,17 +42,6 @@ async def steps(ctx: restate.Context, count: int) -> list[float]:
         if not restate_context_is_replaying.get():
             out.append((time.perf_counter() - start) * 1000.0)
     return out
-
-
-def die_with_parent() -> None:
-    """In the server's child: killed with this script even if it is killed (no orphans)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http(method: str, url: str, body: Any = None, timeout: float = 30.0) -> Any:
@@ -123,12 +110,7 @@ def main() -> None:
             measure(calls, free_port(), f"http://127.0.0.1:{admin_port}",
                     f"http://127.0.0.1:{ingress_port}"), START_TIMEOUT_S + calls))
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_group(server)
         shutil.rmtree(base, ignore_errors=True)
     print(json.dumps({"latencies_ms": out}))
 

@@ -6,12 +6,9 @@ The dev server listens on 127.0.0.1 on free ports, keeps its state in memory, an
 before the script exits, whatever happens. DSN is unused (Temporal brings its own store)."""
 
 import asyncio
-import ctypes
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +16,7 @@ import time
 import uuid
 from datetime import timedelta
 
+from _server import die_with_parent, free_port, stop_group  # a sibling module
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -26,17 +24,6 @@ from temporalio.worker import Worker
 START_TIMEOUT_S = 60.0
 QUEUE = "agentsaga-bench"
 latencies: list[float] = []
-
-
-def die_with_parent() -> None:
-    """In the server's child: killed with this script even if it is killed (no orphans)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @activity.defn
@@ -94,12 +81,7 @@ def main() -> None:
         out = asyncio.run(asyncio.wait_for(measure(f"127.0.0.1:{port}", calls),
                                            START_TIMEOUT_S + calls))
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_group(server)
         shutil.rmtree(home, ignore_errors=True)
     print(json.dumps({"latencies_ms": out}))
 
