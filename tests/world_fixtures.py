@@ -1,5 +1,6 @@
 """The `world` fixture: a started local world (Stripe, Jira, Zendesk, email, warehouse stand-ins),
-fresh for every test, on random loopback ports; plus `poll_until` for lagging lookups."""
+fresh for every test, on random loopback ports; plus `clock` for
+tests of the search lag and `poll_until` for conditions that other threads bring about."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TypeVar
 
 import pytest
 
-from agentsaga.world import World
+from agentsaga.world import ManualClock, World
 
 T = TypeVar("T")
 
@@ -22,6 +23,15 @@ def world() -> Iterator[World]:
         yield w
     finally:
         w.stop()
+
+
+@pytest.fixture
+def clock(world: World) -> ManualClock:
+    """Put `world`'s search lag and rate limit on a clock that moves only by `clock.advance`,
+    so that a test of the lag never races the wall clock. Install it before the first write."""
+    manual = ManualClock(now=time.monotonic())
+    world.config.clock = manual
+    return manual
 
 
 def poll_until(probe: Callable[[], T | None], *, timeout: float = 5.0, every: float = 0.02) -> T:

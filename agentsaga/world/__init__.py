@@ -12,7 +12,7 @@ ground-truth view. For tests and for `agentsaga world`; the product itself never
 """
 
 from agentsaga.world.faults import FAULT_KINDS, Fault, FaultKind, FaultSet
-from agentsaga.world.index import WorldConfig
+from agentsaga.world.index import ManualClock, WorldConfig
 from agentsaga.world.server import World
 
-__all__ = ["FAULT_KINDS", "Fault", "FaultKind", "FaultSet", "World", "WorldConfig"]
+__all__ = ["FAULT_KINDS", "Fault", "FaultKind", "FaultSet", "ManualClock", "World", "WorldConfig"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,9 @@ class WorldConfig:
     """Seconds before a write becomes visible to search endpoints (Stripe search, Jira JQL, ...)."""
     search_rate: float = 20.0
     """Stripe search requests allowed per second (all search endpoints together); beyond: 429."""
+    clock: Callable[[], float] = time.monotonic
+    """The monotonic clock that the search lag and the rate limit are measured on (a seam: tests
+    pass a `ManualClock` and advance it instead of sleeping)."""
 
 
 @dataclass
@@ -34,13 +38,13 @@ class LaggedIndex:
 
     def put(self, doc_id: str, doc: dict[str, Any]) -> None:
         """Record a new version of a document (a deep copy: later changes do not leak in)."""
-        self._versions.setdefault(doc_id, []).append((time.monotonic(), copy.deepcopy(doc)))
+        self._versions.setdefault(doc_id, []).append((self.config.clock(), copy.deepcopy(doc)))
 
     def visible(self, always: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
         """The newest visible version of each document, in first-write order.
 
         Ids in `always` are read through to their newest version (Jira's `reconcileIssues`)."""
-        horizon = time.monotonic() - self.config.search_lag
+        horizon = self.config.clock() - self.config.search_lag
         out: list[dict[str, Any]] = []
         for doc_id, versions in self._versions.items():
             if doc_id in always:
@@ -60,10 +64,25 @@ class RateLimiter:
     _events: deque[float] = field(default_factory=deque)
 
     def allow(self) -> bool:
-        now = time.monotonic()
+        now = self.config.clock()
         while self._events and self._events[0] <= now - 1.0:
             self._events.popleft()
         if len(self._events) >= self.config.search_rate:
             return False
         self._events.append(now)
         return True
+
+
+@dataclass
+class ManualClock:
+    """A monotonic clock that moves only when told to: `World(clock=ManualClock())`."""
+
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError(f"a monotonic clock cannot go back ({seconds}s)")
+        self.now += seconds

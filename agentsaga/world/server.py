@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
@@ -57,8 +58,9 @@ class World:
         host: str = "127.0.0.1",
         port: int = 0,
         smtp_port: int = 0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.config = WorldConfig(search_lag=search_lag, search_rate=search_rate)
+        self.config = WorldConfig(search_lag=search_lag, search_rate=search_rate, clock=clock)
         self.faults = FaultSet()
         self.idempotency = IdempotencyStore()
         self.stripe = StripeStandIn(self.config)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import smtplib
-import time
 from collections.abc import Iterator
 from email.message import EmailMessage
 from typing import Any
@@ -11,8 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsaga.world import World
-from tests.world_fixtures import poll_until
+from agentsaga.world import ManualClock, World
 
 
 @pytest.fixture
@@ -43,9 +41,10 @@ def test_send_with_idempotency_key_is_sent_once(world: World, mail: httpx.Client
     assert mail.get(f"/emails/{sent['id']}").json()["subject"] == "Your refund"
 
 
-def test_lookup_by_header_lags_like_a_search_index(world: World, mail: httpx.Client) -> None:
+def test_lookup_by_header_lags_like_a_search_index(
+    world: World, clock: ManualClock, mail: httpx.Client
+) -> None:
     world.set_search_lag(0.3)
-    created_at = time.monotonic()
     sent = mail.post("/emails", json=message(key="k-find")).json()
 
     def lookup() -> list[Any]:
@@ -54,8 +53,10 @@ def test_lookup_by_header_lags_like_a_search_index(world: World, mail: httpx.Cli
         return rows
 
     assert lookup() == []
-    rows = poll_until(lookup)
-    assert time.monotonic() - created_at >= 0.3
+    clock.advance(0.29)
+    assert lookup() == []
+    clock.advance(0.01)
+    rows = lookup()
     assert [r["id"] for r in rows] == [sent["id"]]
 
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from agentsaga.world import World
-from tests.world_fixtures import poll_until
+from agentsaga.world import ManualClock, World
 
 
 def adf(text: str) -> dict[str, Any]:
@@ -48,10 +46,9 @@ def test_create_returns_a_key_and_get_is_consistent(world: World, jira: httpx.Cl
 
 
 def test_jql_by_label_sees_new_issues_only_after_the_lag(
-    world: World, jira: httpx.Client
+    world: World, clock: ManualClock, jira: httpx.Client
 ) -> None:
     world.set_search_lag(0.3)
-    created_at = time.monotonic()
     created = create(jira, ["saga-k2"])
     create(jira, ["saga-other"])
 
@@ -62,8 +59,10 @@ def test_jql_by_label_sees_new_issues_only_after_the_lag(
         return issues
 
     assert search() == []
-    issues = poll_until(search)
-    assert time.monotonic() - created_at >= 0.3
+    clock.advance(0.29)
+    assert search() == []
+    clock.advance(0.01)
+    issues = search()
     assert [i["key"] for i in issues] == [created["key"]]
     assert issues[0]["fields"] == {"summary": "Refund order 1182", "labels": ["saga-k2"]}
     both = jira.post("/search/jql", json={"jql": 'labels in ("saga-k2", saga-other)'}).json()

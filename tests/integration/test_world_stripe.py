@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import stripe
 
-from agentsaga.world import Fault, World
+from agentsaga.world import Fault, ManualClock, World
 from tests.world_fixtures import poll_until
 
 
@@ -153,20 +153,22 @@ def test_retry_while_the_first_request_is_in_flight_gets_409(world: World) -> No
     only_intent(world)
 
 
-def test_search_finds_by_metadata_only_after_the_lag(world: World) -> None:
-    world.set_search_lag(0.4)
-    sc = client(world)
-    created_at = time.monotonic()
-    pi = authorise(sc, "k-search")
-    authorise(sc, "k-other")
-    query = "metadata['saga_key']:'k-search' OR metadata[\"saga_key\"]:\"k-none\""
-    assert sc.v1.payment_intents.search(params={"query": query}).data == []
-    found = poll_until(lambda: sc.v1.payment_intents.search(params={"query": query}).data)
-    assert time.monotonic() - created_at >= 0.4
-    assert [p.id for p in found] == [pi.id]
-    both = sc.v1.payment_intents.search(
-        params={"query": "status:'requires_capture' AND amount>=500", "limit": 1})
-    assert len(both.data) == 1 and both.has_more and both.next_page == "1"
+def test_search_finds_by_metadata_only_after_the_lag() -> None:
+    clock = ManualClock()
+    with World(search_lag=0.4, clock=clock) as world:
+        sc = client(world)
+        pi = authorise(sc, "k-search")
+        authorise(sc, "k-other")
+        query = "metadata['saga_key']:'k-search' OR metadata[\"saga_key\"]:\"k-none\""
+        assert sc.v1.payment_intents.search(params={"query": query}).data == []
+        clock.advance(0.39)
+        assert sc.v1.payment_intents.search(params={"query": query}).data == []
+        clock.advance(0.01)
+        found = sc.v1.payment_intents.search(params={"query": query}).data
+        assert [p.id for p in found] == [pi.id]
+        both = sc.v1.payment_intents.search(
+            params={"query": "status:'requires_capture' AND amount>=500", "limit": 1})
+        assert len(both.data) == 1 and both.has_more and both.next_page == "1"
 
 
 def test_malformed_search_queries_are_rejected(world: World) -> None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from agentsaga.world import World
-from tests.world_fixtures import poll_until
+from agentsaga.world import ManualClock, World
 
 
 @pytest.fixture
@@ -43,10 +41,9 @@ def test_create_with_idempotency_key_replays_and_refuses_other_payloads(
 
 
 def test_external_id_list_is_consistent_and_search_lags(
-    world: World, zendesk: httpx.Client
+    world: World, clock: ManualClock, zendesk: httpx.Client
 ) -> None:
     world.set_search_lag(0.3)
-    created_at = time.monotonic()
     made = zendesk.post("/tickets", json=ticket("saga-k5")).json()["ticket"]
     listed = zendesk.get("/tickets.json", params={"external_id": "saga-k5"}).json()
     assert [t["id"] for t in listed["tickets"]] == [made["id"]]
@@ -58,8 +55,10 @@ def test_external_id_list_is_consistent_and_search_lags(
         return results
 
     assert search() == []
-    results = poll_until(search)
-    assert time.monotonic() - created_at >= 0.3
+    clock.advance(0.29)
+    assert search() == []
+    clock.advance(0.01)
+    results = search()
     assert [r["id"] for r in results] == [made["id"]]
 
 
