@@ -22,8 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "warehouse, with fault injection"),
     "chaos": ("agentsaga.chaos.cli", "run a seeded fault-injection campaign and check invariants"),
     "bench": ("agentsaga.bench.cli", "measure dispatch overhead, peers, throughput and reconcile"),
-    "reconcile": ("agentsaga.jobs", "settle a run's unknown steps by asking the real systems"),
-    "unwind": ("agentsaga.jobs", "reconcile, then compensate a run backwards, queue corrections"),
+    "reconcile": ("agentsaga.job_commands",
+                  "settle a run's unknown steps by asking the real systems"),
+    "unwind": ("agentsaga.job_commands",
+               "reconcile, then compensate a run backwards, queue corrections"),
     "operator": ("agentsaga.operator.main", "run the Kubernetes operator (AgentRuns, orphans, "
                  "pivot approvals)"),
     "demo": ("agentsaga.demo.cli", "replay the refund-and-reship incident: naive vs agentsaga"),

@@ -7,11 +7,11 @@ import getpass
 import json
 from pathlib import Path
 
-from agentsaga import corrections, pivot
+from agentsaga import corrections, pivot, telemetry
 from agentsaga.loading import load_tools
-from agentsaga.log import SagaLog, Step
 from agentsaga.postgres import embedded_dsn
 from agentsaga.settings import Settings
+from agentsaga.store import PivotRecord, SagaLog, Step, StoreHooks
 
 
 def _add_dsn(parser: argparse.ArgumentParser) -> None:
@@ -19,10 +19,11 @@ def _add_dsn(parser: argparse.ArgumentParser) -> None:
                         "Postgres under AGENTSAGA_DATA_DIR)")
 
 
-def open_log_from(args: argparse.Namespace, *, migrate: bool = True) -> SagaLog:
+def open_log_from(args: argparse.Namespace, *, migrate: bool = True,
+                  hooks: StoreHooks | None = None) -> SagaLog:
     settings = Settings.from_env()
     dsn = args.dsn or settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
-    return SagaLog(dsn, min_size=1, max_size=2).open(migrate=migrate)
+    return SagaLog(dsn, min_size=1, max_size=2, hooks=hooks).open(migrate=migrate)
 
 
 def configure_migrate(parser: argparse.ArgumentParser) -> None:
@@ -71,16 +72,15 @@ def _step_json(step: Step) -> dict[str, object]:
         "audience", "args", "result", "compensation", "comp_status", "error")}
 
 
-def format_pivot(record: dict[str, object]) -> str:
+def format_pivot(record: PivotRecord) -> str:
     """The staged plan as an approver reads it."""
-    lines = [f"pivot: {record.get('state')}  planHash={record.get('planHash')}"]
-    commit = record.get("commit")
-    for item in commit if isinstance(commit, list) else []:
+    lines = [f"pivot: {record.state}  planHash={record.plan_hash}"]
+    for item in record.commit:
         lines.append(f"  commit {item['tool']}({json.dumps(item['args'])})  class={item['class']}"
                      f"  audience={','.join(item['audience'])}")
-    if record.get("decision"):
-        lines.append(f"  decided {record['decision']} by {record.get('decidedBy')} at "
-                     f"{record.get('decidedAt')}: {record.get('reason') or '-'}")
+    if record.decision:
+        lines.append(f"  decided {record.decision} by {record.decided_by} at "
+                     f"{record.decided_at}: {record.reason or '-'}")
     return "\n".join(lines)
 
 
@@ -116,9 +116,9 @@ def run_approve(args: argparse.Namespace) -> int:
                                        args.approver, args.reason)
     finally:
         saga_log.close()
-    print(f"run {args.run}: plan {record['planHash']} {record['decision']} by "
-          f"{record['decidedBy']} at {record['decidedAt']}")
-    if record["decision"] == "Rejected":
+    print(f"run {args.run}: plan {record.plan_hash} {record.decision} by "
+          f"{record.decided_by} at {record.decided_at}")
+    if record.decision == "Rejected":
         print(f"the run will not commit; unwind it with `agentsaga unwind --run {args.run}`")
     return 0
 
@@ -139,7 +139,7 @@ def configure_corrections(parser: argparse.ArgumentParser) -> None:
 
 def run_corrections(args: argparse.Namespace) -> int:
     """List a run's corrections (internal first), decide one, or send the approved ones."""
-    saga_log = open_log_from(args)
+    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
     try:
         step = args.approve if args.approve is not None else args.dismiss
         if step is not None:
@@ -155,7 +155,7 @@ def run_corrections(args: argparse.Namespace) -> int:
                 unsent += not result["sent"]
                 print(f"step {result['step_idx']} {result['tool']}: "
                       + ("sent" if result["sent"] else f"not sent: {result['why']}"))
-        for item in corrections.for_run(saga_log, args.run):
+        for item in saga_log.corrections(args.run):
             print(f"step {item.step_idx:>3}  {item.tool:<24} {item.state:<9} rank={item.rank:<3} "
                   f"audience={','.join(item.audience)}")
     finally:

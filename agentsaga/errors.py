@@ -12,21 +12,43 @@
     │   ├── RunEnded               the run has ended; no more calls
     │   ├── RunNotFound            no such run (BeginRun first)
     │   ├── CompensationUnavailable  R6: the compensation cannot be built for these arguments
-    │   ├── PermissionDenied     the run is bound to another pod; this sidecar may not serve it
-    │   └── RateLimited          the run exceeds its calls per second (AGENTSAGA_MAX_CALLS_PER_S)
-    ├── DatabaseUnavailable        the saga log's Postgres cannot be reached
-    ├── PivotError                 a stale or misplaced approval, a plan that cannot be staged
+    │   ├── PermissionDenied       the run is bound to another pod; this sidecar may not serve it
+    │   └── RateLimited            the run exceeds its calls per second (AGENTSAGA_MAX_CALLS_PER_S)
+    ├── LogUnavailable             the saga log's Postgres went away during an operation
+    │   └── DatabaseUnavailable    ... or could not be reached at start
+    ├── DecisionError              a human decision that cannot be honoured; nothing recorded
+    │   ├── PivotError             a stale or misplaced pivot approval, a plan not stageable
+    │   └── CorrectionError        a decision on a correction that is not Proposed
     ├── Fenced                     R12: another owner adopted the run; this writer is stale
-    └── ConfigurationError         bad settings or tool configuration
+    ├── ConfigurationError         bad settings or tool configuration
+    └── ToolCallError              (agentsaga.client) a tool call that did not confirm
 
-The gRPC layer translates these once, at the edge (`agentsaga.sidecar.server`).
+Each class declares what a front end answers with (`error_code`, an `ErrorCode`); the gRPC
+adapter (`agentsaga.sidecar.grpc_adapter`) maps each code to a gRPC status in one table.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import ClassVar
+
+
+class ErrorCode(StrEnum):
+    """What kind of refusal an error is, for every front end (gRPC, MCP)."""
+
+    NOT_FOUND = "not_found"
+    INVALID_ARGUMENT = "invalid_argument"
+    FAILED_PRECONDITION = "failed_precondition"
+    PERMISSION_DENIED = "permission_denied"
+    RESOURCE_EXHAUSTED = "resource_exhausted"
+    TAKEN_OVER = "taken_over"
+    UNAVAILABLE = "unavailable"
+
 
 class SagaError(Exception):
     """Root of every error agentsaga raises on purpose."""
+
+    error_code: ClassVar[ErrorCode] = ErrorCode.FAILED_PRECONDITION
 
 
 class RegistrationError(SagaError):
@@ -54,15 +76,15 @@ class RequestError(SagaError):
 
 
 class UnknownTool(RequestError):
-    pass
+    error_code = ErrorCode.NOT_FOUND
 
 
 class InvalidArguments(RequestError):
-    pass
+    error_code = ErrorCode.INVALID_ARGUMENT
 
 
 class InvalidRunId(RequestError):
-    pass
+    error_code = ErrorCode.INVALID_ARGUMENT
 
 
 class RunEnded(RequestError):
@@ -80,18 +102,33 @@ class CompensationUnavailable(RequestError):
 class PermissionDenied(RequestError):
     """The run is bound to another pod, and this sidecar neither began nor adopted it."""
 
+    error_code = ErrorCode.PERMISSION_DENIED
+
 
 class RateLimited(RequestError):
     """The run made more calls per second than the sidecar allows; nothing was written."""
 
+    error_code = ErrorCode.RESOURCE_EXHAUSTED
 
-class PivotError(SagaError):
+
+class DecisionError(SagaError):
+    """A human decision (on the pivot or a correction) that cannot be honoured: a stale plan
+    hash, a decision already taken, no approver. Nothing was recorded."""
+
+
+class PivotError(DecisionError):
     """A pivot request (stage, approve, reject) that cannot be honoured: a stale plan hash, a
     run not awaiting approval, an unresolved step. Nothing was recorded."""
 
 
+class CorrectionError(DecisionError):
+    """A decision on a correction that is not (or no longer) Proposed. Nothing was recorded."""
+
+
 class Fenced(SagaError):
     """R12: the run was adopted by a newer owner (epoch); this writer may no longer write."""
+
+    error_code = ErrorCode.TAKEN_OVER
 
     def __init__(self, run_id: str, held: int, current: int) -> None:
         super().__init__(
@@ -104,15 +141,32 @@ class Fenced(SagaError):
         self.current = current
 
 
-class DatabaseUnavailable(SagaError):
-    """The saga log's Postgres cannot be reached: no call is made without it (R2)."""
+def _first_line(cause: Exception) -> str:
+    text = str(cause).strip()
+    return text.splitlines()[0] if text else type(cause).__name__
+
+
+class LogUnavailable(SagaError):
+    """The saga log's Postgres went away during an operation (R2: no call without it)."""
+
+    error_code = ErrorCode.UNAVAILABLE
+
+    def __init__(self, where: str, cause: Exception, *, message: str | None = None) -> None:
+        super().__init__(message or (
+            f"the saga log's Postgres at {where} is unreachable ({_first_line(cause)}); "
+            "nothing was called. Call again once it is back."))
+        self.where = where
+
+
+class DatabaseUnavailable(LogUnavailable):
+    """The saga log's Postgres cannot be reached at start: no call is made without it (R2)."""
 
     def __init__(self, where: str, waited: float, cause: Exception) -> None:
-        reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-        super().__init__(
-            f"cannot reach the saga log's Postgres at {where} after {waited:g}s ({reason}). "
-            "Check AGENTSAGA_DSN (or --dsn) and that the server accepts connections; nothing "
-            "was called.")
+        super().__init__(where, cause, message=(
+            f"cannot reach the saga log's Postgres at {where} after {waited:g}s "
+            f"({_first_line(cause)}). Check AGENTSAGA_DSN (or --dsn) and that the server "
+            "accepts connections; nothing was called."))
+        self.waited = waited
 
 
 class ConfigurationError(SagaError):

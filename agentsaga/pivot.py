@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from agentsaga import telemetry
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
-from agentsaga.log import Run, SagaLog, Step
 from agentsaga.redact import redact_text
 from agentsaga.registry import JSON, Registry, ToolSpec
+from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
+from agentsaga.store import PivotRecord, Run, SagaLog, Step
 
-PivotState = Literal["AwaitingApproval", "Approved", "Rejected"]
 Policy = Literal["refuse", "count"]
 
 
@@ -51,22 +51,22 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy,
           taken: Callable[[], set[int]] = set) -> Admission:
     """May this side-effecting call run now? Pure tools never come here. `taken`: the approved
     commit steps that a live row of the run carries out already (read only after the pivot)."""
-    pivot = run.pivot or {}
-    state = pivot.get("state")
-    if state == "AwaitingApproval":
-        return Admission(False, f"the run is waiting for approval of plan {pivot.get('planHash')}; "
+    pivot = run.pivot
+    state = None if pivot is None else pivot.state
+    if pivot is not None and state == PivotState.AWAITING_APPROVAL:
+        return Admission(False, f"the run is waiting for approval of plan {pivot.plan_hash}; "
                                 "no side effects until a human decides")
-    if state == "Approved":
+    if pivot is not None and state == PivotState.APPROVED:
         used = taken()
         # the stored plan is what the approver saw: card numbers masked (agentsaga.redact)
         seen = redact_text(canonical(args))
-        for index, step in enumerate(pivot.get("commit", [])):
+        for index, step in enumerate(pivot.commit):
             if (index not in used and step.get("tool") == spec.name
                     and canonical(step.get("args", {})) == seen):
                 return Admission(True, after_pivot=True, commit_index=index)
         return Admission(False, f"{spec.name} with these arguments is not in the approved plan "
-                                f"{pivot.get('planHash')}; a changed plan needs a new approval")
-    if state == "Rejected":
+                                f"{pivot.plan_hash}; a changed plan needs a new approval")
+    if state == PivotState.REJECTED:
         return Admission(False, "the plan was rejected; the run is being unwound")
     if spec.commit_step:
         return Admission(False, f"{spec.name} is a commit step: stage it in the plan and call it "
@@ -109,72 +109,70 @@ def commit_steps(plan: list[JSON], registry: Registry) -> list[JSON]:
     return checked
 
 
-@telemetry.pivot_stage_traced
 def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
-          plan: list[JSON]) -> JSON:
-    """R10: stage the whole plan for one human approval; returns the pivot record."""
-    run = saga_log.require_run(run_id)
-    if not run.open:
-        raise RunEnded(f"run {run_id!r} has ended ({run.state}); it has no pivot to reach")
-    current = run.pivot or {}
-    if current.get("state") in ("Approved", "Rejected"):
-        raise PivotError(f"run {run_id!r} already passed its pivot ({current['state']}); a run "
-                         "has a single pivot")
-    steps = saga_log.steps(run_id)
-    unresolved = [s for s in steps if not s.settled]
-    if unresolved:
-        raise PivotError(f"step {unresolved[-1].step_idx} ({unresolved[-1].tool}) has an unknown "
-                         "outcome; resolve it before staging the plan")
-    commit = commit_steps(plan, registry)
-    done = staged_steps(steps)
-    record: JSON = {
-        "state": "AwaitingApproval",
-        "planHash": plan_hash(done, commit),
-        "stagedAt": _now(),
-        "staged": done,
-        "commit": commit,
-        "irreversibleBeforePivot": run.irreversible_before_pivot,
-    }
-    stored = saga_log.update_run(run_id, epoch, pivot=record, state="awaiting_approval")
-    return stored.pivot or record  # as stored, and as the approver sees it (card numbers masked)
+          plan: list[JSON]) -> PivotRecord:
+    """R10: stage the whole plan for one human approval; returns the pivot record as stored
+    (and as the approver sees it: card numbers masked)."""
+    with telemetry.pivot_stage_span(run_id) as span:
+        run = saga_log.require_owner(run_id, epoch)
+        if not run.open:
+            raise RunEnded(f"run {run_id!r} has ended ({run.state}); it has no pivot to reach")
+        if run.pivot is not None and run.pivot.decided:
+            raise PivotError(f"run {run_id!r} already passed its pivot ({run.pivot.state}); a "
+                             "run has a single pivot")
+        steps = saga_log.steps(run_id)
+        unresolved = [s for s in steps if not s.settled]
+        if unresolved:
+            raise PivotError(f"step {unresolved[-1].step_idx} ({unresolved[-1].tool}) has an "
+                             "unknown outcome; resolve it before staging the plan")
+        commit = commit_steps(plan, registry)
+        done = staged_steps(steps)
+        record = PivotRecord(state=PivotState.AWAITING_APPROVAL,
+                             plan_hash=plan_hash(done, commit), staged_at=_now(), staged=done,
+                             commit=commit,
+                             irreversible_before_pivot=run.irreversible_before_pivot)
+        stored = saga_log.update_run(run_id, epoch, pivot=record,
+                                     state=RunState.AWAITING_APPROVAL).pivot or record
+        span.staged(stored)
+        return stored
 
 
-@telemetry.pivot_decision_traced
 def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: str,
-                    approver: str, reason: str = "") -> JSON:
+                    approver: str, reason: str = "") -> PivotRecord:
     """Record a human decision on the staged plan, once, if the hash is the staged one.
 
     The same validation serves `kubectl patch` (through the operator) and `agentsaga approve`.
     """
-    if decision not in ("Approved", "Rejected"):
-        raise PivotError(f"decision {decision!r}: use Approved or Rejected")
-    if not approver:
-        raise PivotError("the approval names no approver")
-    run = saga_log.require_run(run_id)
-    current = run.pivot or {}
-    if current.get("state") != "AwaitingApproval":
-        state = current.get("state") or "no staged plan"
-        raise PivotError(f"run {run_id!r} is not awaiting approval ({state})")
-    if current.get("planHash") != plan_hash_:
-        raise PivotError(
-            f"stale approval: plan hash {plan_hash_!r} is not the staged plan "
-            f"{current.get('planHash')!r}; review the staged plan and approve its hash")
-    decided = {**current, "state": decision, "decision": decision, "decidedBy": approver,
-               "decidedAt": _now(), "reason": reason}
-    if not saga_log.decide_pivot(run_id, plan_hash_, decided,
-                                 "committing" if decision == "Approved" else "unwinding"):
-        raise PivotError(f"run {run_id!r}: the plan changed or was decided meanwhile; "
-                         "nothing was recorded")
-    return decided
+    with telemetry.pivot_decision_span(saga_log, run_id, plan_hash_) as span:
+        if decision not in (PivotState.APPROVED, PivotState.REJECTED):
+            raise PivotError(f"decision {decision!r}: use Approved or Rejected")
+        if not approver:
+            raise PivotError("the approval names no approver")
+        current = saga_log.require_run(run_id).pivot
+        if current is None or current.state != PivotState.AWAITING_APPROVAL:
+            state = "no staged plan" if current is None else current.state
+            raise PivotError(f"run {run_id!r} is not awaiting approval ({state})")
+        if current.plan_hash != plan_hash_:
+            raise PivotError(
+                f"stale approval: plan hash {plan_hash_!r} is not the staged plan "
+                f"{current.plan_hash!r}; review the staged plan and approve its hash")
+        verdict = PivotState(decision)
+        decided = current.deciding(verdict, approver, _now(), reason)
+        if not saga_log.decide_pivot(run_id, decided, RUN_STATE_AFTER_DECISION[verdict]):
+            raise PivotError(f"run {run_id!r}: the plan changed or was decided meanwhile; "
+                             "nothing was recorded")
+        span.decided(decided)
+        return decided
 
 
 def await_decision(saga_log: SagaLog, run_id: str, timeout: float, *,
-                   poll: float = 0.2) -> JSON:
-    """Block until the staged plan is decided or `timeout` passes; returns the pivot record."""
+                   poll: float = 0.2) -> PivotRecord | None:
+    """Block until the staged plan is decided or `timeout` passes; returns the pivot record
+    (None when the run has staged none)."""
     deadline = time.monotonic() + timeout
     while True:
-        record = saga_log.require_run(run_id).pivot or {}
-        if record.get("state") in ("Approved", "Rejected") or time.monotonic() >= deadline:
+        record = saga_log.require_run(run_id).pivot
+        if (record is not None and record.decided) or time.monotonic() >= deadline:
             return record
         time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
 

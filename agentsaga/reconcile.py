@@ -1,8 +1,16 @@
 """Reconcile (R7): before any retry and any compensation, ask the real system by key.
 
-An empty lookup is re-checked once after a pause (search indexes lag); still empty means
-NOT_EXECUTED. A lookup that fails, or a tool that cannot be looked up, leaves the row UNKNOWN:
-only a human can settle it then.
+The one implementation, used by dispatch (one row before a retry), the sidecar's Reconcile and
+Unwind, the Jobs and the benchmark (many rows of many runs):
+
+    rows of tools with a lookup ...... looked up by key, `batch` keys per call of a tool's
+                                       `lookup_many` (else one `lookup` per key)
+    every empty answer ............... re-checked once, all together, after a single pause
+                                       (search indexes lag); still empty -> NOT_EXECUTED
+    found (either time) .............. CONFIRMED, with the effect's id and result
+    a lookup that fails .............. UNKNOWN, with why (only a human settles it then)
+    a tool with no lookup ............ UNKNOWN: a human settles it
+    a row another writer settled ..... reported as it now is
 """
 
 from __future__ import annotations
@@ -14,136 +22,161 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentsaga import crashpoints, telemetry
-from agentsaga.errors import UnknownTool
-from agentsaga.log import SagaLog, Step
 from agentsaga.registry import Effect, Registry, ToolSpec, as_effect
+from agentsaga.states import StepStatus
+from agentsaga.store import SagaLog, Step
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Finding = Literal["found", "found_on_recheck", "not_found", "lookup_failed", "no_lookup",
                   "already_settled"]
+Answer = Effect | str | None
+"""What a lookup said about one key: the effect, None (not found), or why it failed."""
 
 
 @dataclass(frozen=True)
 class Reconciled:
     step: Step
+    """The row as reconcile left it."""
     finding: Finding
     detail: str = ""
+    was: StepStatus | None = None
+    """The row's status before."""
 
 
 @dataclass
 class Reconciler:
-    log: SagaLog
+    saga_log: SagaLog
     registry: Registry
     recheck_pause_s: float = 2.0
     sleep: Callable[[float], None] = field(default=time.sleep)
+    batch: int = 100
 
-    @telemetry.reconcile_traced
     def settle(self, step: Step, epoch: int) -> Reconciled:
-        """Settle one INTENDED/UNKNOWN row by key: CONFIRMED, NOT_EXECUTED, or left UNKNOWN."""
-        if step.settled:
-            return Reconciled(step, "already_settled")
-        extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
-        try:
-            spec = self.registry.get(step.tool)
-        except UnknownTool:
-            return self._unknown(step, epoch, "no_lookup",
-                                 f"tool {step.tool!r} is not registered in this process")
-        if spec.lookup is None:
-            return self._unknown(step, epoch, "no_lookup",
-                                 f"tool {step.tool!r} declares no lookup; a human must settle it")
-        try:
-            found = as_effect(spec.lookup(step.idempotency_key))
-            finding: Finding = "found"
-            if found is None:
-                log.info("lookup empty, re-checking after %.1fs", self.recheck_pause_s, extra=extra)
-                self.sleep(self.recheck_pause_s)
-                found = as_effect(spec.lookup(step.idempotency_key))
-                finding = "found_on_recheck"
-        except Exception as exc:  # any failure of the lookup leaves the outcome unknown
-            log.warning("lookup failed: %s", exc, extra=extra)
-            return self._unknown(step, epoch, "lookup_failed", f"lookup failed: {exc}")
-        if found is None:
-            return self._settle(step, epoch, None, "not_found")
-        crashpoints.reach("during_reconcile")  # found by key, the outcome not yet written
-        return self._settle(step, epoch, found, finding)
+        """One INTENDED/UNKNOWN row, before a retry of its step (dispatch)."""
+        with telemetry.reconcile_span(step=step) as span:
+            [out] = self._settle_all([step], lambda _: epoch, lookup_spans=False)
+            span.found(out)
+            return out
 
-    @telemetry.reconcile_traced
-    def settle_many(self, steps: Sequence[Step], epoch: int | Mapping[str, int], *,
-                    batch: int = 100) -> list[Reconciled]:
-        """R7 for many rows at once (reconcile at scale), in the order of `steps`.
-
-        Rows of a tool with `lookup_many` are looked up `batch` keys per call (the connector packs
-        them into as few queries as its API allows, e.g. 10 OR clauses per Stripe search); every
-        empty one is re-checked once, together, after a single pause. Other rows go through
-        `settle`. `epoch` is the writer's epoch, or a map run id -> epoch for many runs (R12).
-        """
+    def settle_many(self, steps: Sequence[Step],
+                    epoch: int | Mapping[str, int]) -> list[Reconciled]:
+        """Many rows, in the order of `steps`; `epoch` is the writer's epoch, or one per run
+        id for rows of many runs (R12)."""
         def epoch_of(step: Step) -> int:
             return epoch if isinstance(epoch, int) else epoch[step.run_id]
 
+        with telemetry.reconcile_span(keys=len(steps)):
+            return self._settle_all(steps, epoch_of, lookup_spans=True)
+
+    def settle_run(self, run_id: str, epoch: int) -> list[Reconciled]:
+        """Every INTENDED/UNKNOWN row of one run (R11: read from the log)."""
+        with telemetry.reconcile_span(run_id=run_id):
+            rows = [s for s in self.saga_log.steps(run_id) if not s.settled]
+            return self._settle_all(rows, lambda _: epoch, lookup_spans=True)
+
+    # -- the one implementation ----------------------------------------------------------------
+
+    def _settle_all(self, steps: Sequence[Step], epoch_of: Callable[[Step], int], *,
+                    lookup_spans: bool) -> list[Reconciled]:
         done: dict[tuple[str, int], Reconciled] = {}
-        batched: dict[str, list[Step]] = {}
+        lookable: list[tuple[Step, ToolSpec]] = []
         for step in steps:
             spec = self.registry.get(step.tool) if step.tool in self.registry else None
-            if step.settled or spec is None or spec.lookup is None or spec.lookup_many is None:
-                done[(step.run_id, step.step_idx)] = self.settle(step, epoch_of(step))
+            if step.settled:
+                done[_id(step)] = Reconciled(step, "already_settled", was=step.status)
+            elif spec is None:
+                done[_id(step)] = self._unknown(
+                    step, epoch_of(step), "no_lookup",
+                    f"tool {step.tool!r} is not registered in this process")
+            elif spec.lookup is None:
+                done[_id(step)] = self._unknown(
+                    step, epoch_of(step), "no_lookup",
+                    f"tool {step.tool!r} declares no lookup; a human must settle it")
             else:
-                batched.setdefault(step.tool, []).append(step)
-        empty: dict[str, list[Step]] = {}
-        for tool, group in batched.items():
-            for step, found in self._lookup_chunks(self.registry.get(tool), group, batch):
-                if isinstance(found, Effect):
-                    done[(step.run_id, step.step_idx)] = self._settle(
-                        step, epoch_of(step), found, "found")
-                elif found is None:
-                    empty.setdefault(tool, []).append(step)
-                else:
-                    done[(step.run_id, step.step_idx)] = self._unknown(
-                        step, epoch_of(step), "lookup_failed", found)
-        if empty:
-            log.info("%d lookups empty, re-checking after %.1fs",
-                     sum(map(len, empty.values())), self.recheck_pause_s)
+                lookable.append((step, spec))
+        first = self._round(lookable, 1, lookup_spans)
+        empty = [(s, spec) for s, spec in lookable if first[s.idempotency_key] is None]
+        second: dict[str, Answer] = {}
+        if empty:  # search indexes lag: one re-check of every empty answer, after one pause
+            logger.info("%d lookups empty, re-checking after %.1fs", len(empty),
+                        self.recheck_pause_s)
             self.sleep(self.recheck_pause_s)
-        for tool, group in empty.items():
-            for step, found in self._lookup_chunks(self.registry.get(tool), group, batch):
-                if isinstance(found, Effect):
-                    outcome = self._settle(step, epoch_of(step), found, "found_on_recheck")
-                elif found is None:
-                    outcome = self._settle(step, epoch_of(step), None, "not_found")
-                else:
-                    outcome = self._unknown(step, epoch_of(step), "lookup_failed", found)
-                done[(step.run_id, step.step_idx)] = outcome
-        return [done[(s.run_id, s.step_idx)] for s in steps]
+            second = self._round(empty, 2, lookup_spans)
+        for step, _ in lookable:
+            answer = first[step.idempotency_key]
+            finding: Finding = "found"
+            if answer is None:
+                answer, finding = second[step.idempotency_key], "found_on_recheck"
+            epoch = epoch_of(step)
+            if isinstance(answer, Effect):
+                crashpoints.reach("during_reconcile")  # found by key, the outcome not written
+                done[_id(step)] = self._settle(step, epoch, answer, finding)
+            elif answer is None:
+                done[_id(step)] = self._settle(step, epoch, None, "not_found")
+            else:
+                done[_id(step)] = self._unknown(step, epoch, "lookup_failed", answer)
+        return [done[_id(s)] for s in steps]
 
-    def _lookup_chunks(self, spec: ToolSpec, steps: list[Step],
-                       batch: int) -> list[tuple[Step, Effect | str | None]]:
-        """Each step with its effect, None (not found) or why the lookup failed."""
-        assert spec.lookup_many is not None
-        out: list[tuple[Step, Effect | str | None]] = []
-        for start in range(0, len(steps), batch):
-            chunk = steps[start:start + batch]
-            try:
-                found = spec.lookup_many([s.idempotency_key for s in chunk])
-                out += [(s, as_effect(found.get(s.idempotency_key))) for s in chunk]
-            except Exception as exc:  # any failure of the lookup leaves the outcomes unknown
-                log.warning("batched lookup of %d keys failed: %s", len(chunk), exc)
-                out += [(s, f"lookup failed: {exc}") for s in chunk]
-        return out
+    def _round(self, steps: list[tuple[Step, ToolSpec]], attempt: int,
+               traced: bool) -> dict[str, Answer]:
+        """One round of lookups: each key's effect, None, or why its lookup failed."""
+        if not steps:
+            return {}
+        if not traced:
+            return self._lookups(steps)
+        with telemetry.lookup_span(len(steps), attempt) as span:
+            answers = self._lookups(steps)
+            span.found(sum(isinstance(a, Effect) for a in answers.values()))
+            return answers
 
-    def _settle(self, step: Step, epoch: int, found: Effect | None, finding: Finding) -> Reconciled:
+    def _lookups(self, steps: list[tuple[Step, ToolSpec]]) -> dict[str, Answer]:
+        answers: dict[str, Answer] = {}
+        by_tool: dict[str, tuple[ToolSpec, list[str]]] = {}
+        for step, spec in steps:
+            by_tool.setdefault(spec.name, (spec, []))[1].append(step.idempotency_key)
+        for spec, keys in by_tool.values():
+            for start in range(0, len(keys), self.batch):
+                chunk = keys[start:start + self.batch]
+                try:
+                    answers.update(_look_up(spec, chunk))
+                except Exception as exc:  # a lookup that fails leaves its rows UNKNOWN (R7)
+                    logger.warning("lookup of %d %s keys failed: %s", len(chunk), spec.name, exc)
+                    answers.update(dict.fromkeys(
+                        chunk, f"lookup failed: {type(exc).__name__}: {exc}"))
+        return answers
+
+    def _settle(self, step: Step, epoch: int, found: Effect | None,
+                finding: Finding) -> Reconciled:
         if found is None:
-            updated = self.log.record_outcome(step.run_id, epoch, step.step_idx, "NOT_EXECUTED",
-                                              error="not found by key after re-check")
+            updated = self.saga_log.record_outcome(
+                step.run_id, epoch, step.step_idx, StepStatus.NOT_EXECUTED,
+                error="not found by key after re-check")
         else:
-            updated = self.log.record_outcome(step.run_id, epoch, step.step_idx, "CONFIRMED",
-                                              result=found.result, external_ref=found.ref)
+            updated = self.saga_log.record_outcome(
+                step.run_id, epoch, step.step_idx, StepStatus.CONFIRMED, result=found.result,
+                external_ref=found.ref)
         if updated is None:  # another writer settled it meanwhile: report what it decided
-            current = self.log.step(step.run_id, step.step_idx)
-            assert current is not None
-            return Reconciled(current, "already_settled")
-        return Reconciled(updated, finding)
+            current = self.saga_log.step(step.run_id, step.step_idx)
+            return Reconciled(current or step, "already_settled", was=step.status)
+        return Reconciled(updated, finding, was=step.status)
 
     def _unknown(self, step: Step, epoch: int, finding: Finding, detail: str) -> Reconciled:
-        updated = self.log.record_outcome(step.run_id, epoch, step.step_idx, "UNKNOWN",
-                                          error=detail)
-        return Reconciled(updated or step, finding, detail)
+        updated = self.saga_log.record_outcome(step.run_id, epoch, step.step_idx,
+                                               StepStatus.UNKNOWN, error=detail)
+        return Reconciled(updated or step, finding, detail, was=step.status)
+
+
+def _id(step: Step) -> tuple[str, int]:
+    return step.run_id, step.step_idx
+
+
+def _look_up(spec: ToolSpec, keys: list[str]) -> dict[str, Answer]:
+    """Each key's effect or None, through the tool's batched lookup when it has one."""
+    if spec.lookup_many is not None:
+        found = spec.lookup_many(keys)
+        return {key: as_effect(found.get(key)) for key in keys}
+    lookup = spec.lookup
+    if lookup is None:
+        return dict.fromkeys(keys, f"tool {spec.name!r} declares no lookup")
+    return {key: as_effect(lookup(key)) for key in keys}

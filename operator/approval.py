@@ -51,9 +51,10 @@ def _record(ctx: Context, run: Obj, approval: Obj) -> tuple[str, str] | None:
                               approval.get("reason", ""))
     except PivotError as exc:
         # Recorded already (the operator stopped before it wrote the status)? Then go on.
-        record = (ctx.saga_log.require_run(run_id(run)).pivot or {})
-        if (record.get("planHash"), record.get("decision"), record.get("decidedBy")) != (
-                approval["planHash"], approval["decision"], approval["approver"]):
+        record = ctx.saga_log.require_run(run_id(run)).pivot
+        recorded = (None, None, None) if record is None else (
+            record.plan_hash, record.decision, record.decided_by)
+        if recorded != (approval["planHash"], approval["decision"], approval["approver"]):
             return "StaleApproval", str(exc)
     return None
 

@@ -8,7 +8,7 @@ from typing import Any
 from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.kube import KubeApi
 
-from agentsaga.log import SagaLog
+from agentsaga.store import SagaLog
 
 
 @dataclass(frozen=True)

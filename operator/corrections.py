@@ -21,7 +21,7 @@ from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
 
 from agentsaga import corrections
-from agentsaga.errors import PivotError
+from agentsaga.errors import CorrectionError
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def decide(ctx: Context, namespace: str, name: str, step: str, approval: Obj) ->
                 ctx.saga_log, run_id(run), int(step), str(approval.get("decision")),
                 str(approval.get("approver") or ""), str(approval.get("reason") or ""))
             refused, state = None, decided.state
-        except PivotError as exc:
+        except CorrectionError as exc:
             refused, state = str(exc), None
 
     def mutate(current: Obj) -> Obj | None:

@@ -21,7 +21,7 @@ from agentsaga.operator.kube import KubeApi, api_client
 
 from agentsaga import telemetry
 from agentsaga.errors import ConfigurationError
-from agentsaga.log import SagaLog
+from agentsaga.store import SagaLog
 
 log = logging.getLogger(__name__)
 

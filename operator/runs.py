@@ -32,9 +32,11 @@ from agentsaga.operator.status import (
     with_condition,
 )
 
+from agentsaga.states import DECIDED, ENDED_PHASE, RunPhase, RunState
+from agentsaga.store import PivotRecord
+
 log = logging.getLogger(__name__)
 
-_ENDED = {"succeeded": "Succeeded", "failed": "Failed", "unwound": "Unwound"}
 _STAGED_KEYS = ("step", "tool", "class", "audience", "externalRef", "args")
 
 
@@ -100,24 +102,25 @@ def reflect(run: Obj, facts: saga.RunFacts | None) -> Obj | None:
         pivot = pivot_status(db.pivot)
         known = status.get("pivot") or {}
         if pivot and (known.get("planHash"), known.get("state")) != (
-                pivot.get("planHash"), pivot.get("state")) and known.get("state") not in (
-                "Approved", "Rejected"):
+                pivot.get("planHash"), pivot.get("state")) and known.get("state") not in DECIDED:
             patch["pivot"] = pivot
         live = current in LIVE_PHASES or not current
-        if live and db.state == "awaiting_approval" and current != "AwaitingApproval":
-            patch["phase"] = "AwaitingApproval"
-        elif live and db.state in _ENDED and current not in FINAL_PHASES:
-            patch["phase"] = _ENDED[db.state]
+        if (live and db.state == RunState.AWAITING_APPROVAL
+                and current != RunPhase.AWAITING_APPROVAL):
+            patch["phase"] = str(RunPhase.AWAITING_APPROVAL)
+        elif live and db.state in ENDED_PHASE and current not in FINAL_PHASES:
+            patch["phase"] = str(ENDED_PHASE[db.state])
             patch["message"] = f"the run ended in the saga log ({db.state})"
     if status.get("observedGeneration") != generation(run):
         patch["observedGeneration"] = generation(run)
     return patch or None
 
 
-def pivot_status(record: dict[str, Any] | None) -> Obj | None:
+def pivot_status(pivot: PivotRecord | None) -> Obj | None:
     """The saga log's pivot record (agentsaga.pivot) in the CRD's status.pivot shape."""
-    if not record or not record.get("planHash"):
+    if pivot is None or not pivot.plan_hash:
         return None
+    record = pivot.to_json()
     out: Obj = {k: record[k] for k in ("state", "planHash", "stagedAt", "decision",
                                         "decidedBy", "decidedAt", "reason") if record.get(k)}
     out["steps"] = [{k: s[k] for k in _STAGED_KEYS if k in s}

@@ -8,12 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsaga.log import Run, SagaLog, Step
-
-_COUNT_FIELDS = {
-    "INTENDED": "intended", "CONFIRMED": "confirmed", "FAILED": "failed", "UNKNOWN": "unknown",
-    "NOT_EXECUTED": "notExecuted", "COMPENSATED": "compensated",
-}
+from agentsaga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
+from agentsaga.store import Correction, Run, SagaLog, Step
 
 
 @dataclass(frozen=True)
@@ -24,9 +20,9 @@ class RunFacts:
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {"total": len(self.steps), **{name: 0 for name in _COUNT_FIELDS.values()}}
+        out = {"total": len(self.steps), **{name: 0 for name in STEP_COUNT_FIELD.values()}}
         for step in self.steps:
-            out[_COUNT_FIELDS[step.status]] += 1
+            out[STEP_COUNT_FIELD[step.status]] += 1
         return out
 
     @property
@@ -34,7 +30,7 @@ class RunFacts:
         """Rows whose effect in the world is not known yet: INTENDED or UNKNOWN, or a
         compensation that was intended but has no recorded outcome."""
         return [s for s in self.steps
-                if s.status in ("INTENDED", "UNKNOWN") or s.comp_status == "INTENDED"]
+                if s.status in UNSETTLED or s.comp_status == CompensationStatus.INTENDED]
 
     @property
     def finished(self) -> bool:
@@ -46,26 +42,23 @@ def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
     if run is None:
         return RunFacts(None)
     steps = saga_log.steps(run_id)
-    with saga_log.pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT step_idx, tool, audience, correction, state, approver, decided_at"
-            " FROM corrections"
-            " WHERE run_id = %s AND state IN ('Proposed', 'Approved', 'Sending')"
-            " ORDER BY rank, step_idx",
-            (run_id,),
-        ).fetchall()
-    corrections = {
-        str(r["step_idx"]): {
-            "tool": r["tool"], "audience": list(r["audience"]), "state": r["state"],
-            **({"template": str(r["correction"].get("template", ""))}
-               if isinstance(r["correction"], dict) and r["correction"].get("template") else {}),
-            **({"decidedBy": r["approver"],
-                "decidedAt": r["decided_at"].strftime("%Y-%m-%dT%H:%M:%SZ")}
-               if r["approver"] and r["decided_at"] else {}),
-        }
-        for r in rows
-    }
+    pending = sorted(saga_log.corrections(run_id, pending_only=True),
+                     key=lambda c: (c.rank, c.step_idx))
+    corrections = {str(c.step_idx): _shown(c) for c in pending}
     return RunFacts(run, steps, corrections)
+
+
+def _shown(correction: Correction) -> dict[str, Any]:
+    """A correction as the AgentRun's `status.corrections` shows it."""
+    body = correction.correction
+    out: dict[str, Any] = {"tool": correction.tool, "audience": list(correction.audience),
+                           "state": str(correction.state)}
+    if isinstance(body, dict) and body.get("template"):
+        out["template"] = str(body["template"])
+    if correction.approver and correction.decided_at:
+        out["decidedBy"] = correction.approver
+        out["decidedAt"] = correction.decided_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return out
 
 
 def describe_unsettled(steps: list[Step]) -> str:

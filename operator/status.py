@@ -6,13 +6,11 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from agentsaga.states import FINAL_PHASES as FINAL_PHASES  # the phases, for the handlers
+from agentsaga.states import JOB_PHASES as JOB_PHASES
+from agentsaga.states import LIVE_PHASES as LIVE_PHASES
 
-# Phases in which a pod (or nobody yet) drives the run; eviction of its pod orphans it.
-LIVE_PHASES = frozenset({"Pending", "Running", "AwaitingApproval", "Committing"})
-# Phases in which a Job drives the run.
-JOB_PHASES = frozenset({"Reconciling", "Unwinding"})
-FINAL_PHASES = frozenset({"Succeeded", "Failed", "Unwound"})
+Obj = dict[str, Any]
 
 
 def now() -> datetime.datetime:

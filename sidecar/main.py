@@ -4,24 +4,22 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import logging
 import os
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
-from agentsaga.sidecar.server import Extensions, SidecarServicer, serve
+from agentsaga.sidecar.server import SidecarServicer, serve
 
-from agentsaga import pivot, telemetry, unwind
-from agentsaga.dispatch import Dispatcher, RunPolicy
+from agentsaga import telemetry
+from agentsaga.dispatch import RunPolicy
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
-from agentsaga.log import SagaLog
 from agentsaga.postgres import embedded_dsn
+from agentsaga.service import OnBegin, SagaService
 from agentsaga.settings import Settings
-
-log = logging.getLogger(__name__)
+from agentsaga.store import SagaLog
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -69,48 +67,28 @@ def build_settings(args: argparse.Namespace) -> Settings:
 def open_log(settings: Settings) -> SagaLog:
     dsn = settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
     return SagaLog(dsn, min_size=settings.pool_min, max_size=settings.pool_max,
-                   async_outcomes=settings.outcome_commit == "async").open(
-                       timeout=settings.db_wait_s)
+                   async_outcomes=settings.outcome_commit == "async",
+                   hooks=telemetry.TelemetryHooks()).open(timeout=settings.db_wait_s)
 
 
-def build_servicer(saga_log: SagaLog, settings: Settings) -> SidecarServicer:
-    registry = load_tools(settings.tools)
-    dispatcher = Dispatcher(saga_log, registry, settings)
-    return SidecarServicer(dispatcher, extensions(dispatcher))
+def build_service(saga_log: SagaLog, settings: Settings) -> SagaService:
+    """The saga service of this sidecar: its tools, telemetry around it, and in a pod the
+    AgentRun binding of every run it begins (R12)."""
+    service = SagaService(saga_log, load_tools(settings.tools), settings,
+                          interceptors=[telemetry.TracingInterceptor()])
+    service.on_begin = agentrun_binding(service)
+    return service
 
 
-def extensions(dispatcher: Dispatcher) -> Extensions:
-    """The RPCs implemented by the rest of the product (reconcile, unwind, pivot)."""
-    saga_log, registry = dispatcher.log, dispatcher.registry
+def agentrun_binding(service: SagaService) -> OnBegin | None:
+    """In a pod: bind each begun run to its AgentRun, and take the run's pivot rules from
+    the AgentRun's spec. None outside a pod."""
+    if not service.settings.pod_name:
+        return None
+    from agentsaga.agentrun import begin_hook
 
-    def reach_pivot(run_id: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
-        with dispatcher.run_lock(run_id):
-            return pivot.stage(saga_log, registry, run_id, dispatcher.epoch(run_id), plan)
-
-    def await_decision(run_id: str, timeout: float) -> dict[str, Any]:
-        return pivot.await_decision(saga_log, run_id, timeout)
-
-    owner = dispatcher.settings.pod_name or "sidecar"
-    pause = dispatcher.settings.recheck_pause_s
-
-    def reconcile(run_id: str) -> tuple[dict[str, Any], bool]:
-        with dispatcher.run_lock(run_id):
-            return unwind.reconcile_run(saga_log, registry, run_id, owner,
-                                        recheck_pause_s=pause).pair()
-
-    def unwind_(run_id: str) -> tuple[dict[str, Any], bool]:
-        with dispatcher.run_lock(run_id):
-            return unwind.unwind_run(saga_log, registry, run_id, owner,
-                                     recheck_pause_s=pause).pair()
-
-    on_begin = None
-    if dispatcher.settings.pod_name:  # in a pod: bind runs to AgentRuns (R12)
-        from agentsaga.agentrun import begin_hook
-
-        on_begin = begin_hook(dispatcher.settings, dispatcher.epoch,
-                              lambda run_id, spec: dispatcher.set_policy(run_id, run_policy(spec)))
-    return Extensions(reach_pivot=reach_pivot, await_decision=await_decision,
-                      reconcile=reconcile, unwind=unwind_, on_begin=on_begin)
+    return begin_hook(service.settings, service.epoch,
+                      lambda run_id, spec: service.set_policy(run_id, run_policy(spec)))
 
 
 def run_policy(spec: dict[str, Any]) -> RunPolicy:
@@ -126,10 +104,10 @@ def run(args: argparse.Namespace) -> int:
     telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
     saga_log = open_log(settings)
     telemetry.observe_log(saga_log)
-    servicer = build_servicer(saga_log, settings)
-    serving = serve(servicer, settings.listen, workers=settings.workers)
+    service = build_service(saga_log, settings)
+    serving = serve(SidecarServicer(service), settings.listen, workers=settings.workers)
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
-          f"{len(servicer.dispatcher.registry)} tools)", flush=True)
+          f"{len(service.registry)} tools)", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

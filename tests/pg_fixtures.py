@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agentsaga import migrations
 from agentsaga.postgres import embedded_dsn
+from agentsaga.store import schema
 
 TEMPLATE = "agentsaga_template"
 _counter = itertools.count()
@@ -50,7 +50,7 @@ def pg_template(pg_server: str) -> str:
         conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
         conn.execute(f"CREATE DATABASE {TEMPLATE}")
     with psycopg.connect(_with_db(pg_server, TEMPLATE), autocommit=True) as conn:
-        migrations.migrate(conn)
+        schema.migrate(conn)
     return TEMPLATE
 
 

@@ -8,15 +8,15 @@ import itertools
 from typing import Any
 
 import grpc
-import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentsaga.bench.stats import Sample, time_calls
 from agentsaga.bench.tools import noop, pure_noop, registry
 from agentsaga.client import SagaClient
-from agentsaga.dispatch import Dispatcher
-from agentsaga.log import SagaLog
+from agentsaga.service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.store import SagaLog
+from agentsaga.store.provisioning import floor_commits
 
 _runs = itertools.count()
 
@@ -32,11 +32,8 @@ def direct(calls: int) -> Sample:
 
 def floor_commit(dsn: str, calls: int) -> Sample:
     """One durable `INSERT ... COMMIT` round trip (synchronous_commit on)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id BIGSERIAL PRIMARY KEY, v TEXT)")
-        conn.execute("SET synchronous_commit TO on")
-        return time_calls(
-            lambda i: conn.execute("INSERT INTO bench_floor (v) VALUES (%s)", ("x",)), calls)
+    with floor_commits(dsn) as commit_one:
+        return time_calls(lambda i: commit_one(), calls)
 
 
 def floor_grpc(address: str, calls: int) -> Sample:
@@ -48,10 +45,10 @@ def floor_grpc(address: str, calls: int) -> Sample:
 
 
 def in_process(dsn: str, calls: int, *, async_outcomes: bool = True) -> Sample:
-    """The Dispatcher in this process: a side-effecting no-op per call, one run."""
+    """The saga service in this process: a side-effecting no-op per call, one run."""
     saga_log = SagaLog(dsn, async_outcomes=async_outcomes).open(migrate=False)
     try:
-        dispatcher = Dispatcher(saga_log, registry, Settings(recheck_pause_s=0))
+        dispatcher = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
         rid = run_id("inproc")
         dispatcher.begin_run(rid)
 

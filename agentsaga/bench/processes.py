@@ -12,20 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-import psycopg
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agentsaga import migrations, subprocesses
+from agentsaga import subprocesses
 from agentsaga.postgres import embedded_dsn
+from agentsaga.store.provisioning import create_database
 
 TOOLS = "agentsaga.bench.tools"
-
-
-def with_db(dsn: str, dbname: str) -> str:
-    params = conninfo_to_dict(dsn)
-    params["dbname"] = dbname
-    return make_conninfo(**params)  # type: ignore[arg-type]
 
 
 def bench_database(admin_dsn: str | None) -> str:
@@ -33,12 +26,7 @@ def bench_database(admin_dsn: str | None) -> str:
     if admin_dsn is None:
         admin_dsn = embedded_dsn(Path(tempfile.mkdtemp(prefix="agentsaga-bench-")) / "pg")
     name = f"agentsaga_bench_{os.getpid()}_{int(time.time())}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    dsn = with_db(admin_dsn, name)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        migrations.migrate(conn)
-    return dsn
+    return create_database(admin_dsn, name)
 
 
 def free_port() -> int:

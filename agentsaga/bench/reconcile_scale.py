@@ -8,14 +8,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import psycopg
-
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.keys import step_key
-from agentsaga.log import SagaLog, Step
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import Compensation, Registry
+from agentsaga.store import SagaLog, Step
+from agentsaga.store.provisioning import copy_unknown_steps
 from agentsaga.world import World
 
 SEARCH = "GET /v1/payment_intents/search"
@@ -56,16 +55,10 @@ def _registry(connector: StripeConnector, batched: bool) -> Registry:
 def _seed_rows(dsn: str, prefix: str, count: int) -> list[str]:
     """`count` runs, each with one UNKNOWN charge_card step (as after a region outage)."""
     runs = [f"{prefix}-{i}" for i in range(count)]
-    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
-        with cur.copy("COPY saga_runs (run_id) FROM STDIN") as copy:
-            for r in runs:
-                copy.write_row((r,))
-        with cur.copy("COPY saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
-                      " status, writer_epoch, error) FROM STDIN") as copy:
-            for r in runs:
-                copy.write_row((r, 0, TOOL, "compensatable", step_key(r, 0, TOOL),
-                                '{"customer_id": "cus_bench", "amount": 100}', "UNKNOWN", 1,
-                                "timeout after the request was sent"))
+    copy_unknown_steps(dsn, runs, tool=TOOL, tool_class="compensatable",
+                       key=lambda r: step_key(r, 0, TOOL),
+                       args_json='{"customer_id": "cus_bench", "amount": 100}',
+                       error="timeout after the request was sent")
     return runs
 
 

@@ -20,15 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import psycopg
-from psycopg.rows import dict_row
 
 from agentsaga import pivot
 from agentsaga.chaos import faults as fk
 from agentsaga.chaos.agent import Agent
 from agentsaga.chaos.invariants import Answer, Violation, check
 from agentsaga.chaos.processes import EmbeddedPostgres, Output, Processes, Sidecar
-from agentsaga.log import SagaLog
+from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.world import Fault, World
 
@@ -118,18 +116,10 @@ class Campaign:
             self.result.runs += 1
             self.say(line)
         manual = {t.name for t in pod().client.list_tools() if not t.has_lookup}
-        runs, steps = _rows(dsn, f"chaos-{self.config.seed}-%-{self.nonce}")
+        runs, steps = saga_log.raw_rows(f"chaos-{self.config.seed}-%-{self.nonce}")
         for violation in check(runs, steps, world.truth(), self.answers,
                                human_settled_tools=manual):
             self.result.violations.append((violation, self.run_index.get(violation.run_id, -1)))
-
-
-def _rows(dsn: str, pattern: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    with psycopg.connect(dsn, row_factory=dict_row) as conn:
-        runs = conn.execute("SELECT * FROM saga_runs WHERE run_id LIKE %s", (pattern,)).fetchall()
-        steps = conn.execute("SELECT * FROM saga_log WHERE run_id LIKE %s ORDER BY run_id,"
-                             " step_idx", (pattern,)).fetchall()
-    return runs, steps
 
 
 @dataclass
@@ -189,7 +179,7 @@ class RunContext:
         if fault == "postgres_restart":
             assert self.pg is not None
             self.pg.restart()
-            self.saga_log.pool.check()  # drop the campaign's own connections to the old server
+            self.saga_log.reconnect()  # drop the campaign's own connections to the old server
             self.fired(fault, True)
             return self.agent.call(run_id, tool, args)
         if fault == "concurrent_dispatch":

@@ -22,18 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 from agentsaga.client import SagaClient, SidecarLost, ToolFailed, ToolOutcomeUnknown
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo import naive
 from agentsaga.demo.model import CHARGE, PLAN, RESHIP, retry_of
 from agentsaga.demo.report import outcome
 from agentsaga.demo.world import arm, connector_env
-from agentsaga.log import SagaLog
 from agentsaga.postgres import get_server
 from agentsaga.registry import Registry
-from agentsaga.unwind import unwind_run
+from agentsaga.store import SagaLog
 from agentsaga.world import World
 
 LISTENING = re.compile(r"listening on (\S+)")
@@ -119,33 +116,18 @@ def run_agentsaga(world: World, dsn: str, workdir: Path) -> Result:
             client.dispatch(run_id, RESHIP.tool, RESHIP.args)
         except ToolFailed as exc:
             notes.append(f"{RESHIP.tool}: rejected ({str(exc)[:60]}...); unwinding")
-        report = _unwind(client, dsn, run_id, env)
+        report = client.unwind(run_id).report
     saga_log = SagaLog(dsn, min_size=1, max_size=2).open()
     try:
         steps = [{"step_idx": s.step_idx, "tool": s.tool, "tool_class": s.tool_class,
-                  "status": s.status, "comp_status": s.comp_status, "audience": s.audience,
+                  "status": str(s.status),
+                  "comp_status": None if s.comp_status is None else str(s.comp_status),
+                  "audience": s.audience,
                   "external_ref": s.external_ref} for s in saga_log.steps(run_id)]
     finally:
         saga_log.close()
     truth = world.truth()
     return Result(outcome(truth), truth, notes=notes, steps=steps, unwind=report)
-
-
-def _unwind(client: SagaClient, dsn: str, run_id: str, env: dict[str, str]) -> dict[str, Any]:
-    """Unwind through the sidecar's RPC; where this sidecar does not serve it, run the same
-    function the `agentsaga unwind` job runs."""
-    try:
-        return client.unwind(run_id).report
-    except grpc.RpcError as exc:
-        if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
-            raise
-    registry = register_all(Registry(), env)
-    saga_log = SagaLog(dsn, min_size=1, max_size=2).open()
-    try:
-        return unwind_run(saga_log, registry, run_id, "demo-unwind",
-                          recheck_pause_s=float(RECHECK_PAUSE_S)).to_json()
-    finally:
-        saga_log.close()
 
 
 def run_both(dsn: str | None) -> tuple[Result, Result]:

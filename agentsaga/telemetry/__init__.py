@@ -8,8 +8,9 @@
     run_context(log, run_id)       that stored context, for a Job that runs hours later
     run_annotations(ctx)           {"agentsaga.io/traceparent": ...} for the AgentRun
 
-The spans and metrics are recorded by decorators on the saga's own functions (`spans`), so that
-the saga code says nothing about telemetry beyond one line at each place.
+The spans and metrics are recorded around typed calls (`spans`): an interceptor of the service,
+the store's hooks, and context managers at the few places that reconcile, compensate, stage or
+decide the pivot, so that the saga code says nothing about telemetry beyond one line at each.
 
 Arguments and results are recorded only with AGENTSAGA_TRACE_PAYLOADS=true, and then through
 `payloads.redact` (card numbers, secrets) and an optional hook (AGENTSAGA_TRACE_REDACT).
@@ -35,44 +36,39 @@ from agentsaga.telemetry.core import (
 from agentsaga.telemetry.instruments import METRICS, observe_log
 from agentsaga.telemetry.payloads import redact
 from agentsaga.telemetry.spans import (
-    compensation_recorded,
-    compensation_traced,
-    correction_recorded,
-    dispatch_traced,
+    TelemetryHooks,
+    TracingInterceptor,
+    compensation_span,
     irreversible_before_pivot,
     job_outcome,
-    job_traced,
-    lookup_traced,
+    job_span,
+    lookup_span,
     operator_span,
-    outcome_recorded,
-    pivot_decision_traced,
-    pivot_stage_traced,
-    reconcile_traced,
-    run_ended,
+    pivot_decision_span,
+    pivot_stage_span,
+    reconcile_span,
 )
 
 __all__ = [
     "ANNOTATION",
     "METRICS",
     "Telemetry",
+    "TelemetryHooks",
+    "TracingInterceptor",
     "aio_client_interceptors",
-    "compensation_recorded",
-    "compensation_traced",
+    "compensation_span",
     "context_from_carrier",
-    "correction_recorded",
     "current",
-    "dispatch_traced",
     "install",
     "irreversible_before_pivot",
     "job_outcome",
-    "job_traced",
-    "lookup_traced",
+    "job_span",
+    "lookup_span",
     "observe_log",
     "operator_span",
-    "outcome_recorded",
-    "pivot_decision_traced",
-    "pivot_stage_traced",
-    "reconcile_traced",
+    "pivot_decision_span",
+    "pivot_stage_span",
+    "reconcile_span",
     "redact",
     "run_annotations",
     "run_context",

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace import TracerProvider
 
-    from agentsaga.log import SagaLog
+    from agentsaga.store import SagaLog
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 if TYPE_CHECKING:
-    from agentsaga.log import SagaLog
+    from agentsaga.store import SagaLog
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Kind = Literal["counter", "histogram", "gauge"]
 
@@ -98,16 +98,11 @@ def observe_log(saga_log: SagaLog, meter: metrics.Meter | None = None) -> None:
 
     def observe(_: CallbackOptions) -> Iterable[Observation]:
         try:
-            with saga_log.pool.connection() as conn:
-                rows = conn.execute(
-                    "SELECT status, count(*) AS n FROM saga_log"
-                    " WHERE status IN ('INTENDED', 'UNKNOWN') GROUP BY status").fetchall()
+            counts = saga_log.open_step_counts()
         except Exception as exc:  # a collection must not fail the exporter
-            log.debug("steps.open not observed: %s", exc)
+            logger.debug("steps.open not observed: %s", exc)
             return []
-        counts = {"INTENDED": 0, "UNKNOWN": 0}
-        counts.update({row["status"]: int(row["n"]) for row in rows})
-        return [Observation(n, {"agentsaga.status": s}) for s, n in sorted(counts.items())]
+        return [Observation(n, {"agentsaga.status": str(s)}) for s, n in sorted(counts.items())]
 
     (meter or current().instruments.meter).create_observable_gauge(
         "agentsaga.steps.open", callbacks=[observe], unit="{step}",

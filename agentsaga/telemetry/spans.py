@@ -1,18 +1,19 @@
-"""Spans and metrics, recorded by decorators on the saga's own functions.
+"""Spans and metrics of the saga, recorded around typed calls, never by reading positional
+arguments:
 
-    dispatch_traced          Dispatcher.dispatch        span `execute_tool {tool}` (GenAI
-                                                        conventions); duration histogram
-    outcome_recorded         SagaLog.record_outcome     step.outcomes counter; an event on the
-                                                        current span; reconcile results
-    compensation_recorded    SagaLog.record_compensation  compensations counter, COMPENSATED
-    reconcile_traced         Reconciler.settle, Settler.reconcile   span `reconcile ...`
-    lookup_traced            Settler._lookup            span `reconcile lookup` (attempt 2 is
+    TracingInterceptor       the service's dispatch     span `execute_tool {tool}` (GenAI
+                             and end_run                conventions); duration histogram;
+                                                        irreversible_before_pivot per ended run
+    TelemetryHooks           the store's hooks          step.outcomes, compensations and
+                                                        corrections counters; span events;
+                                                        reconcile results
+    reconcile_span           Reconciler                 span `reconcile {tool}` (one row) or
+                                                        `reconcile` (many)
+    lookup_span              Reconciler                 span `reconcile lookup` (attempt 2 is
                                                         the re-check)
-    compensation_traced      Settler._compensate        span `compensate {tool}`
-    correction_recorded      corrections (each state)   corrections counter
-    pivot_stage_traced, pivot_decision_traced           spans; pivot wait histogram
-    job_traced(kind)         reconcile_run, unwind_run  span `agentsaga {kind}` in the run's trace
-    run_ended                Dispatcher.end_run         irreversible_before_pivot per run
+    compensation_span        unwind                     span `compensate {tool}`
+    pivot_stage_span, pivot_decision_span               spans; pivot wait histogram
+    job_span(kind)           the reconcile/unwind Jobs  span `agentsaga {kind}` in the run's trace
 
 The outbound HTTP call of a connector is a child span of whichever of these is current
 (httpx instrumentation, installed by `install`).
@@ -21,24 +22,27 @@ The outbound HTTP call of a connector is a child span of whichever of these is c
 from __future__ import annotations
 
 import contextvars
-import functools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, Protocol
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, Status, StatusCode
 
+from agentsaga.calls import DispatchCall, DispatchResult, EndRunCall, Interceptor
+from agentsaga.states import (
+    COMPENSATION_METRIC,
+    RECONCILE_RESULT,
+    CompensationStatus,
+    DispatchOutcome,
+    StepStatus,
+)
+from agentsaga.store import Correction, PivotRecord, Run, SagaLog, Step
 from agentsaga.telemetry import payloads
 from agentsaga.telemetry.core import context_from_carrier, current, run_context
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-_RESULT = {"CONFIRMED": "found", "NOT_EXECUTED": "not_found", "UNKNOWN": "unknown"}
-_COMP = {"INTENDED": "intended", "DONE": "sent", "FAILED": "failed", "QUEUED": "queued"}
 
 # what happened inside the innermost reconcile / compensate span of this thread
 _phase: contextvars.ContextVar[Counter[str] | None] = contextvars.ContextVar(
@@ -69,54 +73,58 @@ def _span(name: str, attributes: Mapping[str, Any], *, parent: Any = None,
             _phase.reset(token)
 
 
-def _step_attrs(step: Any) -> dict[str, Any]:
+def _step_attrs(step: Step) -> dict[str, Any]:
     return {"agentsaga.run_id": step.run_id, "agentsaga.step": step.step_idx,
             "agentsaga.key": step.idempotency_key, "agentsaga.tool": step.tool,
             "agentsaga.tool.class": step.tool_class}
 
 
-# -- dispatch --------------------------------------------------------------------------------
+# -- the service -------------------------------------------------------------------------------
 
 
-def dispatch_traced(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(self: Any, run_id: str, tool: str, args: dict[str, Any]) -> Any:
+class TracingInterceptor(Interceptor):
+    """The service's dispatch as a span `execute_tool {tool}` with its duration measured, and
+    each ended run's irreversible_before_pivot count."""
+
+    def dispatch(self, call: DispatchCall,
+                 proceed: Callable[[DispatchCall], DispatchResult]) -> DispatchResult:
         t = current()
         if t.quiet:  # no span, no attributes, no measurement: nothing would take them
-            return fn(self, run_id, tool, args)
-        try:
-            cls = self.registry.get(tool).cls
-        except Exception:  # an unknown tool: the call itself says so
-            cls = ""
+            return proceed(call)
         attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
-            "gen_ai.tool.type": "function", "agentsaga.run_id": run_id,
-            "agentsaga.tool": tool, "agentsaga.tool.class": cls}
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.tool,
+            "gen_ai.tool.type": "function", "agentsaga.run_id": call.run_id,
+            "agentsaga.tool": call.tool, "agentsaga.tool.class": call.tool_class}
         if t.record_payloads:
-            attrs["gen_ai.tool.call.arguments"] = t.payload(args)
+            attrs["gen_ai.tool.call.arguments"] = t.payload(call.args)
         started = time.perf_counter()
         outcome = "ERROR"
         try:
-            with _span(f"execute_tool {tool}", attrs) as (span, _):
-                out = fn(self, run_id, tool, args)
-                outcome = out.outcome
+            with _span(f"execute_tool {call.tool}", attrs) as (span, _):
+                out = proceed(call)
+                outcome = str(out.outcome)
                 span.set_attributes({
                     "gen_ai.tool.call.id": out.key, "agentsaga.key": out.key,
-                    "agentsaga.step": out.step_idx, "agentsaga.outcome": out.outcome,
+                    "agentsaga.step": out.step_idx, "agentsaga.outcome": outcome,
                     "agentsaga.status": out.status,
                     "agentsaga.external_ref": out.external_ref or ""})
-                if out.outcome in ("FAILED", "UNKNOWN"):
+                if out.outcome in (DispatchOutcome.FAILED, DispatchOutcome.UNKNOWN):
                     span.set_status(Status(StatusCode.ERROR, payloads.text(out.message)))
-                    span.set_attribute("error.type", out.outcome)
+                    span.set_attribute("error.type", outcome)
                 if t.record_payloads and out.result is not None:
                     span.set_attribute("gen_ai.tool.call.result", t.payload(out.result))
                 return out
         finally:
             t.instruments.dispatch_duration.record(
                 time.perf_counter() - started,
-                {"agentsaga.tool": tool, "agentsaga.tool.class": cls,
+                {"agentsaga.tool": call.tool, "agentsaga.tool.class": call.tool_class,
                  "agentsaga.outcome": outcome})
-    return cast(F, wrapper)
+
+    def end_run(self, call: EndRunCall, proceed: Callable[[EndRunCall], Run]) -> Run:
+        run = proceed(call)
+        current().instruments.run_irreversible.record(
+            run.irreversible_before_pivot, {"agentsaga.run.state": str(run.state)})
+        return run
 
 
 def irreversible_before_pivot(tool: str) -> None:
@@ -125,185 +133,178 @@ def irreversible_before_pivot(tool: str) -> None:
     trace.get_current_span().set_attribute("agentsaga.irreversible_before_pivot", True)
 
 
-def run_ended(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        run = fn(*args, **kwargs)
-        current().instruments.run_irreversible.record(
-            run.irreversible_before_pivot, {"agentsaga.run.state": run.state})
-        return run
-    return cast(F, wrapper)
+# -- the store's writes ------------------------------------------------------------------------
 
 
-# -- the log's writes --------------------------------------------------------------------------
+class TelemetryHooks:
+    """The store's hooks (`agentsaga.store.StoreHooks`): counters and span events for every
+    outcome, compensation and correction the log records."""
 
-
-def outcome_recorded(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        step = fn(*args, **kwargs)
-        if step is None:  # not moved (another writer settled it)
-            return step
+    def on_outcome(self, step: Step) -> None:
         ins = current().instruments
-        ins.step_outcomes.add(1, {"agentsaga.tool": step.tool, "agentsaga.status": step.status})
+        ins.step_outcomes.add(1, {"agentsaga.tool": step.tool,
+                                  "agentsaga.status": str(step.status)})
         trace.get_current_span().add_event("agentsaga.step.status", {
             "agentsaga.step": step.step_idx, "agentsaga.key": step.idempotency_key,
-            "agentsaga.status": step.status})
+            "agentsaga.status": str(step.status)})
         phase = _phase.get()
         if phase is not None and phase["reconcile"]:
-            result = _RESULT.get(step.status, step.status.lower())
+            result = RECONCILE_RESULT.get(step.status, step.status.lower())
             phase[result] += 1
             ins.reconcile_results.add(1, {"agentsaga.tool": step.tool,
                                           "agentsaga.reconcile.result": result})
-        return step
-    return cast(F, wrapper)
 
-
-def compensation_recorded(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        step = fn(*args, **kwargs)
-        comp_status = str(kwargs.get("comp_status", args[4] if len(args) > 4 else ""))
-        state = _COMP.get(comp_status, comp_status.lower())
+    def on_compensation(self, step: Step, status: CompensationStatus,
+                        compensated: bool) -> None:
+        state = COMPENSATION_METRIC[status]
         ins = current().instruments
         ins.compensations.add(1, {"agentsaga.tool": step.tool,
                                   "agentsaga.compensation.state": state})
-        if kwargs.get("compensated") and step.status == "COMPENSATED":
+        if compensated and step.status == StepStatus.COMPENSATED:
             ins.step_outcomes.add(1, {"agentsaga.tool": step.tool,
-                                      "agentsaga.status": "COMPENSATED"})
-        span = trace.get_current_span()
-        span.set_attribute("agentsaga.compensation.state", state)
+                                      "agentsaga.status": str(StepStatus.COMPENSATED)})
+        trace.get_current_span().set_attribute("agentsaga.compensation.state", state)
         phase = _phase.get()
         if phase is not None:
             phase["comp:" + state] += 1
-        return step
-    return cast(F, wrapper)
 
-
-def correction_recorded(tool: str, state: str, step_idx: int, audience: list[str]) -> None:
-    """A correction changed state: queued (Proposed/Silent), Approved, Dismissed or Sent."""
-    current().instruments.corrections.add(1, {
-        "agentsaga.tool": tool, "agentsaga.correction.state": state})
-    trace.get_current_span().add_event("agentsaga.correction", {
-        "agentsaga.step": step_idx, "agentsaga.correction.state": state,
-        "agentsaga.audience": audience})
+    def on_correction(self, correction: Correction) -> None:
+        """A correction changed state: queued (Proposed/Silent), Approved, Dismissed or Sent."""
+        current().instruments.corrections.add(1, {
+            "agentsaga.tool": correction.tool,
+            "agentsaga.correction.state": str(correction.state)})
+        trace.get_current_span().add_event("agentsaga.correction", {
+            "agentsaga.step": correction.step_idx,
+            "agentsaga.correction.state": str(correction.state),
+            "agentsaga.audience": correction.audience})
 
 
 # -- reconcile and compensate ------------------------------------------------------------------
 
 
-def reconcile_traced(fn: F) -> F:
-    """Reconciler.settle(step, ...), Reconciler.settle_many(steps, ...) or
-    Settler.reconcile(run_id, ...)."""
-    @functools.wraps(fn)
-    def wrapper(self: Any, subject: Any, *args: Any, **kwargs: Any) -> Any:
-        one = hasattr(subject, "idempotency_key")
-        attrs = (_step_attrs(subject) if one else {"agentsaga.run_id": subject}
-                 if isinstance(subject, str) else {"agentsaga.reconcile.keys": len(subject)})
-        with _span(f"reconcile {subject.tool}" if one else "reconcile", attrs) as (span, phase):
-            phase["reconcile"] = 1
-            result = fn(self, subject, *args, **kwargs)
-            if one:
-                span.set_attributes({
-                    "agentsaga.reconcile.finding": result.finding,
-                    "agentsaga.reconcile.rechecked": result.finding in ("found_on_recheck",
-                                                                        "not_found"),
-                    "agentsaga.status": result.step.status})
-            else:
-                span.set_attribute("agentsaga.reconcile.rechecked", phase["lookups"] > 1)
-            for key in ("found", "not_found", "unknown"):
-                span.set_attribute(f"agentsaga.reconcile.{key}", phase[key])
-            return result
-    return cast(F, wrapper)
+class _Finding(Protocol):
+    """What reconcile found for one row (`agentsaga.reconcile.Reconciled`)."""
+
+    @property
+    def step(self) -> Step: ...
+
+    @property
+    def finding(self) -> str: ...
 
 
-def lookup_traced(fn: F) -> F:
-    """Settler._lookup(steps, found, failed): one batch of lookups by key."""
-    @functools.wraps(fn)
-    def wrapper(self: Any, steps: list[Any], found: dict[str, Any], *args: Any,
-                **kwargs: Any) -> Any:
-        phase = _phase.get()
-        attempt = 1
-        if phase is not None:
-            phase["lookups"] += 1
-            attempt = phase["lookups"]
-        before = len(found)
-        with _span("reconcile lookup", {"agentsaga.reconcile.keys": len(steps),
-                                        "agentsaga.reconcile.attempt": attempt,
-                                        "agentsaga.reconcile.recheck": attempt > 1}) as (span, _):
-            result = fn(self, steps, found, *args, **kwargs)
-            span.set_attribute("agentsaga.reconcile.found", len(found) - before)
-            return result
-    return cast(F, wrapper)
+class ReconcileSpan:
+    def __init__(self, span: Span, phase: Counter[str]) -> None:
+        self.span, self.phase = span, phase
+
+    def found(self, reconciled: _Finding) -> None:
+        """One row's finding."""
+        self.span.set_attributes({
+            "agentsaga.reconcile.finding": str(reconciled.finding),
+            "agentsaga.reconcile.rechecked": reconciled.finding in ("found_on_recheck",
+                                                                    "not_found"),
+            "agentsaga.status": str(reconciled.step.status)})
 
 
-def compensation_traced(fn: F) -> F:
-    """Settler._compensate(step, ...): the compensation call and its log writes."""
-    @functools.wraps(fn)
-    def wrapper(self: Any, step: Any, *args: Any, **kwargs: Any) -> Any:
-        comp = step.compensation or {}
-        attrs = {**_step_attrs(step), "gen_ai.operation.name": "execute_tool",
-                 "gen_ai.tool.name": str(comp.get("tool", "")),
-                 "agentsaga.compensation.of": step.tool}
-        with _span(f"compensate {step.tool}", attrs) as (span, phase):
-            result = fn(self, step, *args, **kwargs)
-            if phase["comp:sent"]:
-                outcome = "COMPENSATED"
-            elif phase["comp:failed"]:
-                outcome = "FAILED"
-            else:
-                outcome = "UNKNOWN"
-            span.set_attribute("agentsaga.outcome", outcome)
-            if outcome != "COMPENSATED":
-                span.set_status(Status(StatusCode.ERROR, f"compensation {outcome.lower()}"))
-            return result
-    return cast(F, wrapper)
+@contextmanager
+def reconcile_span(*, step: Step | None = None, keys: int | None = None,
+                   run_id: str | None = None) -> Iterator[ReconcileSpan]:
+    """R7 of one row (`step`), of `keys` rows of many runs, or of a run's rows (`run_id`)."""
+    if step is not None:
+        name, attrs = f"reconcile {step.tool}", _step_attrs(step)
+    elif run_id is not None:
+        name, attrs = "reconcile", {"agentsaga.run_id": run_id}
+    else:
+        name, attrs = "reconcile", {"agentsaga.reconcile.keys": keys or 0}
+    with _span(name, attrs) as (span, phase):
+        phase["reconcile"] = 1
+        yield ReconcileSpan(span, phase)
+        if step is None:
+            span.set_attribute("agentsaga.reconcile.rechecked", phase["lookups"] > 1)
+        for key in ("found", "not_found", "unknown"):
+            span.set_attribute(f"agentsaga.reconcile.{key}", phase[key])
+
+
+class LookupSpan:
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def found(self, count: int) -> None:
+        self.span.set_attribute("agentsaga.reconcile.found", count)
+
+
+@contextmanager
+def lookup_span(keys: int, attempt: int) -> Iterator[LookupSpan]:
+    """One round of lookups by key (attempt 2 is the re-check after the pause)."""
+    phase = _phase.get()
+    if phase is not None:
+        phase["lookups"] += 1
+    with _span("reconcile lookup", {"agentsaga.reconcile.keys": keys,
+                                    "agentsaga.reconcile.attempt": attempt,
+                                    "agentsaga.reconcile.recheck": attempt > 1}) as (span, _):
+        yield LookupSpan(span)
+
+
+@contextmanager
+def compensation_span(step: Step) -> Iterator[Span]:
+    """R8: one step's compensation call and its log writes."""
+    comp = step.compensation or {}
+    attrs = {**_step_attrs(step), "gen_ai.operation.name": "execute_tool",
+             "gen_ai.tool.name": str(comp.get("tool", "")),
+             "agentsaga.compensation.of": step.tool}
+    with _span(f"compensate {step.tool}", attrs) as (span, phase):
+        yield span
+        if phase["comp:sent"]:
+            outcome = "COMPENSATED"
+        elif phase["comp:failed"]:
+            outcome = "FAILED"
+        else:
+            outcome = "UNKNOWN"
+        span.set_attribute("agentsaga.outcome", outcome)
+        if outcome != "COMPENSATED":
+            span.set_status(Status(StatusCode.ERROR, f"compensation {outcome.lower()}"))
 
 
 # -- pivot -------------------------------------------------------------------------------------
 
 
-def pivot_stage_traced(fn: F) -> F:
-    """pivot.stage(saga_log, registry, run_id, epoch, plan)."""
-    @functools.wraps(fn)
-    def wrapper(saga_log: Any, registry: Any, run_id: str, *args: Any, **kwargs: Any) -> Any:
-        with _span("pivot stage", {"agentsaga.run_id": run_id}) as (span, _):
-            record = fn(saga_log, registry, run_id, *args, **kwargs)
-            span.set_attributes({
-                "agentsaga.pivot.plan_hash": str(record.get("planHash", "")),
-                "agentsaga.pivot.staged": len(record.get("staged", [])),
-                "agentsaga.pivot.commit": len(record.get("commit", [])),
-                "agentsaga.irreversible_before_pivot":
-                    int(record.get("irreversibleBeforePivot", 0))})
-            return record
-    return cast(F, wrapper)
+class PivotSpan:
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def staged(self, record: PivotRecord) -> None:
+        self.span.set_attributes({
+            "agentsaga.pivot.plan_hash": record.plan_hash,
+            "agentsaga.pivot.staged": len(record.staged),
+            "agentsaga.pivot.commit": len(record.commit),
+            "agentsaga.irreversible_before_pivot": record.irreversible_before_pivot})
+
+    def decided(self, record: PivotRecord) -> None:
+        self.span.set_attribute("agentsaga.pivot.decision", record.decision)
+        waited = _seconds_between(record.staged_at, record.decided_at)
+        if waited is not None:
+            self.span.set_attribute("agentsaga.pivot.wait_s", waited)
+            current().instruments.pivot_wait.record(
+                waited, {"agentsaga.pivot.decision": record.decision})
 
 
-def pivot_decision_traced(fn: F) -> F:
-    """pivot.record_decision(saga_log, run_id, plan_hash, decision, approver, reason)."""
-    @functools.wraps(fn)
-    def wrapper(saga_log: Any, run_id: str, *args: Any, **kwargs: Any) -> Any:
-        parent, links = _parent(saga_log, run_id)
-        attrs = {"agentsaga.run_id": run_id,
-                 "agentsaga.pivot.plan_hash": str(kwargs.get("plan_hash_", args[0] if args
-                                                             else ""))}
-        with _span("pivot decision", attrs, parent=parent, links=links) as (span, _):
-            record = fn(saga_log, run_id, *args, **kwargs)
-            decision = str(record.get("decision", ""))
-            span.set_attribute("agentsaga.pivot.decision", decision)
-            waited = _seconds_between(record.get("stagedAt"), record.get("decidedAt"))
-            if waited is not None:
-                span.set_attribute("agentsaga.pivot.wait_s", waited)
-                current().instruments.pivot_wait.record(
-                    waited, {"agentsaga.pivot.decision": decision})
-            return record
-    return cast(F, wrapper)
+@contextmanager
+def pivot_stage_span(run_id: str) -> Iterator[PivotSpan]:
+    with _span("pivot stage", {"agentsaga.run_id": run_id}) as (span, _):
+        yield PivotSpan(span)
 
 
-def _seconds_between(start: Any, end: Any) -> float | None:
+@contextmanager
+def pivot_decision_span(saga_log: SagaLog, run_id: str, plan_hash: str) -> Iterator[PivotSpan]:
+    parent, links = _parent(saga_log, run_id)
+    attrs = {"agentsaga.run_id": run_id, "agentsaga.pivot.plan_hash": plan_hash}
+    with _span("pivot decision", attrs, parent=parent, links=links) as (span, _):
+        yield PivotSpan(span)
+
+
+def _seconds_between(start: str, end: str) -> float | None:
     try:
-        first = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        last = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+        first = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        last = datetime.fromisoformat(end.replace("Z", "+00:00"))
     except ValueError:
         return None
     return max(0.0, (last - first).total_seconds())
@@ -312,7 +313,7 @@ def _seconds_between(start: Any, end: Any) -> float | None:
 # -- jobs and the operator ---------------------------------------------------------------------
 
 
-def _parent(saga_log: Any, run_id: str) -> tuple[Any, list[Link] | None]:
+def _parent(saga_log: SagaLog, run_id: str) -> tuple[Any, list[Link] | None]:
     """Inside a traced call (an RPC): stay in it, linked to the run. Else (a Job hours later):
     continue the run's own trace from the context stored at BeginRun."""
     stored = run_context(saga_log, run_id)
@@ -324,25 +325,30 @@ def _parent(saga_log: Any, run_id: str) -> tuple[Any, list[Link] | None]:
     return stored, None
 
 
-def job_traced(kind: Literal["reconcile", "unwind"]) -> Callable[[F], F]:
-    """reconcile_run / unwind_run(saga_log, registry, run_id, ...) -> SettleReport."""
-    def decorate(fn: F) -> F:
-        @functools.wraps(fn)
-        def wrapper(saga_log: Any, registry: Any, run_id: str, *args: Any,
-                    **kwargs: Any) -> Any:
-            parent, links = _parent(saga_log, run_id)
-            attrs = {"agentsaga.run_id": run_id, "agentsaga.job.kind": kind}
-            outcome = "failed"
-            try:
-                with _span(f"agentsaga {kind}", attrs, parent=parent, links=links) as (span, _):
-                    report = fn(saga_log, registry, run_id, *args, **kwargs)
-                    outcome = "settled" if report.settled else "unsettled"
-                    span.set_attribute("agentsaga.job.outcome", outcome)
-                    return report
-            finally:
-                job_outcome(kind, outcome)
-        return cast(F, wrapper)
-    return decorate
+class JobSpan:
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.outcome = "failed"
+
+    def settled(self, settled: bool) -> None:
+        self.outcome = "settled" if settled else "unsettled"
+        self.span.set_attribute("agentsaga.job.outcome", self.outcome)
+
+
+@contextmanager
+def job_span(kind: Literal["reconcile", "unwind"], saga_log: SagaLog,
+             run_id: str) -> Iterator[JobSpan]:
+    """A reconcile/unwind of a run: span `agentsaga {kind}` in the run's trace, counted by
+    outcome (settled, unsettled, failed when it raised)."""
+    parent, links = _parent(saga_log, run_id)
+    attrs = {"agentsaga.run_id": run_id, "agentsaga.job.kind": kind}
+    job: JobSpan | None = None
+    try:
+        with _span(f"agentsaga {kind}", attrs, parent=parent, links=links) as (span, _):
+            job = JobSpan(span)
+            yield job
+    finally:
+        job_outcome(kind, "failed" if job is None else job.outcome)
 
 
 def job_outcome(kind: str, outcome: str) -> None:

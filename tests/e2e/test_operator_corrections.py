@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from agentsaga import corrections, pivot
-from agentsaga.log import SagaLog
-from agentsaga.unwind import unwind_run
+from agentsaga.settlement import unwind_run
+from agentsaga.store import SagaLog
 from tests import ledger_tools
 from tests.ledger_tools import effects
 from tests.operator_fixtures import Cluster

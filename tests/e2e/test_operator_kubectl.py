@@ -8,7 +8,7 @@ import json
 
 from agentsaga.operator.jobs import job_name
 
-from agentsaga.log import SagaLog
+from agentsaga.store import SagaLog
 from tests.operator_fixtures import Cluster
 
 RUN = "refund-3001"
@@ -72,8 +72,8 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
         "Approved", "Approved", "alice")
     assert approved["status"]["phase"] == "Committing"
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot or {}
-    assert (record["state"], record["decidedBy"]) == ("Approved", "alice")
+        record = saga_log.require_run(RUN).pivot
+    assert record is not None and (record.state, record.decided_by) == ("Approved", "alice")
     assert cluster.jobs() == []
 
 

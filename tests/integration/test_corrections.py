@@ -8,11 +8,11 @@ import sys
 from agentsaga import corrections, pivot
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
-from agentsaga.dispatch import Dispatcher
-from agentsaga.log import SagaLog
 from agentsaga.registry import Registry
+from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.unwind import unwind_run
+from agentsaga.settlement import unwind_run
+from agentsaga.store import SagaLog
 from agentsaga.world import Fault, World
 from tests.sidecar_fixtures import ROOT
 
@@ -29,18 +29,18 @@ def test_unwound_customer_email_queues_one_correction_sent_only_after_approval(
     registry = register_all(Registry(), env=connector_env(world.url))
     saga_log = SagaLog(pg, min_size=1, max_size=4).open()
     try:
-        dispatcher = Dispatcher(saga_log, registry, Settings(recheck_pause_s=0.01))
+        dispatcher = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
         dispatcher.begin_run("apology-run")
         dispatcher.dispatch("apology-run", "create_ticket",
                             {"summary": "Refund for order 1182", "order_id": "1182"})
         staged = pivot.stage(saga_log, registry, "apology-run", dispatcher.epoch("apology-run"),
                              [{"tool": "send_email", "args": EMAIL}])
-        pivot.record_decision(saga_log, "apology-run", staged["planHash"], "Approved", "alice")
+        pivot.record_decision(saga_log, "apology-run", staged.plan_hash, "Approved", "alice")
         assert dispatcher.dispatch("apology-run", "send_email", EMAIL).outcome == "CONFIRMED"
         assert len(customer_emails(world)) == 1
 
         report = unwind_run(saga_log, registry, "apology-run", "unwind-job", recheck_pause_s=0.01)
-        queued = [c for c in corrections.for_run(saga_log, "apology-run")
+        queued = [c for c in saga_log.corrections("apology-run")
                   if c.state == "Proposed"]
         assert [(c.tool, c.audience) for c in queued] == [("send_email", ["customer"])]
         assert [c["state"] for c in report.to_json()["corrections"]][-1] == "Proposed"
@@ -64,7 +64,7 @@ def test_unwound_customer_email_queues_one_correction_sent_only_after_approval(
         world.faults.add(Fault("POST", "/emails", "commit_then_504", on_call=1))
         lost = corrections.send_approved(saga_log, registry, "apology-run")
         assert [r["sent"] for r in lost] == [False]
-        assert [c.state for c in corrections.for_run(saga_log, "apology-run")
+        assert [c.state for c in saga_log.corrections("apology-run")
                 if c.tool == "send_email"] == ["Sending"]
         # ...and the next sender finds it by its key instead of sending it again
         sent = corrections.send_approved(saga_log, registry, "apology-run")
@@ -72,7 +72,7 @@ def test_unwound_customer_email_queues_one_correction_sent_only_after_approval(
         emails = customer_emails(world)
         assert [r["sent"] for r in sent] == [True] and again == []
         assert len(emails) == 2 and "disregard" in str(emails[1]["text"]).lower()
-        assert [c.state for c in corrections.for_run(saga_log, "apology-run")
+        assert [c.state for c in saga_log.corrections("apology-run")
                 if c.tool == "send_email"] == ["Sent"]
     finally:
         saga_log.close()

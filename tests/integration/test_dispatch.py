@@ -8,19 +8,19 @@ import psycopg
 import pytest
 
 from agentsaga import step_key
-from agentsaga.dispatch import Dispatcher
 from agentsaga.errors import CompensationUnavailable, InvalidArguments, RunEnded
-from agentsaga.log import SagaLog
+from agentsaga.service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.store import SagaLog
 from tests import ledger_tools
 from tests.ledger_tools import add_fault, calls, effects
 
 
 @pytest.fixture
-def dispatcher(pg: str, ledger: str) -> Iterator[Dispatcher]:
+def dispatcher(pg: str, ledger: str) -> Iterator[SagaService]:
     pauses: list[float] = []
     saga_log = SagaLog(pg, min_size=1, max_size=4).open()
-    d = Dispatcher(saga_log, ledger_tools.build_registry(), Settings(recheck_pause_s=0.01),
+    d = SagaService(saga_log, ledger_tools.build_registry(), Settings(recheck_pause_s=0.01),
                    sleep=pauses.append)
     d.pauses = pauses  # type: ignore[attr-defined]
     yield d
@@ -34,7 +34,7 @@ def rows(dsn: str) -> list[tuple[int, str, str, str]]:
         ).fetchall()
 
 
-def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Dispatcher,
+def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: SagaService,
                                                                 ledger: str) -> None:
     dispatcher.begin_run("refund-1182")
     out = dispatcher.dispatch("refund-1182", "create_ticket",
@@ -47,7 +47,7 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Disp
 
 
 def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
-        dispatcher: Dispatcher, ledger: str) -> None:
+        dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r1")
     add_fault(ledger, "create_ticket", "unknown_after_commit")
     first = dispatcher.dispatch("r1", "create_ticket",
@@ -65,7 +65,7 @@ def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
     assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", first.key)]
 
 
-def test_lookup_found_on_recheck_settles_confirmed(dispatcher: Dispatcher, ledger: str) -> None:
+def test_lookup_found_on_recheck_settles_confirmed(dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r2")
     add_fault(ledger, "create_ticket", "unknown_after_commit")
     dispatcher.dispatch("r2", "create_ticket", {"summary": "a", "order_id": "1"})
@@ -77,7 +77,7 @@ def test_lookup_found_on_recheck_settles_confirmed(dispatcher: Dispatcher, ledge
 
 
 def test_lookup_never_finding_settles_not_executed_and_runs_once_under_same_key(
-        dispatcher: Dispatcher, ledger: str, pg: str) -> None:
+        dispatcher: SagaService, ledger: str, pg: str) -> None:
     dispatcher.begin_run("r3")
     add_fault(ledger, "charge_card", "reject")
     add_fault(ledger, "charge_card", "unknown_after_commit")
@@ -94,7 +94,7 @@ def test_lookup_never_finding_settles_not_executed_and_runs_once_under_same_key(
     assert [r[2] for r in rows(ledger)] == ["FAILED", "CONFIRMED"]
 
 
-def test_failed_lookup_leaves_step_unknown(dispatcher: Dispatcher, ledger: str) -> None:
+def test_failed_lookup_leaves_step_unknown(dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r4")
     add_fault(ledger, "create_ticket", "unknown_after_commit")
     dispatcher.dispatch("r4", "create_ticket", {"summary": "a", "order_id": "1"})
@@ -106,7 +106,7 @@ def test_failed_lookup_leaves_step_unknown(dispatcher: Dispatcher, ledger: str) 
 
 
 def test_different_tool_while_unknown_is_step_unresolved_and_not_called(
-        dispatcher: Dispatcher, ledger: str) -> None:
+        dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r5")
     add_fault(ledger, "create_ticket", "unknown_after_commit")
     dispatcher.dispatch("r5", "create_ticket", {"summary": "a", "order_id": "1"})
@@ -117,7 +117,7 @@ def test_different_tool_while_unknown_is_step_unresolved_and_not_called(
     assert [r[1] for r in rows(ledger)] == ["create_ticket"]
 
 
-def test_pure_tools_write_no_rows(dispatcher: Dispatcher, ledger: str) -> None:
+def test_pure_tools_write_no_rows(dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r6")
     out = dispatcher.dispatch("r6", "search_orders", {"order_id": "1182"})
     assert out.outcome == "CONFIRMED" and out.result["order_id"] == "1182"
@@ -126,7 +126,7 @@ def test_pure_tools_write_no_rows(dispatcher: Dispatcher, ledger: str) -> None:
 
 
 def test_confirmed_step_is_never_called_again_new_call_is_next_step(
-        dispatcher: Dispatcher, ledger: str) -> None:
+        dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r7")
     a = dispatcher.dispatch("r7", "create_ticket", {"summary": "a", "order_id": "1"})
     b = dispatcher.dispatch("r7", "create_ticket", {"summary": "a", "order_id": "1"})
@@ -134,7 +134,7 @@ def test_confirmed_step_is_never_called_again_new_call_is_next_step(
     assert len(calls(ledger, "create_ticket")) == 2
 
 
-def test_irreversible_tool_needs_approval_and_is_not_called(dispatcher: Dispatcher,
+def test_irreversible_tool_needs_approval_and_is_not_called(dispatcher: SagaService,
                                                              ledger: str) -> None:
     dispatcher.begin_run("r8")
     out = dispatcher.dispatch("r8", "send_email", {"to": "c@example.com", "body": "hi"})
@@ -142,14 +142,14 @@ def test_irreversible_tool_needs_approval_and_is_not_called(dispatcher: Dispatch
     assert calls(ledger, "send_email") == [] and rows(ledger) == []
 
 
-def test_uncomputable_compensation_refuses_the_call(dispatcher: Dispatcher, ledger: str) -> None:
+def test_uncomputable_compensation_refuses_the_call(dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r9")
     with pytest.raises(CompensationUnavailable, match="charge_card"):
         dispatcher.dispatch("r9", "charge_card", {"customer_id": "c", "amount": "lots"})
     assert calls(ledger) == [] and rows(ledger) == []
 
 
-def test_wrong_arguments_are_refused_before_anything_is_written(dispatcher: Dispatcher,
+def test_wrong_arguments_are_refused_before_anything_is_written(dispatcher: SagaService,
                                                                  ledger: str) -> None:
     dispatcher.begin_run("r10")
     with pytest.raises(InvalidArguments, match="unexpected keyword argument 'colour'"):
@@ -161,7 +161,7 @@ def test_wrong_arguments_are_refused_before_anything_is_written(dispatcher: Disp
     assert rows(ledger) == [] and calls(ledger) == []
 
 
-def test_ended_run_refuses_calls(dispatcher: Dispatcher, ledger: str) -> None:
+def test_ended_run_refuses_calls(dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r11")
     dispatcher.end_run("r11")
     with pytest.raises(RunEnded):
@@ -170,7 +170,7 @@ def test_ended_run_refuses_calls(dispatcher: Dispatcher, ledger: str) -> None:
 
 
 def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
-        dispatcher: Dispatcher, ledger: str) -> None:
+        dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r12")
     add_fault(ledger, "create_ticket", "cut_db_after_commit")
     first = dispatcher.dispatch("r12", "create_ticket", {"summary": "a", "order_id": "1"})
@@ -189,15 +189,15 @@ def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
 
 
 def test_step_settled_not_executed_by_a_job_runs_again_under_its_own_key(
-        dispatcher: Dispatcher, ledger: str, pg: str) -> None:
-    from agentsaga.unwind import reconcile_run
+        dispatcher: SagaService, ledger: str, pg: str) -> None:
+    from agentsaga.settlement import reconcile_run
 
     dispatcher.begin_run("r13")
     add_fault(ledger, "charge_card", "unknown_after_commit")
     first = dispatcher.dispatch("r13", "charge_card", {"customer_id": "c", "amount": 500})
     with psycopg.connect(pg, autocommit=True) as conn:  # the charge never really happened
         conn.execute("DELETE FROM ledger")
-    report = reconcile_run(dispatcher.log, dispatcher.registry, "r13", recheck_pause_s=0.01)
+    report = reconcile_run(dispatcher.saga_log, dispatcher.registry, "r13", recheck_pause_s=0.01)
     assert [r["now"] for r in report.reconciled] == ["NOT_EXECUTED"]
     dispatcher.begin_run("r13")  # the agent's sidecar adopts the run back from the job
     again = dispatcher.dispatch("r13", "charge_card", {"customer_id": "c", "amount": 500})
@@ -206,7 +206,7 @@ def test_step_settled_not_executed_by_a_job_runs_again_under_its_own_key(
     assert [e["key"] for e in effects(ledger, "charge")] == [first.key]
 
 
-def test_no_new_step_while_the_log_holds_an_unsettled_one(dispatcher: Dispatcher,
+def test_no_new_step_while_the_log_holds_an_unsettled_one(dispatcher: SagaService,
                                                           ledger: str, pg: str) -> None:
     """R3 holds in the INTENDED insert itself, whatever this process remembers."""
     dispatcher.begin_run("r14")

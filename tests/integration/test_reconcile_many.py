@@ -10,9 +10,9 @@ import pytest
 from agentsaga import Compensation, Registry
 from agentsaga.errors import Fenced
 from agentsaga.keys import step_key
-from agentsaga.log import SagaLog
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import Effect
+from agentsaga.store import SagaLog
 
 
 class FakeSystem:
@@ -73,9 +73,10 @@ def test_settles_many_runs_in_batches_with_one_recheck(pg: str) -> None:
     system = FakeSystem(present=set(keys[:20]), late=frozenset({keys[20]}), reveal_after=3)
     pauses: list[float] = []
     with SagaLog(pg).open(migrate=False) as saga_log:
-        reconciler = Reconciler(saga_log, registry_for(system), 0.5, sleep=pauses.append)
+        reconciler = Reconciler(saga_log, registry_for(system), 0.5, sleep=pauses.append,
+                                batch=10)
         steps = saga_log.unsettled()
-        out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps}, batch=10)
+        out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps})
     assert [o.step.run_id for o in out] == [s.run_id for s in steps]
     assert [len(b) for b in system.batches] == [10, 10, 5, 5]  # 3 first, one re-check of 5
     assert pauses == [0.5]

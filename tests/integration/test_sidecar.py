@@ -151,19 +151,17 @@ def test_unix_socket_and_async_client(sidecar_factory: Factory, ledger: str,
     import asyncio
 
     async def scenario() -> tuple[dict[str, object], str, bool]:
-        client = AsyncSagaClient(sidecar.address)
-        try:
+        async with AsyncSagaClient(sidecar.address) as client:
+            await client.wait_ready(timeout=10)
             await client.begin_run("async-run")
             assert "create_ticket" in {t.name for t in await client.list_tools()}
             result: dict[str, object] = await client.dispatch(
                 "async-run", "create_ticket", {"summary": "s", "order_id": "9"})
             await client.reach_pivot("async-run", [
                 {"tool": "send_email", "args": {"to": "c@example.com", "body": "hi"}}])
-            waiting = await client.await_decision("async-run", wait_s=0.1)
+            waiting = await client.await_decision("async-run", timeout=0.1)
             unwound = await client.unwind("async-run")
             return result, waiting.state, unwound.settled
-        finally:
-            await client.close()
 
     result, state, settled = asyncio.run(scenario())
     tickets = effects(ledger, "ticket")

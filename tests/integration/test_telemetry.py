@@ -11,7 +11,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from agentsaga.sidecar.main import extensions
 from agentsaga.sidecar.server import Serving, SidecarServicer, serve
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -23,11 +22,11 @@ from opentelemetry.trace import StatusCode
 from agentsaga import step_key, telemetry
 from agentsaga.client import SagaClient
 from agentsaga.connectors.tools import register_all
-from agentsaga.dispatch import Dispatcher
-from agentsaga.log import SagaLog
 from agentsaga.registry import Registry
+from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.unwind import unwind_run
+from agentsaga.settlement import unwind_run
+from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.world import Fault, World
 
@@ -68,9 +67,10 @@ class Stack:
 def stack(pg: str, world: World, traced: Traced) -> Iterator[Stack]:
     registry = register_all(Registry(), {"AGENTSAGA_STRIPE_API_BASE": world.url,
                                          "AGENTSAGA_STRIPE_API_KEY": "sk_test_world"})
-    saga_log = SagaLog(pg, min_size=1, max_size=4).open()
-    dispatcher = Dispatcher(saga_log, registry, Settings(recheck_pause_s=0.01))
-    serving = serve(SidecarServicer(dispatcher, extensions(dispatcher)), "127.0.0.1:0", workers=4)
+    saga_log = SagaLog(pg, min_size=1, max_size=4, hooks=telemetry.TelemetryHooks()).open()
+    service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01),
+                          interceptors=[telemetry.TracingInterceptor()])
+    serving = serve(SidecarServicer(service), "127.0.0.1:0", workers=4)
     client = SagaClient(serving.address, timeout=30, tracing=True)
     yield Stack(saga_log, registry, serving, client)
     client.close()

@@ -12,7 +12,7 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
-from agentsaga.log import SagaLog
+from agentsaga.store import SagaLog
 from agentsaga.telemetry import METRICS, observe_log
 from agentsaga.telemetry.instruments import Instruments
 

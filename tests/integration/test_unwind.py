@@ -11,14 +11,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agentsaga import corrections
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
-from agentsaga.dispatch import Dispatcher
-from agentsaga.log import SagaLog
 from agentsaga.registry import Registry
+from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.unwind import reconcile_run, unwind_run
+from agentsaga.settlement import reconcile_run, unwind_run
+from agentsaga.store import SagaLog
 from agentsaga.world import Fault, World
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
@@ -39,8 +38,8 @@ def saga_log(pg: str) -> Iterator[SagaLog]:
 
 
 @pytest.fixture
-def dispatcher(saga_log: SagaLog, registry: Registry) -> Dispatcher:
-    return Dispatcher(saga_log, registry, Settings(recheck_pause_s=0.05))
+def dispatcher(saga_log: SagaLog, registry: Registry) -> SagaService:
+    return SagaService(saga_log, registry, Settings(recheck_pause_s=0.05))
 
 
 def statuses(log: SagaLog, run_id: str) -> list[tuple[str, str, str | None]]:
@@ -48,7 +47,7 @@ def statuses(log: SagaLog, run_id: str) -> list[tuple[str, str, str | None]]:
 
 
 def test_reconcile_settles_unknown_rows_through_a_lagging_index(
-        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
     dispatcher.begin_run("r1")
     world.faults.add(Fault("POST", "/rest/api/3/issue", "commit_then_504", on_call=1))
     assert dispatcher.dispatch("r1", "create_ticket", TICKET).outcome == "UNKNOWN"
@@ -68,7 +67,7 @@ def test_reconcile_settles_unknown_rows_through_a_lagging_index(
 
 
 def test_reconcile_marks_not_executed_when_nothing_is_found(
-        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
     dispatcher.begin_run("r2")
     world.faults.add(Fault("POST", "/rest/api/3/issue", "fail_before_commit_502", on_call=1))
     assert dispatcher.dispatch("r2", "create_ticket", TICKET).outcome == "UNKNOWN"
@@ -78,7 +77,7 @@ def test_reconcile_marks_not_executed_when_nothing_is_found(
 
 
 def test_unwind_compensates_backwards_once_and_receipts_off_is_silent(
-        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
     dispatcher.begin_run("r3")
     dispatcher.dispatch("r3", "create_ticket", TICKET)
     dispatcher.dispatch("r3", "charge_card", CHARGE)
@@ -91,17 +90,17 @@ def test_unwind_compensates_backwards_once_and_receipts_off_is_silent(
     assert [t["state"] for t in truth["tickets"]] == ["closed"]
     assert [p["status"] for p in truth["payment_intents"]] == ["canceled"]
     assert truth["calls"][TRANSITIONS] == 1 and truth["emails"] == []
-    assert [c.state for c in corrections.for_run(saga_log, "r3")] == ["Silent", "Silent"]
+    assert [c.state for c in saga_log.corrections("r3")] == ["Silent", "Silent"]
     assert saga_log.require_run("r3").state == "unwound"
 
 
 def test_charge_with_receipt_gets_a_proposed_correction_ranked_last(
-        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
     dispatcher.begin_run("r4")
     dispatcher.dispatch("r4", "create_ticket", TICKET)
     dispatcher.dispatch("r4", "charge_card", {**CHARGE, "receipt": True})
     unwind_run(saga_log, registry, "r4", "job", recheck_pause_s=0.01)
-    queue = corrections.for_run(saga_log, "r4")
+    queue = saga_log.corrections("r4")
     assert [(c.tool, c.state) for c in queue] == [("create_ticket", "Silent"),
                                                   ("charge_card", "Proposed")]
     assert queue[-1].audience == ["customer"] and queue[-1].rank > queue[0].rank
@@ -109,7 +108,7 @@ def test_charge_with_receipt_gets_a_proposed_correction_ranked_last(
 
 
 def test_rejected_compensation_is_failed_and_reported(
-        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
     dispatcher.begin_run("r5")
     dispatcher.dispatch("r5", "charge_card", CHARGE)
     world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "reject", status=400))
@@ -120,7 +119,7 @@ def test_rejected_compensation_is_failed_and_reported(
 
 
 def test_unknown_compensation_stays_intended_and_the_next_unwind_finishes_it(
-        world: World, dispatcher: Dispatcher, saga_log: SagaLog, registry: Registry) -> None:
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
     dispatcher.begin_run("r6")
     dispatcher.dispatch("r6", "charge_card", CHARGE)
     world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "commit_then_504", on_call=1))
@@ -138,7 +137,7 @@ def test_unknown_compensation_stays_intended_and_the_next_unwind_finishes_it(
 @pytest.mark.parametrize("crash_at", ["after_compensation:cancel_or_refund_payment",
                                       "after_compensation:close_ticket"])
 def test_unwind_killed_half_way_and_restarted_compensates_nothing_twice(
-        world: World, dispatcher: Dispatcher, saga_log: SagaLog, pg: str, tmp_path: Path,
+        world: World, dispatcher: SagaService, saga_log: SagaLog, pg: str, tmp_path: Path,
         crash_at: str) -> None:
     dispatcher.begin_run("r7")
     dispatcher.dispatch("r7", "create_ticket", TICKET)

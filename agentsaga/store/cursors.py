@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from agentsaga.records import Run, Step
+from agentsaga.store.records import Run, Step
 
 
 class Cursors:

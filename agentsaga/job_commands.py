@@ -8,12 +8,14 @@ import argparse
 import json
 import os
 import socket
+from typing import Any
 
 from agentsaga import telemetry
 from agentsaga.commands import open_log_from
 from agentsaga.loading import load_tools
 from agentsaga.settings import Settings
-from agentsaga.unwind import SettleReport, reconcile_run, unwind_run
+from agentsaga.settle_report import SettleReport
+from agentsaga.settlement import reconcile_run, unwind_run
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +39,7 @@ def _settle(args: argparse.Namespace, action: str) -> int:
     modules = args.tools or list(settings.tools) or ["agentsaga.connectors.tools"]
     registry = load_tools(modules)
     owner = args.owner or f"{action}:{socket.gethostname()}:{os.getpid()}"
-    saga_log = open_log_from(args)
+    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
     try:
         fn = reconcile_run if action == "reconcile" else unwind_run
         report: SettleReport = fn(saga_log, registry, args.run, owner,
@@ -45,8 +47,31 @@ def _settle(args: argparse.Namespace, action: str) -> int:
     finally:
         saga_log.close()
         telemetry.shutdown()  # flush before the Job's container exits
-    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else report.render())
+    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else render(report))
     return 0 if report.settled else 1
+
+
+def render(report: SettleReport) -> str:
+    """The report as a person reads it: what was found, compensated, queued, left."""
+    lines = [f"{report.action} of run {report.run_id} (epoch {report.epoch}): "
+             + ("settled" if report.settled else "NOT settled")]
+    sections = [("found by key", report.reconciled), ("compensated", report.compensated),
+                ("queued as corrections", report.queued),
+                ("compensation failed (needs a human)", report.failed),
+                ("compensation outcome unknown (run unwind again)", report.pending),
+                ("still unknown (needs a human)", report.unsettled),
+                ("corrections (internal first)", report.corrections)]
+    for title, items in sections:
+        if items:
+            lines.append(f"  {title}:")
+            lines += [f"    {_line(item)}" for item in items]
+    return "\n".join(lines)
+
+
+def _line(item: dict[str, Any]) -> str:
+    head = f"step {item.get('step_idx')} {item.get('tool')}"
+    rest = ", ".join(f"{k}={v}" for k, v in item.items() if k not in ("step_idx", "tool"))
+    return f"{head}: {rest}" if rest else head
 
 
 def run_reconcile(args: argparse.Namespace) -> int:

@@ -1,0 +1,75 @@
+"""The typed inputs and outputs of the saga service (`agentsaga.service`), shared by every front
+end (gRPC, MCP) and by the interceptors that wrap the service (telemetry)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentsaga.states import DispatchOutcome, RunState
+from agentsaga.store.records import Run, Step
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DispatchCall:
+    run_id: str
+    tool: str
+    args: JSON
+    tool_class: str = ""
+    """The tool's class when it is registered ('' otherwise), for whoever observes the call."""
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    outcome: DispatchOutcome
+    step_idx: int = -1
+    key: str = ""
+    result: Any = None
+    external_ref: str | None = None
+    message: str = ""
+    status: str = ""
+    """The saga-log row's status after the call ('' when no row was touched)."""
+
+
+@dataclass(frozen=True)
+class EndRunCall:
+    run_id: str
+    state: RunState
+
+
+@dataclass(frozen=True)
+class BeganRun:
+    run: Run
+    adopted: bool
+    """True when the run existed and this process took it over (its epoch was bumped)."""
+    next_step: int
+
+
+@dataclass(frozen=True)
+class RunView:
+    run: Run
+    steps: list[Step]
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    tool_class: str
+    description: str
+    has_lookup: bool
+    has_compensation: bool
+
+
+class Interceptor:
+    """Wraps service calls (Temporal's interceptors are the model): override a method, do
+    something around `proceed(call)`, return its answer. The base passes everything through."""
+
+    def dispatch(self, call: DispatchCall,
+                 proceed: Callable[[DispatchCall], DispatchResult]) -> DispatchResult:
+        return proceed(call)
+
+    def end_run(self, call: EndRunCall, proceed: Callable[[EndRunCall], Run]) -> Run:
+        return proceed(call)

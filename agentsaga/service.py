@@ -1,0 +1,241 @@
+"""The saga service: every decision a front end (gRPC, MCP) asks for, over typed inputs and
+outputs (`agentsaga.calls`), with no transport type in sight.
+
+    begin_run        create the run, or adopt it (R12: bumps its epoch); the only adoption
+    dispatch         one tool call (R2, R3, R5, R6, R10) of a run this process owns
+    dispatch_request the same from raw input: run id and size checks, the per-run rate limit
+    get_run, list_tools
+    end_run          the run ends (a required pivot must be approved to succeed)
+    reach_pivot      stage the plan for one human approval (R10); await_decision waits for it
+    reconcile        settle the run's unknown rows by key (R7)
+    unwind           reconcile, compensate backwards, queue corrections (R8, R9)
+
+R12 on every path: a run is served only while this process holds its current epoch, taken by
+`begin_run`. Once another writer adopted it, every writing call is refused (`Fenced`) before
+anything changes; a process that never began the run is told to call BeginRun. One action at a
+time per run in this process (a run lock): an unwind never settles a call in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from agentsaga import pivot, telemetry
+from agentsaga.calls import (
+    BeganRun,
+    DispatchCall,
+    DispatchResult,
+    EndRunCall,
+    Interceptor,
+    RunView,
+    ToolInfo,
+)
+from agentsaga.dispatch import Dispatcher, RunPolicy, check_signature
+from agentsaga.errors import PermissionDenied, PivotError, RunEnded, RunNotFound
+from agentsaga.rate_limit import RunRateLimiter
+from agentsaga.reconcile import Reconciler
+from agentsaga.registry import JSON, Registry
+from agentsaga.requests import check_run_id, end_state, parse_args
+from agentsaga.settings import Settings
+from agentsaga.settle_report import SettleReport
+from agentsaga.settlement import reconcile_owned, unwind_owned
+from agentsaga.states import PivotState, RunState
+from agentsaga.store import PivotRecord, Run, SagaLog
+
+OnBegin = Callable[[str, str, bool], None]
+"""Called after a run began or was adopted: (run id, agent, adopted)."""
+
+
+class SagaService:
+    """The runs this process serves, and every action on them."""
+
+    def __init__(self, saga_log: SagaLog, registry: Registry, settings: Settings, *,
+                 sleep: Callable[[float], None] = time.sleep,
+                 interceptors: Sequence[Interceptor] = (), on_begin: OnBegin | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.saga_log = saga_log
+        self.registry = registry
+        self.settings = settings
+        self.sleep = sleep
+        self.on_begin = on_begin
+        self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s, sleep)
+        self.dispatcher = Dispatcher(saga_log, registry, self.reconciler)
+        self.limiter = RunRateLimiter(settings.max_calls_per_s, clock=clock)
+        self.interceptors = tuple(interceptors)
+        self._epochs: dict[str, int] = {}
+        self._policies: dict[str, RunPolicy] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def begin_run(self, run_id: str, *, agent: str = "", owner: str = "", pod_uid: str = "",
+                  namespace: str = "") -> BeganRun:
+        """Create or adopt the run (R12); this process then holds its epoch."""
+        check_run_id(run_id)
+        existing = self.saga_log.run(run_id)
+        if existing is not None and not existing.open:
+            raise RunEnded(f"run {run_id!r} has ended ({existing.state}); start a new run id")
+        adoption = self.saga_log.begin_run(
+            run_id, agent=agent, owner=owner or self.settings.pod_name,
+            pod_uid=pod_uid or self.settings.pod_uid,
+            namespace=namespace or self.settings.pod_namespace,
+            trace_context=telemetry.trace_carrier())
+        run = adoption.run
+        with self._guard:
+            self._epochs[run_id] = run.owner_epoch
+        if self.on_begin is not None:
+            self.on_begin(run.run_id, run.agent, adoption.adopted)
+        newest = self.saga_log.newest_step(run_id)
+        return BeganRun(run, adoption.adopted, 0 if newest is None else newest.step_idx + 1)
+
+    def get_run(self, run_id: str) -> RunView:
+        check_run_id(run_id)
+        run = self.saga_log.require_run(run_id)
+        self.check_bound(run)
+        return RunView(run, self.saga_log.steps(run_id))
+
+    def list_tools(self) -> list[ToolInfo]:
+        return [ToolInfo(s.name, s.cls, s.description, s.lookup is not None,
+                         s.compensate is not None) for s in self.registry]
+
+    def end_run(self, run_id: str, outcome: str = "Succeeded") -> Run:
+        """End the run as Succeeded or Failed (the agent's words)."""
+        check_run_id(run_id)
+        call = EndRunCall(run_id, end_state(outcome))
+        proceed: Callable[[EndRunCall], Run] = self._end_run
+        for interceptor in reversed(self.interceptors):
+            proceed = _bind(interceptor.end_run, proceed)
+        return proceed(call)
+
+    def _end_run(self, call: EndRunCall) -> Run:
+        run_id = call.run_id
+        with self.run_lock(run_id):
+            epoch = self.epoch(run_id)
+            run = self.saga_log.require_owner(run_id, epoch)
+            if call.state == RunState.SUCCEEDED and self.policy(run_id).pivot_required and (
+                    run.pivot is None or run.pivot.state != PivotState.APPROVED):
+                raise PivotError(
+                    f"run {run_id!r} requires a pivot (spec.pivot.required) and has no "
+                    "approved plan; it cannot succeed without one. Stage the plan with "
+                    "ReachPivot, or end the run as Failed.")
+            self.saga_log.set_run_state(run_id, epoch, call.state, end=True)
+            return self.saga_log.require_run(run_id)
+
+    # -- ownership (R12) -------------------------------------------------------------------
+
+    def epoch(self, run_id: str) -> int:
+        """The epoch this process holds for the run (taken by `begin_run`)."""
+        held = self._epochs.get(run_id)
+        if held is None:
+            run = self.saga_log.require_run(run_id)
+            self.check_bound(run)
+            raise RunNotFound(
+                f"run {run_id!r} was not begun or adopted by this sidecar; call BeginRun "
+                "first (it adopts the run)")
+        return held
+
+    def check_bound(self, run: Run) -> None:
+        """A sidecar serves the runs of its own pod: a run bound to another pod that this
+        process neither began nor adopted (BeginRun) is refused."""
+        if run.run_id in self._epochs or not run.pod_uid:
+            return
+        if run.pod_uid != self.settings.pod_uid:
+            raise PermissionDenied(
+                f"run {run.run_id!r} is bound to another pod; this sidecar serves pod "
+                f"{self.settings.pod_uid or '(none)'!r}. Call BeginRun to adopt it on purpose.")
+
+    def set_policy(self, run_id: str, policy: RunPolicy) -> None:
+        """The run's own policy (its AgentRun's spec), over the sidecar's defaults."""
+        with self._guard:
+            self._policies[run_id] = policy
+
+    def policy(self, run_id: str) -> RunPolicy:
+        return self._policies.get(run_id) or RunPolicy(self.settings.irreversible_before_pivot)
+
+    def run_lock(self, run_id: str) -> threading.Lock:
+        """One action at a time on a run in this process: a dispatch, a reconcile, an unwind,
+        staging the pivot, ending the run (an unwind must not settle a call in flight)."""
+        with self._guard:
+            return self._locks.setdefault(run_id, threading.Lock())
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def dispatch_request(self, run_id: str, tool: str, args_json: str) -> DispatchResult:
+        """A tool call as a front end receives it: the run id checked, the run's rate limit
+        taken, the arguments parsed (a JSON object of bounded size)."""
+        check_run_id(run_id)
+        self.limiter.take(run_id)
+        return self.dispatch(run_id, tool, parse_args(args_json, self.settings.max_args_bytes))
+
+    def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
+        """One tool call through the registry, the saga log and the real system."""
+        cls = self.registry.get(tool).cls if tool in self.registry else ""
+        proceed: Callable[[DispatchCall], DispatchResult] = self._dispatch
+        for interceptor in reversed(self.interceptors):
+            proceed = _bind(interceptor.dispatch, proceed)
+        return proceed(DispatchCall(run_id, tool, args, cls))
+
+    def _dispatch(self, call: DispatchCall) -> DispatchResult:
+        run_id = call.run_id
+        check_run_id(run_id)
+        spec = self.registry.get(call.tool)
+        check_signature(spec, call.args)
+        if not spec.logged:
+            self._check_open(self.saga_log.require_run(run_id))
+            return self.dispatcher.call_pure(spec, call.args)
+        with self.run_lock(run_id):
+            epoch = self.epoch(run_id)
+            # read once, used for the pivot too; no read at all while this process holds the
+            # run's epoch and wrote its newest step itself (SagaLog.cursor)
+            cursor = self.saga_log.cursor(run_id, epoch)
+            run, newest = cursor if cursor is not None else self.saga_log.run_and_newest(run_id)
+            if run is None:
+                raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+            self._check_open(run)
+            return self.dispatcher.dispatch_logged(run, epoch, self.policy(run_id), spec,
+                                                   call.args, newest)
+
+    def _check_open(self, run: Run) -> None:
+        self.check_bound(run)
+        if not run.open:
+            raise RunEnded(f"run {run.run_id!r} has ended ({run.state}); no more calls")
+
+    # -- the pivot (R10) -------------------------------------------------------------------
+
+    def reach_pivot(self, run_id: str, plan: list[JSON]) -> PivotRecord:
+        check_run_id(run_id)
+        with self.run_lock(run_id):
+            return pivot.stage(self.saga_log, self.registry, run_id, self.epoch(run_id), plan)
+
+    def await_decision(self, run_id: str, timeout: float) -> PivotRecord | None:
+        check_run_id(run_id)
+        return pivot.await_decision(self.saga_log, run_id, timeout)
+
+    # -- reconcile and unwind (R7, R8) -----------------------------------------------------
+
+    def reconcile(self, run_id: str) -> SettleReport:
+        check_run_id(run_id)
+        with self.run_lock(run_id):
+            return reconcile_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
+                                   recheck_pause_s=self.settings.recheck_pause_s,
+                                   sleep=self.sleep)
+
+    def unwind(self, run_id: str) -> SettleReport:
+        check_run_id(run_id)
+        with self.run_lock(run_id):
+            return unwind_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
+                                recheck_pause_s=self.settings.recheck_pause_s, sleep=self.sleep)
+
+
+C = TypeVar("C")
+R = TypeVar("R")
+
+
+def _bind(method: Callable[[C, Callable[[C], R]], R],
+          proceed: Callable[[C], R]) -> Callable[[C], R]:
+    """`method(call, proceed)` as a function of the call: one link of the interceptor chain."""
+    return lambda call: method(call, proceed)

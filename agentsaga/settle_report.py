@@ -1,0 +1,54 @@
+"""What a reconcile or an unwind of a run did (R7, R8, R9): found by key, compensated, queued
+as corrections, failed, pending, still unknown. `settled` is False while anything is left for a
+human or a retry. (Rendered for people by `agentsaga.job_commands`.)"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentsaga.reconcile import Reconciled
+from agentsaga.states import StepStatus
+
+Action = Literal["reconcile", "unwind"]
+
+
+@dataclass
+class SettleReport:
+    run_id: str
+    action: Action
+    epoch: int = 0
+    reconciled: list[dict[str, Any]] = field(default_factory=list)
+    compensated: list[dict[str, Any]] = field(default_factory=list)
+    queued: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    unsettled: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    corrections: list[dict[str, Any]] = field(default_factory=list)
+    state: str = ""
+
+    @property
+    def settled(self) -> bool:
+        return not (self.failed or self.pending or self.unsettled)
+
+    def add_reconciled(self, results: Iterable[Reconciled]) -> None:
+        """R7's findings: what was found or not (reconciled), what stays unknown (unsettled)."""
+        for out in results:
+            step = out.step
+            entry = {"step_idx": step.step_idx, "tool": step.tool,
+                     "was": str(out.was or step.status)}
+            if step.status == StepStatus.CONFIRMED and out.finding != "already_settled":
+                self.reconciled.append({**entry, "now": "CONFIRMED", "ref": step.external_ref})
+            elif step.status == StepStatus.NOT_EXECUTED and out.finding != "already_settled":
+                self.reconciled.append({**entry, "now": "NOT_EXECUTED"})
+            elif step.status == StepStatus.UNKNOWN:
+                self.unsettled.append({**entry, "now": "UNKNOWN", "why": out.detail})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "action": self.action, "epoch": self.epoch,
+                "settled": self.settled, "state": self.state, "reconciled": self.reconciled,
+                "compensated": self.compensated, "queued": self.queued, "failed": self.failed,
+                "pending": self.pending, "unsettled": self.unsettled, "skipped": self.skipped,
+                "corrections": self.corrections}

@@ -1,0 +1,74 @@
+"""Settling a whole run: reconcile it (R7), or reconcile and unwind it (R8, R9), as its owner.
+
+    reconcile_owned / unwind_owned   under the epoch the caller holds (the sidecar's Reconcile
+                                     and Unwind RPCs: refused with Fenced once another writer
+                                     adopted the run, R12)
+    reconcile_run / unwind_run       adopt the run first, bumping its epoch (the operator's
+                                     Jobs, `agentsaga reconcile|unwind`, the demo): the
+                                     legitimate way to take a run over
+
+Each returns a `SettleReport`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from agentsaga import telemetry
+from agentsaga.reconcile import Reconciler
+from agentsaga.registry import Registry
+from agentsaga.settle_report import Action, SettleReport
+from agentsaga.states import RunState
+from agentsaga.store import SagaLog
+from agentsaga.unwind import Unwinder
+
+Sleep = Callable[[float], None]
+
+
+def reconcile_owned(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, *,
+                    recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
+    """Settle the run's unsettled rows by key (R7) under `epoch`."""
+    return _settle(saga_log, registry, run_id, epoch, "reconcile", recheck_pause_s, sleep)
+
+
+def unwind_owned(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, *,
+                 recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
+    """Reconcile, then compensate backwards and queue corrections (R8, R9) under `epoch`."""
+    return _settle(saga_log, registry, run_id, epoch, "unwind", recheck_pause_s, sleep)
+
+
+def reconcile_run(saga_log: SagaLog, registry: Registry, run_id: str,
+                  owner: str = "reconcile", *, recheck_pause_s: float = 2.0,
+                  sleep: Sleep = time.sleep) -> SettleReport:
+    """Adopt the run (bumping its epoch, R12) and settle its unsettled rows by key (R7)."""
+    epoch = saga_log.adopt(run_id, owner).owner_epoch
+    return reconcile_owned(saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s,
+                           sleep=sleep)
+
+
+def unwind_run(saga_log: SagaLog, registry: Registry, run_id: str, owner: str = "unwind", *,
+               recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
+    """Adopt the run (R12), reconcile, then compensate backwards and queue corrections."""
+    epoch = saga_log.adopt(run_id, owner).owner_epoch
+    return unwind_owned(saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s,
+                        sleep=sleep)
+
+
+def _settle(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, action: Action,
+            recheck_pause_s: float, sleep: Sleep) -> SettleReport:
+    with telemetry.job_span(action, saga_log, run_id) as span:
+        saga_log.require_owner(run_id, epoch)  # R12: refused before any lookup or write
+        report = SettleReport(run_id, action, epoch)
+        if action == "unwind":
+            saga_log.set_run_state(run_id, epoch, RunState.UNWINDING)
+        reconciler = Reconciler(saga_log, registry, recheck_pause_s, sleep)
+        report.add_reconciled(reconciler.settle_run(run_id, epoch))
+        if action == "unwind":
+            Unwinder(saga_log, registry).unwind(run_id, epoch, report)
+            if report.settled:
+                saga_log.set_run_state(run_id, epoch, RunState.UNWOUND, end=True)
+        report.corrections = [c.to_json() for c in saga_log.corrections(run_id)]
+        report.state = str(saga_log.require_run(run_id).state)
+        span.settled(report.settled)
+        return report

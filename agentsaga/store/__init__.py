@@ -1,0 +1,19 @@
+"""The store: every SQL statement that touches the saga log lives in this package.
+
+    SagaLog          the log of one database (runs, steps, corrections, counts)
+    records          Run, Step, PivotRecord, Correction, Adoption
+    schema           the numbered migrations
+    fencing          R12: the owner-epoch check of every write
+    hooks            StoreHooks: who hears of outcomes, compensations, corrections
+    provisioning     databases for the benchmark and the bulk rows it reconciles
+
+Nothing outside this package runs a statement; psycopg is imported elsewhere only to open
+pools. The store raises the project's errors (`LogUnavailable`, `Fenced`, `RunNotFound`, ...).
+"""
+
+from agentsaga.store.hooks import NoHooks, StoreHooks
+from agentsaga.store.records import Adoption, Correction, PivotRecord, Run, Step
+from agentsaga.store.saga_log import SagaLog
+
+__all__ = ["Adoption", "Correction", "NoHooks", "PivotRecord", "Run", "SagaLog", "Step",
+           "StoreHooks"]

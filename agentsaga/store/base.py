@@ -1,0 +1,43 @@
+"""What every part of the store shares: the database, the run cursors and the hooks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from agentsaga.redact import redact_text
+from agentsaga.store.connections import Database
+from agentsaga.store.cursors import Cursors
+from agentsaga.store.hooks import StoreHooks
+
+
+class StoreBase:
+    db: Database
+    hooks: StoreHooks
+    async_outcomes: bool
+    _cursors: Cursors
+
+    def forget(self, run_id: str) -> None:
+        """Drop the run's cursor (the next dispatch reads the run and its newest step again)."""
+        self._cursors.forget(run_id)
+
+
+def to_json(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value, dumps=_dumps)
+
+
+def _dumps(value: Any) -> str:
+    """Every JSON value the log stores; card numbers are masked here, once, for all of them."""
+    return redact_text(json.dumps(value, default=str, separators=(",", ":")))
+
+
+def text_array(values: Sequence[str]) -> str:
+    """A Postgres text[] literal (cast with ::text[]): a string adapts much faster than a
+    list."""
+    if not values:
+        return "{}"
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + ",".join(quoted) + "}"

@@ -1,0 +1,125 @@
+"""The saga log's connections: two pools (durable writes and reads; asynchronous outcome
+commits), waiting for Postgres at start, and the translation of a lost database into the
+project's own error (`LogUnavailable`) at the one place where connections are taken."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from agentsaga.errors import ConfigurationError, DatabaseUnavailable, LogUnavailable
+
+logger = logging.getLogger(__name__)
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+def _session(synchronous_commit: str) -> Callable[[Connection], None]:
+    """A pool's `configure`: statements prepared on first use, the session's commit mode."""
+    def configure(conn: Connection) -> None:
+        conn.prepare_threshold = 0
+        conn.execute(f"SET synchronous_commit TO {synchronous_commit}")
+    return configure
+
+
+def where(dsn: str) -> str:
+    """host:port/dbname of a DSN, for messages (never the password)."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "an unparsable DSN"
+    host = info.get("host") or "localhost"
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
+
+
+def check_dsn(dsn: str) -> None:
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        raise ConfigurationError(
+            "the saga log's DSN (AGENTSAGA_DSN or --dsn) is malformed; use a URL such as "
+            "postgresql://user:password@host:5432/dbname") from None
+
+
+@contextmanager
+def translated(dsn: str) -> Iterator[None]:
+    """psycopg's 'the server is gone' as LogUnavailable; every other error passes."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        raise LogUnavailable(where(dsn), exc) from exc
+
+
+class Database:
+    """The pools of one saga log. Thread-safe; share one per process."""
+
+    def __init__(self, dsn: str, *, min_size: int = 2, max_size: int = 16,
+                 async_outcomes: bool = True) -> None:
+        self.dsn = dsn
+        # The main pool's sessions commit durably (R2) whatever the server's default is.
+        self.pool: ConnectionPool[Connection] = ConnectionPool(
+            dsn, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
+            configure=_session("on"), open=False, name="agentsaga")
+        # Outcome writes with async outcomes: sessions that do not wait for the WAL flush, so
+        # each outcome is one autocommit statement (no BEGIN / SET LOCAL / COMMIT round trips).
+        self.outcome_pool: ConnectionPool[Connection] | None = None
+        if async_outcomes:
+            self.outcome_pool = ConnectionPool(
+                dsn, min_size=1, max_size=max_size, kwargs={"autocommit": True},
+                configure=_session("off"), open=False, name="agentsaga-outcomes")
+
+    def open(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for Postgres (it may still be starting), then open the
+        pools; `DatabaseUnavailable` says why it could not."""
+        check_dsn(self.dsn)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                psycopg.connect(self.dsn, connect_timeout=max(1, int(timeout))).close()
+                break
+            except psycopg.OperationalError as exc:
+                if time.monotonic() >= deadline:
+                    raise DatabaseUnavailable(where(self.dsn), timeout, exc) from None
+                logger.warning("waiting for the saga log's Postgres (%s): %s", where(self.dsn),
+                               str(exc).strip().splitlines()[0])
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        with translated(self.dsn):
+            self.pool.open(wait=True, timeout=timeout)
+        if self.outcome_pool is not None:
+            self.outcome_pool.open(wait=False)  # its first connection arrives meanwhile
+
+    def close(self) -> None:
+        if self.outcome_pool is not None:
+            self.outcome_pool.close()
+        self.pool.close()
+
+    def check(self) -> None:
+        """Drop broken connections (after a Postgres restart) so that the next use reconnects."""
+        with translated(self.dsn):
+            self.pool.check()
+            if self.outcome_pool is not None:
+                self.outcome_pool.check()
+
+    @contextmanager
+    def connection(self, *, durable: bool = True) -> Iterator[Connection]:
+        """An autocommit connection; `durable=False` takes one whose commits do not wait for
+        the WAL flush (when the log has asynchronous outcomes)."""
+        pool = self.pool if durable or self.outcome_pool is None else self.outcome_pool
+        with translated(self.dsn), pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def transaction(self, *, durable: bool = False) -> Iterator[Connection]:
+        """A transaction on the main pool; `durable` waits for the WAL flush at commit even on
+        a server whose default is asynchronous."""
+        with translated(self.dsn), self.pool.connection() as conn, conn.transaction():
+            if durable:
+                conn.execute("SET LOCAL synchronous_commit TO on")
+            yield conn

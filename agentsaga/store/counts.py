@@ -1,0 +1,35 @@
+"""Counts and snapshots over every run: what the metrics and the chaos campaign's invariant
+checks read (the log, not a process's memory, knows what is open)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from agentsaga.states import UNSETTLED, StepStatus
+from agentsaga.store.base import StoreBase
+from agentsaga.store.fencing import status_in
+
+_UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
+
+
+class CountStatements(StoreBase):
+    def open_step_counts(self) -> dict[StepStatus, int]:
+        """How many rows are INTENDED and UNKNOWN now (0 for a status with none)."""
+        with self.db.connection() as conn:
+            rows = conn.execute(f"SELECT status, count(*) FROM saga_log WHERE {_UNSETTLED_SQL}"
+                                " GROUP BY status").fetchall()
+        counts = dict.fromkeys(sorted(UNSETTLED), 0)
+        counts.update({StepStatus(status): int(n) for status, n in rows})
+        return counts
+
+    def raw_rows(self, run_id_pattern: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Every column of the runs whose id matches the LIKE pattern, and of their steps
+        (oldest first), as dicts: for checks that read the log as data."""
+        with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            runs = cur.execute("SELECT * FROM saga_runs WHERE run_id LIKE %s",
+                               (run_id_pattern,)).fetchall()
+            steps = cur.execute("SELECT * FROM saga_log WHERE run_id LIKE %s"
+                                " ORDER BY run_id, step_idx", (run_id_pattern,)).fetchall()
+        return runs, steps

@@ -1,0 +1,75 @@
+"""R12, one writer per run: every write to a run checks that the writer holds the run's current
+owner epoch, under a share lock on the run row held to commit. Both forms live here:
+
+    check_epoch      inside a transaction, before its writes (run rows, compensations,
+                     corrections)
+    fenced_sql       one autocommit statement that checks and writes together (the hot path:
+                     the INTENDED row and the outcome)
+
+A refused write raises `Fenced` (another owner adopted the run) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from agentsaga.errors import Fenced, RunEnded, RunNotFound
+from agentsaga.states import OPEN_RUN_STATES, StepStatus
+from agentsaga.store.connections import Connection
+
+OPEN_STATES_SQL = ", ".join(f"'{state}'" for state in sorted(OPEN_RUN_STATES))
+
+
+def not_begun(run_id: str) -> RunNotFound:
+    return RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+
+
+def ended(run_id: str, state: str) -> RunEnded:
+    return RunEnded(f"run {run_id!r} has ended ({state}); no more calls")
+
+
+def check_epoch(conn: Connection, run_id: str, epoch: int, *, allow_ended: bool = False) -> None:
+    """R12: the writer's epoch must be the run's current one (share lock held to commit)."""
+    row = conn.execute(
+        "SELECT owner_epoch, state FROM saga_runs WHERE run_id = %s FOR SHARE", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise not_begun(run_id)
+    current, state = row
+    if current != epoch:
+        raise Fenced(run_id, epoch, current)
+    if not allow_ended and state not in OPEN_RUN_STATES:
+        raise ended(run_id, state)
+
+
+def check_answer(run_id: str, epoch: int, current: int | None, state: str | None, *,
+                 allow_ended: bool) -> None:
+    """What `fenced_sql`'s statement found about the run: raises as `check_epoch` does."""
+    if current is None or state is None:
+        raise not_begun(run_id)
+    if current != epoch:
+        raise Fenced(run_id, epoch, current)
+    if not allow_ended and state not in OPEN_RUN_STATES:
+        raise ended(run_id, state)
+
+
+@functools.lru_cache(maxsize=64)
+def fenced_sql(write: str, allow_ended: bool) -> str:
+    """One statement: the run row locked, the epoch (and, unless `allow_ended`, the open state)
+    checked in the write's WHERE clause (`{fence}` in `write`), the run's epoch and state
+    returned with the written row (NULLs when nothing was written)."""
+    state = "" if allow_ended else f" AND run.state IN ({OPEN_STATES_SQL})"
+    fence = f"EXISTS (SELECT 1 FROM run WHERE run.owner_epoch = %(epoch)s{state})"
+    return ("WITH run AS (SELECT owner_epoch, state FROM saga_runs WHERE run_id = %(run_id)s"
+            f" FOR SHARE), w AS ({write.replace('{fence}', fence)})"
+            " SELECT run.owner_epoch, run.state, w.* FROM run LEFT JOIN w ON true")
+
+
+@functools.lru_cache(maxsize=64)
+def status_in(expect: Sequence[StepStatus]) -> str:
+    """`status IN (...)` for statuses of the closed set (constants in the statement, so that
+    nothing is adapted per call)."""
+    if not expect:
+        return "false"
+    return "status IN (" + ", ".join(f"'{StepStatus(s)}'" for s in expect) + ")"

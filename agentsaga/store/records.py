@@ -1,0 +1,182 @@
+"""The saga log's records as the store hands them out: a run (`saga_runs`), its steps
+(`saga_log`), its pivot record and its corrections (`corrections`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from agentsaga.states import (
+    OPEN_RUN_STATES,
+    UNSETTLED,
+    CompensationStatus,
+    CorrectionState,
+    PivotState,
+    RunState,
+    StepStatus,
+)
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PivotRecord:
+    """R10: the staged plan a human approves, and the decision. Stored (and shown in the
+    AgentRun's `status.pivot`) as camelCase JSON: `to_json` / `from_json`."""
+
+    state: PivotState
+    plan_hash: str
+    staged_at: str = ""
+    staged: list[JSON] = field(default_factory=list)
+    """The steps done so far, as the approver sees them."""
+    commit: list[JSON] = field(default_factory=list)
+    """The commit steps to run once approved: {"tool", "args", "class", "audience"}."""
+    irreversible_before_pivot: int = 0
+    decision: str = ""
+    decided_by: str = ""
+    decided_at: str = ""
+    reason: str = ""
+
+    @property
+    def decided(self) -> bool:
+        return self.state in (PivotState.APPROVED, PivotState.REJECTED)
+
+    def deciding(self, decision: PivotState, approver: str, at: str,
+                 reason: str) -> PivotRecord:
+        return replace(self, state=decision, decision=str(decision), decided_by=approver,
+                       decided_at=at, reason=reason)
+
+    def to_json(self) -> JSON:
+        out: JSON = {"state": str(self.state), "planHash": self.plan_hash,
+                     "stagedAt": self.staged_at, "staged": self.staged, "commit": self.commit,
+                     "irreversibleBeforePivot": self.irreversible_before_pivot}
+        if self.decision:
+            out.update(decision=self.decision, decidedBy=self.decided_by,
+                       decidedAt=self.decided_at, reason=self.reason)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PivotRecord:
+        return cls(state=PivotState(data["state"]), plan_hash=str(data.get("planHash", "")),
+                   staged_at=str(data.get("stagedAt", "")), staged=list(data.get("staged") or []),
+                   commit=list(data.get("commit") or []),
+                   irreversible_before_pivot=int(data.get("irreversibleBeforePivot") or 0),
+                   decision=str(data.get("decision") or ""),
+                   decided_by=str(data.get("decidedBy") or ""),
+                   decided_at=str(data.get("decidedAt") or ""),
+                   reason=str(data.get("reason") or ""))
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    agent: str
+    state: RunState
+    owner_epoch: int
+    owner: str
+    pod_uid: str
+    namespace: str
+    irreversible_before_pivot: int
+    pivot: PivotRecord | None
+    trace_context: dict[str, Any] | None
+    created_at: datetime
+    ended_at: datetime | None
+
+    @property
+    def open(self) -> bool:
+        return self.state in OPEN_RUN_STATES
+
+
+@dataclass(frozen=True)
+class Step:
+    run_id: str
+    step_idx: int
+    tool: str
+    tool_class: str
+    idempotency_key: str
+    args: dict[str, Any]
+    status: StepStatus
+    external_ref: str | None
+    result: Any
+    error: str | None
+    compensation: dict[str, Any] | None
+    audience: list[str]
+    after_pivot: bool
+    comp_key: str | None
+    comp_status: CompensationStatus | None
+    comp_result: Any
+    writer_epoch: int
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def settled(self) -> bool:
+        return self.status not in UNSETTLED
+
+
+@dataclass(frozen=True)
+class Adoption:
+    run: Run
+    adopted: bool
+    """True when the run existed and its epoch was bumped for the new owner."""
+
+
+@dataclass(frozen=True)
+class Correction:
+    """R9: what to tell the people who saw an effect that was undone or cannot be."""
+
+    run_id: str
+    step_idx: int
+    tool: str
+    audience: list[str]
+    rank: int
+    state: CorrectionState
+    correction: dict[str, Any] | None
+    """The pre-written correction (template, recipients), or None for a Silent one."""
+    approver: str | None = None
+    decided_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step_idx": self.step_idx, "tool": self.tool, "audience": self.audience,
+                "rank": self.rank, "state": str(self.state), "correction": self.correction}
+
+
+RUN_COLUMNS = (
+    "run_id, agent, state, owner_epoch, owner, pod_uid, namespace, irreversible_before_pivot, "
+    "pivot, trace_context, created_at, ended_at"
+)
+STEP_COLUMNS = (
+    "run_id, step_idx, tool, tool_class, idempotency_key, args, status, external_ref, result, "
+    "error, compensation, audience, after_pivot, comp_key, comp_status, comp_result, "
+    "writer_epoch, created_at, updated_at"
+)
+CORRECTION_COLUMNS = (
+    "run_id, step_idx, tool, audience, rank, state, correction, approver, decided_at")
+RUN_WIDTH = len(RUN_COLUMNS.split(","))
+
+
+def run_from_row(row: tuple[Any, ...]) -> Run:
+    """A `saga_runs` row selected as RUN_COLUMNS."""
+    (run_id, agent, state, epoch, owner, pod_uid, namespace, irreversible, pivot, trace,
+     created, ended) = row
+    return Run(run_id, agent, RunState(state), epoch, owner, pod_uid, namespace, irreversible,
+               None if pivot is None else PivotRecord.from_json(pivot), trace, created, ended)
+
+
+def step_from_row(row: tuple[Any, ...]) -> Step:
+    """A `saga_log` row selected as STEP_COLUMNS."""
+    (run_id, step_idx, tool, tool_class, key, args, status, ref, result, error, comp,
+     audience, after_pivot, comp_key, comp_status, comp_result, epoch, created, updated) = row
+    return Step(run_id, step_idx, tool, tool_class, key, args, StepStatus(status), ref, result,
+                error, comp, list(audience), after_pivot, comp_key,
+                None if comp_status is None else CompensationStatus(comp_status), comp_result,
+                epoch, created, updated)
+
+
+def correction_from_row(row: tuple[Any, ...]) -> Correction:
+    """A `corrections` row selected as CORRECTION_COLUMNS."""
+    run_id, step_idx, tool, audience, rank, state, body, approver, decided_at = row
+    return Correction(run_id, step_idx, tool, list(audience), rank, CorrectionState(state), body,
+                      approver, decided_at)

@@ -1,0 +1,163 @@
+"""Runs (`saga_runs`): begin or adopt (R12 epochs), read, change state and the pivot record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from psycopg.rows import tuple_row
+
+from agentsaga.errors import Fenced, RunNotFound
+from agentsaga.states import PivotState, RunState
+from agentsaga.store.base import StoreBase, to_json
+from agentsaga.store.fencing import check_epoch, not_begun
+from agentsaga.store.records import (
+    RUN_COLUMNS,
+    RUN_WIDTH,
+    STEP_COLUMNS,
+    Adoption,
+    PivotRecord,
+    Run,
+    Step,
+    run_from_row,
+    step_from_row,
+)
+
+_RUN_AND_NEWEST = (
+    f"SELECT {', '.join('r.' + c.strip() for c in RUN_COLUMNS.split(','))}, s.*"
+    " FROM saga_runs r LEFT JOIN LATERAL"
+    f" (SELECT {STEP_COLUMNS} FROM saga_log WHERE saga_log.run_id = r.run_id"
+    " ORDER BY step_idx DESC LIMIT 1) s ON true WHERE r.run_id = %s"
+)
+
+
+class RunStatements(StoreBase):
+    def begin_run(self, run_id: str, *, agent: str = "", owner: str = "", pod_uid: str = "",
+                  namespace: str = "", trace_context: dict[str, Any] | None = None) -> Adoption:
+        """Create the run, or adopt it by bumping its owner epoch (R12)."""
+        self.forget(run_id)
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "INSERT INTO saga_runs (run_id, agent, owner, pod_uid, namespace, trace_context)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING"
+                f" RETURNING {RUN_COLUMNS}",
+                (run_id, agent, owner, pod_uid, namespace, to_json(trace_context)),
+            ).fetchone()
+            if row is not None:
+                return Adoption(run_from_row(row), adopted=False)
+            row = conn.execute(
+                "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s,"
+                " pod_uid = %s, namespace = COALESCE(NULLIF(%s, ''), namespace),"
+                " updated_at = now() WHERE run_id = %s"
+                f" RETURNING {RUN_COLUMNS}",
+                (owner, pod_uid, namespace, run_id),
+            ).fetchone()
+        if row is None:  # deleted between the two statements: nothing to adopt
+            raise not_begun(run_id)
+        return Adoption(run_from_row(row), adopted=True)
+
+    def adopt(self, run_id: str, owner: str) -> Run:
+        """Take over an existing run (a reconcile/unwind Job): bump the epoch (R12)."""
+        self.forget(run_id)
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s, updated_at = now()"
+                f" WHERE run_id = %s RETURNING {RUN_COLUMNS}",
+                (owner, run_id),
+            ).fetchone()
+        if row is None:
+            raise RunNotFound(f"run {run_id!r} is not in the saga log")
+        return run_from_row(row)
+
+    def run(self, run_id: str) -> Run | None:
+        with self.db.connection() as conn:
+            row = conn.execute(
+                f"SELECT {RUN_COLUMNS} FROM saga_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        return None if row is None else run_from_row(row)
+
+    def require_run(self, run_id: str) -> Run:
+        found = self.run(run_id)
+        if found is None:
+            raise not_begun(run_id)
+        return found
+
+    def require_owner(self, run_id: str, epoch: int) -> Run:
+        """The run, if `epoch` is still its owner's (R12); else Fenced, before anything is
+        read from the real systems or written."""
+        run = self.require_run(run_id)
+        if run.owner_epoch != epoch:
+            self.forget(run_id)
+            raise Fenced(run_id, epoch, run.owner_epoch)
+        return run
+
+    def runs(self, *, states: Iterable[RunState] | None = None) -> list[Run]:
+        with self.db.connection() as conn:
+            if states is None:
+                rows = conn.execute(f"SELECT {RUN_COLUMNS} FROM saga_runs ORDER BY created_at")
+            else:
+                rows = conn.execute(
+                    f"SELECT {RUN_COLUMNS} FROM saga_runs WHERE state = ANY(%s)"
+                    " ORDER BY created_at",
+                    ([str(s) for s in states],),
+                )
+            return [run_from_row(r) for r in rows.fetchall()]
+
+    def set_run_state(self, run_id: str, epoch: int, state: RunState, *,
+                      end: bool = False) -> None:
+        self.forget(run_id)
+        with self.db.transaction() as conn:
+            check_epoch(conn, run_id, epoch, allow_ended=True)
+            conn.execute(
+                "UPDATE saga_runs SET state = %s, updated_at = now(),"
+                " ended_at = CASE WHEN %s THEN now() ELSE ended_at END WHERE run_id = %s",
+                (str(state), end, run_id),
+            )
+
+    def update_run(self, run_id: str, epoch: int, *, pivot: PivotRecord | None = None,
+                   state: RunState | None = None, count_irreversible: bool = False) -> Run:
+        """Change the pivot record, the state or the irreversible-before-pivot count (R10)."""
+        self.forget(run_id)
+        with self.db.transaction() as conn:
+            check_epoch(conn, run_id, epoch, allow_ended=True)
+            row = conn.execute(
+                "UPDATE saga_runs SET pivot = COALESCE(%s, pivot), state = COALESCE(%s, state),"
+                " irreversible_before_pivot = irreversible_before_pivot + %s,"
+                f" updated_at = now() WHERE run_id = %s RETURNING {RUN_COLUMNS}",
+                (None if pivot is None else to_json(pivot.to_json()),
+                 None if state is None else str(state), 1 if count_irreversible else 0, run_id),
+            ).fetchone()
+        if row is None:
+            raise not_begun(run_id)
+        return run_from_row(row)
+
+    def decide_pivot(self, run_id: str, decided: PivotRecord, state: RunState) -> bool:
+        """Record a decision iff the staged plan is still `decided.plan_hash` and undecided (no
+        epoch: the decision is a human's, not the run owner's)."""
+        self.forget(run_id)
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "UPDATE saga_runs SET pivot = %s, state = %s, updated_at = now()"
+                " WHERE run_id = %s AND pivot->>'planHash' = %s"
+                " AND pivot->>'state' = %s RETURNING run_id",
+                (to_json(decided.to_json()), str(state), run_id, decided.plan_hash,
+                 str(PivotState.AWAITING_APPROVAL)),
+            ).fetchone()
+        return row is not None
+
+    def run_and_newest(self, run_id: str) -> tuple[Run | None, Step | None]:
+        """The run and its newest step, in one statement (remembered as the run's cursor)."""
+        generation = self._cursors.generation
+        with self.db.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            row = cur.execute(_RUN_AND_NEWEST, (run_id,)).fetchone()
+        if row is None:
+            return None, None
+        run = run_from_row(row[:RUN_WIDTH])
+        step = None if row[RUN_WIDTH] is None else step_from_row(row[RUN_WIDTH:])
+        self._cursors.remember(run, step, generation)
+        return run, step
+
+    def cursor(self, run_id: str, epoch: int) -> tuple[Run, Step | None] | None:
+        """The run and its newest step as this process last wrote them under `epoch`, or None
+        (see `agentsaga.store.cursors`)."""
+        return self._cursors.get(run_id, epoch)

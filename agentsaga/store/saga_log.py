@@ -1,0 +1,74 @@
+"""The saga log in Postgres (R2, R11, R12): the log, not the transcript, is the truth.
+
+Public methods own their transaction; every write checks the run's owner epoch
+(`agentsaga.store.fencing`), so a writer whose epoch was bumped by an adopter is refused
+(`Fenced`). A database that goes away is `LogUnavailable`, never a psycopg error.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agentsaga.store import schema
+from agentsaga.store.connections import Database
+from agentsaga.store.correction_rows import CorrectionStatements
+from agentsaga.store.counts import CountStatements
+from agentsaga.store.cursors import Cursors
+from agentsaga.store.hooks import NoHooks, StoreHooks
+from agentsaga.store.runs import RunStatements
+from agentsaga.store.steps import StepStatements
+
+logger = logging.getLogger(__name__)
+
+
+class SagaLog(RunStatements, StepStatements, CorrectionStatements, CountStatements):
+    """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
+    outcome, compensation and correction (telemetry installs its own)."""
+
+    def __init__(self, dsn: str, *, min_size: int = 2, max_size: int = 16,
+                 async_outcomes: bool = True, hooks: StoreHooks | None = None) -> None:
+        self.dsn = dsn
+        self.async_outcomes = async_outcomes
+        # Every statement is prepared on first use (the hot path is a handful of statements).
+        self.db = Database(dsn, min_size=min_size, max_size=max_size,
+                           async_outcomes=async_outcomes)
+        self.hooks = hooks if hooks is not None else NoHooks()
+        # The newest step of each run this process writes, as of its own last write (R12: any
+        # other writer bumps the epoch first, so a cursor is used only under the epoch it was
+        # read with, and the fenced write still refuses a stale one). See `cursor`.
+        self._cursors = Cursors()
+
+    def open(self, *, migrate: bool = True, timeout: float = 30.0) -> SagaLog:
+        """Wait up to `timeout` seconds for Postgres (it may still be starting), then open the
+        pools and apply missing migrations; `DatabaseUnavailable` says why it could not."""
+        self.db.open(timeout)
+        if migrate:
+            self.migrate()
+        return self
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> SagaLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def reconnect(self) -> None:
+        """Drop connections to a server that restarted; the next statement reconnects."""
+        self.db.check()
+
+    def migrate(self) -> list[str]:
+        """Apply missing migrations; one read when the schema is already current."""
+        with self.db.connection() as conn:
+            if schema.is_current(conn):
+                return []
+            conn.prepare_threshold = None  # migration files hold many statements
+            try:
+                applied = schema.migrate(conn)
+            finally:
+                conn.prepare_threshold = 0
+        for name in applied:
+            logger.info("applied migration %s", name)
+        return applied

@@ -1,0 +1,64 @@
+"""The schema: numbered SQL migrations (`agentsaga/migrations/NNN_*.sql`), applied in order and
+recorded in `schema_migrations`."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from agentsaga.store.connections import Connection
+
+# Any constant works; it only has to be the same for every process that migrates.
+_LOCK_ID = 0x5A6A_0001
+
+
+def available() -> list[tuple[int, str, str]]:
+    """(version, name, sql) for every migration file shipped with the package, in order."""
+    found = []
+    for entry in resources.files("agentsaga.migrations").iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:3].isdigit():
+            found.append((int(name[:3]), name, entry.read_text()))
+    return sorted(found)
+
+
+def is_current(conn: Connection) -> bool:
+    """Whether every shipped migration is applied (one read when it is)."""
+    wanted = {version for version, _, _ in available()}
+    table = conn.execute("SELECT to_regclass('schema_migrations')").fetchone()
+    if table is None or table[0] is None:
+        return False
+    done = {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+    return wanted <= done
+
+
+def migrate(conn: Connection) -> list[str]:
+    """Apply the migrations this database lacks; returns the names applied. Safe to run from
+    several processes at once (an advisory lock serialises them)."""
+    applied: list[str] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INT PRIMARY KEY, name TEXT NOT NULL,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        done = {int(row[0]) for row in conn.execute("SELECT version FROM schema_migrations")}
+        for version, name, sql in available():
+            if version in done:
+                continue
+            conn.execute(sql.encode())
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+            )
+            applied.append(name)
+    return applied
+
+
+def check_constraints(conn: Connection) -> dict[str, str]:
+    """The CHECK constraints of the saga log's tables by name, as Postgres prints them (for the
+    test that holds them to `agentsaga.states`)."""
+    rows = conn.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE contype = 'c' AND conrelid IN ('saga_runs'::regclass, 'saga_log'::regclass,"
+        " 'corrections'::regclass)").fetchall()
+    return {str(name): str(definition) for name, definition in rows}

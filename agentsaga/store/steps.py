@@ -1,0 +1,212 @@
+"""Steps (`saga_log`): the INTENDED row before every call (R2), its outcome, its compensation
+(R8), and the reads that resume, reconcile and unwind work from (R11)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from psycopg.rows import tuple_row
+
+from agentsaga.redact import redact_optional
+from agentsaga.states import UNSETTLED, CompensationStatus, RunState, StepStatus
+from agentsaga.store.base import StoreBase, text_array, to_json
+from agentsaga.store.fencing import check_answer, check_epoch, fenced_sql, status_in
+from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
+
+_OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
+_UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
+
+
+def _with_outcome(step: Step, row: tuple[Any, ...]) -> Step:
+    """`step` with the columns an outcome write changes (_OUTCOME_COLUMNS, in order)."""
+    status, external_ref, result, error, updated_at = row
+    return Step(step.run_id, step.step_idx, step.tool, step.tool_class, step.idempotency_key,
+                step.args, StepStatus(status), external_ref, result, error, step.compensation,
+                step.audience, step.after_pivot, step.comp_key, step.comp_status,
+                step.comp_result, step.writer_epoch, step.created_at, updated_at)
+
+
+class StepStatements(StoreBase):
+    # -- reads -----------------------------------------------------------------------------
+
+    def steps(self, run_id: str, *, newest_first: bool = False) -> list[Step]:
+        order = "DESC" if newest_first else "ASC"
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE run_id = %s ORDER BY step_idx {order}",
+                (run_id,),
+            ).fetchall()
+        return [step_from_row(r) for r in rows]
+
+    def step(self, run_id: str, step_idx: int) -> Step | None:
+        with self.db.connection() as conn:
+            row = conn.execute(
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE run_id = %s AND step_idx = %s",
+                (run_id, step_idx),
+            ).fetchone()
+        return None if row is None else step_from_row(row)
+
+    def step_by_key(self, key: str) -> Step | None:
+        with self.db.connection() as conn:
+            row = conn.execute(
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE idempotency_key = %s", (key,)
+            ).fetchone()
+        return None if row is None else step_from_row(row)
+
+    def newest_step(self, run_id: str) -> Step | None:
+        with self.db.connection() as conn:
+            row = conn.execute(
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE run_id = %s"
+                " ORDER BY step_idx DESC LIMIT 1",
+                (run_id,),
+            ).fetchone()
+        return None if row is None else step_from_row(row)
+
+    def unsettled(self, limit: int | None = None) -> list[Step]:
+        """Every INTENDED or UNKNOWN row of every run (for reconcile at scale)."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {STEP_COLUMNS} FROM saga_log WHERE {_UNSETTLED_SQL}"
+                " ORDER BY run_id, step_idx LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [step_from_row(r) for r in rows]
+
+    def commits_taken(self, run_id: str) -> set[int]:
+        """The approved commit steps (R10) a live row of the run carries out already."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT commit_index FROM saga_log WHERE run_id = %s AND commit_index IS NOT NULL"
+                " AND status NOT IN ('FAILED', 'NOT_EXECUTED')", (run_id,)).fetchall()
+        return {int(r[0]) for r in rows}
+
+    # -- the fenced writes (R12) -----------------------------------------------------------
+
+    def _fenced_write(self, write: str, params: dict[str, Any], *, durable: bool,
+                      allow_ended: bool,
+                      make: Callable[[tuple[Any, ...]], Step] | None = None) -> Step | None:
+        """One write under the R12 check, in one statement (`agentsaga.store.fencing`).
+
+        `write` is an INSERT or UPDATE of `saga_log` with `{fence}` in its WHERE clause and
+        `RETURNING STEP_COLUMNS` (or the columns `make` builds the step from). Returns the
+        written step, or None when the write matched nothing; raises RunNotFound, Fenced or
+        RunEnded."""
+        sql = fenced_sql(write, allow_ended)
+        # one autocommit statement: its own transaction
+        with (self.db.connection(durable=durable or not self.async_outcomes) as conn,
+              conn.cursor(row_factory=tuple_row) as cur):
+            row = cur.execute(sql, params).fetchone()
+        run_id, epoch = params["run_id"], params["epoch"]
+        current, state = (None, None) if row is None else (row[0], row[1])
+        written = row is not None and row[2] is not None
+        if current != epoch or state != RunState.RUNNING or not written:
+            self.forget(run_id)
+        check_answer(run_id, epoch, current, state, allow_ended=allow_ended)
+        if row is None or not written:
+            return None
+        return step_from_row(row[2:]) if make is None else make(row[2:])
+
+    def record_intent(self, run_id: str, epoch: int, step_idx: int, *, tool: str,
+                      tool_class: str, key: str, args: dict[str, Any],
+                      compensation: dict[str, Any] | None, audience: Sequence[str],
+                      after_pivot: bool = False, commit_index: int | None = None
+                      ) -> Step | None:
+        """R2: commit the INTENDED row, durably, before the call. The only place it is written.
+        `commit_index`: the approved commit step this is (R10; each runs once).
+
+        Returns None when the step already exists (another writer got there first)."""
+        step = self._fenced_write(
+            "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
+            " status, compensation, audience, after_pivot, writer_epoch, commit_index)"
+            " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
+            " %(comp)s, %(audience)s::text[], %(after_pivot)s, %(epoch)s, %(commit)s"
+            " WHERE {fence}"
+            # R3 in the statement itself: no new step while one is unsettled (whatever this
+            # process remembers, e.g. an async outcome lost to a Postgres crash)
+            " AND NOT EXISTS (SELECT 1 FROM saga_log u WHERE u.run_id = %(run_id)s"
+            f" AND u.{_UNSETTLED_SQL})"
+            f" ON CONFLICT DO NOTHING RETURNING {STEP_COLUMNS}",
+            {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
+             "key": key, "args": to_json(args), "comp": to_json(compensation),
+             "audience": text_array(audience), "after_pivot": after_pivot, "epoch": epoch,
+             "commit": commit_index},
+            durable=True, allow_ended=False)
+        if step is None:
+            self.forget(run_id)  # the next dispatch reads what is really there
+        else:
+            self._cursors.advance(run_id, step)
+        return step
+
+    def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
+                  compensation: dict[str, Any] | None, audience: Sequence[str]) -> Step | None:
+        """R2 again for a NOT_EXECUTED step that runs once more under the same key.
+
+        Returns None if the row is no longer NOT_EXECUTED (another writer moved it)."""
+        self.forget(run_id)
+        with self.db.transaction(durable=True) as conn:
+            check_epoch(conn, run_id, epoch)
+            row = conn.execute(
+                "UPDATE saga_log SET status = 'INTENDED', args = %s, compensation = %s,"
+                " audience = %s, error = NULL, writer_epoch = %s, updated_at = now()"
+                " WHERE run_id = %s AND step_idx = %s AND status = 'NOT_EXECUTED'"
+                f" RETURNING {STEP_COLUMNS}",
+                (to_json(args), to_json(compensation), list(audience), epoch, run_id, step_idx),
+            ).fetchone()
+        return None if row is None else step_from_row(row)
+
+    def record_outcome(self, run_id: str, epoch: int, step_idx: int, status: StepStatus, *,
+                       result: Any = None, external_ref: str | None = None,
+                       error: str | None = None,
+                       expect: Sequence[StepStatus] = tuple(sorted(UNSETTLED)),
+                       allow_ended: bool = True, intended: Step | None = None) -> Step | None:
+        """Move an unsettled row to its outcome. Returns None if it was not in `expect`.
+
+        `intended`: the row as this process wrote it (record_intent, under this epoch). Only
+        the columns the outcome changes are then read back; the rest are the intended row's
+        (no other writer can have changed them: it would have bumped the epoch first, and this
+        write would be refused).
+
+        The commit need not wait for the WAL flush (async outcomes): losing it to a Postgres
+        crash leaves the INTENDED row, which reconcile settles by key (R7)."""
+        known = (intended if intended is not None and intended.run_id == run_id
+                 and intended.step_idx == step_idx and intended.writer_epoch == epoch else None)
+        returning = STEP_COLUMNS if known is None else _OUTCOME_COLUMNS
+        step = self._fenced_write(
+            "UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
+            " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
+            " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
+            f" AND {status_in(tuple(expect))} AND {{fence}} RETURNING {returning}",
+            {"status": str(status), "result": to_json(result), "ref": external_ref,
+             "error": redact_optional(error), "run_id": run_id, "step_idx": step_idx,
+             "epoch": epoch},
+            durable=False, allow_ended=allow_ended,
+            make=None if known is None else functools.partial(_with_outcome, known))
+        if step is not None:
+            self._cursors.advance(run_id, step)
+            self.hooks.on_outcome(step)
+        return step
+
+    def record_compensation(self, run_id: str, epoch: int, step_idx: int,
+                            comp_status: CompensationStatus, *, comp_key: str | None = None,
+                            comp_result: Any = None, compensated: bool = False,
+                            error: str | None = None) -> Step:
+        """R8: the compensation's own progress; `compensated=True` marks the row COMPENSATED."""
+        self.forget(run_id)
+        with self.db.transaction(durable=True) as conn:
+            check_epoch(conn, run_id, epoch, allow_ended=True)
+            row = conn.execute(
+                "UPDATE saga_log SET comp_status = %s, comp_key = COALESCE(%s, comp_key),"
+                " comp_result = COALESCE(%s, comp_result),"
+                " status = CASE WHEN %s THEN 'COMPENSATED' ELSE status END,"
+                " error = COALESCE(%s, error), updated_at = now()"
+                f" WHERE run_id = %s AND step_idx = %s RETURNING {STEP_COLUMNS}",
+                (str(comp_status), comp_key, to_json(comp_result), compensated,
+                 redact_optional(error), run_id, step_idx),
+            ).fetchone()
+        if row is None:
+            raise LookupError(f"run {run_id!r} has no step {step_idx}")
+        step = step_from_row(row)
+        self.hooks.on_compensation(step, comp_status, compensated)
+        return step

@@ -1,0 +1,166 @@
+"""The gRPC front end: request -> `SagaService` call -> response, nothing more.
+
+Tool outcomes travel in responses; a refused request becomes a status code whose message says
+what was wrong and what to do. Errors are mapped once, here, by one table from the code each
+error class declares (`agentsaga.errors.ErrorCode`) to a gRPC status.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, NoReturn, Protocol, TypeVar
+
+import grpc
+
+from agentsaga.calls import BeganRun, DispatchResult, RunView
+from agentsaga.errors import ErrorCode, SagaError
+from agentsaga.requests import parse_plan
+from agentsaga.service import SagaService
+from agentsaga.settle_report import SettleReport
+from agentsaga.store import PivotRecord, Step
+from agentsaga.v1 import sidecar_pb2 as pb
+from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
+
+logger = logging.getLogger(__name__)
+
+STATUS: dict[ErrorCode, grpc.StatusCode] = {
+    ErrorCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorCode.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorCode.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorCode.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ErrorCode.TAKEN_OVER: grpc.StatusCode.ABORTED,
+    ErrorCode.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+}
+"""Every ErrorCode's gRPC status (a test checks that none is missing)."""
+
+
+class Aborting(Protocol):
+    """The part of grpc.ServicerContext the adapter uses: `abort` ends the RPC by raising."""
+
+    def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
+
+
+S = TypeVar("S")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+def rpc(method: Callable[[S, Req], Resp]) -> Callable[[S, Req, Aborting], Resp]:
+    """An RPC whose errors are answered by the table: a SagaError by its code, anything
+    else (a bug) as INTERNAL without internals."""
+    @functools.wraps(method)
+    def answer(self: S, request: Req, context: Aborting) -> Resp:
+        try:
+            return method(self, request)
+        except SagaError as exc:
+            context.abort(STATUS[exc.error_code], str(exc))
+        except Exception as exc:
+            logger.exception("%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL,
+                          f"{method.__name__} failed: {type(exc).__name__}")
+    return answer
+
+
+class SidecarServicer(pb_grpc.SidecarServicer):
+    def __init__(self, service: SagaService) -> None:
+        self.service = service
+
+    @rpc
+    def BeginRun(self, request: pb.BeginRunRequest) -> pb.BeginRunResponse:
+        return began_message(self.service.begin_run(
+            request.run_id, agent=request.agent, owner=request.pod_name,
+            pod_uid=request.pod_uid, namespace=request.namespace))
+
+    @rpc
+    def Dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
+        return dispatch_message(self.service.dispatch_request(
+            request.run_id, request.tool, request.args_json))
+
+    @rpc
+    def GetRun(self, request: pb.GetRunRequest) -> pb.GetRunResponse:
+        return run_message(self.service.get_run(request.run_id))
+
+    @rpc
+    def ListTools(self, request: pb.ListToolsRequest) -> pb.ListToolsResponse:
+        return pb.ListToolsResponse(tools=[
+            pb.ToolInfo(name=t.name, tool_class=t.tool_class, description=t.description,
+                        has_lookup=t.has_lookup, has_compensation=t.has_compensation)
+            for t in self.service.list_tools()])
+
+    @rpc
+    def EndRun(self, request: pb.EndRunRequest) -> pb.EndRunResponse:
+        run = self.service.end_run(request.run_id, request.outcome)
+        return pb.EndRunResponse(run_id=run.run_id, state=str(run.state))
+
+    @rpc
+    def Reconcile(self, request: pb.RunRequest) -> pb.SettleReport:
+        return report_message(self.service.reconcile(request.run_id))
+
+    @rpc
+    def Unwind(self, request: pb.RunRequest) -> pb.SettleReport:
+        return report_message(self.service.unwind(request.run_id))
+
+    @rpc
+    def ReachPivot(self, request: pb.ReachPivotRequest) -> pb.PivotResponse:
+        plan = parse_plan(request.commit_plan_json)
+        return pivot_message(request.run_id, self.service.reach_pivot(request.run_id, plan))
+
+    @rpc
+    def AwaitDecision(self, request: pb.AwaitDecisionRequest) -> pb.PivotResponse:
+        record = self.service.await_decision(request.run_id, request.timeout_seconds or 30.0)
+        return pivot_message(request.run_id, record)
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def _dumps(value: Any) -> str:
+    return "" if value is None else json.dumps(value, default=str)
+
+
+def began_message(began: BeganRun) -> pb.BeginRunResponse:
+    return pb.BeginRunResponse(run_id=began.run.run_id, owner_epoch=began.run.owner_epoch,
+                               adopted=began.adopted, next_step=began.next_step)
+
+
+def dispatch_message(out: DispatchResult) -> pb.DispatchResponse:
+    return pb.DispatchResponse(
+        outcome=pb.Outcome.Value(str(out.outcome)), step_idx=out.step_idx,
+        idempotency_key=out.key, result_json=_dumps(out.result),
+        external_ref=out.external_ref or "", message=out.message, status=str(out.status))
+
+
+def step_message(step: Step) -> pb.Step:
+    return pb.Step(
+        step_idx=step.step_idx, tool=step.tool, tool_class=step.tool_class,
+        idempotency_key=step.idempotency_key, status=str(step.status),
+        args_json=_dumps(step.args), result_json=_dumps(step.result),
+        external_ref=step.external_ref or "", compensation_json=_dumps(step.compensation),
+        audience=step.audience, error=step.error or "",
+        created_at=step.created_at.isoformat(), updated_at=step.updated_at.isoformat(),
+    )
+
+
+def run_message(view: RunView) -> pb.GetRunResponse:
+    run = view.run
+    return pb.GetRunResponse(
+        run_id=run.run_id, state=str(run.state), owner_epoch=run.owner_epoch,
+        irreversible_before_pivot=run.irreversible_before_pivot,
+        steps=[step_message(s) for s in view.steps],
+        pivot_json=_dumps(None if run.pivot is None else run.pivot.to_json()))
+
+
+def report_message(report: SettleReport) -> pb.SettleReport:
+    return pb.SettleReport(run_id=report.run_id, report_json=_dumps(report.to_json()),
+                           settled=report.settled)
+
+
+def pivot_message(run_id: str, record: PivotRecord | None) -> pb.PivotResponse:
+    if record is None:
+        return pb.PivotResponse(run_id=run_id, pivot_json=_dumps({}))
+    return pb.PivotResponse(run_id=run_id, state=str(record.state), plan_hash=record.plan_hash,
+                            pivot_json=_dumps(record.to_json()))
