@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentsaga.states import DispatchOutcome, RunState
-from agentsaga.store.records import Run, Step
+
+if TYPE_CHECKING:  # annotations only: the agent's side imports no database driver
+    from agentsaga.store.records import Run, Step
 
 JSON = dict[str, Any]
 

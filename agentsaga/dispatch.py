@@ -83,6 +83,7 @@ class Dispatcher:
                     message=(f"step {newest.step_idx} ({newest.tool}) has an unknown outcome; "
                              f"call {newest.tool} again to resolve it before anything else"),
                 )
+            self.saga_log.require_owner(run_id, epoch)  # R12 before asking a real system
             settled = self.reconciler.settle(newest, epoch).step  # R7 before any retry
             if settled.status == StepStatus.CONFIRMED:
                 return _confirmed(settled, "already happened: found by its idempotency key")

@@ -1,5 +1,6 @@
 """A scripted agent that behaves as the system prompt asks: an unknown outcome is followed by
-the same call again, never by new arguments; a dead sidecar is restarted and the run adopted."""
+the same call again, never by new arguments; a dead sidecar is restarted and the run adopted
+(BeginRun on the new sidecar: only BeginRun adopts a run, R12)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ class Agent:
         self.answers = answers
         self.sent: dict[tuple[str, str], dict[str, Any]] = {}
         """The arguments of each (run, tool) as the agent last sent them (its transcript)."""
+        self.begun_on: dict[str, Sidecar] = {}
+        """The sidecar that last began (adopted) each run."""
 
     def note(self, run_id: str, reply: pb.DispatchResponse) -> str:
         outcome = pb.Outcome.Name(reply.outcome)
@@ -33,7 +36,11 @@ class Agent:
         return outcome
 
     def begin(self, run_id: str) -> None:
-        self._retrying(lambda sc: sc.client.begin_run(run_id, agent="chaos"), run_id, begin=False)
+        self._retrying(lambda sc: self._begin_on(sc, run_id), run_id, begin=False)
+
+    def _begin_on(self, sidecar: Sidecar, run_id: str) -> None:
+        sidecar.client.begin_run(run_id, agent="chaos")
+        self.begun_on[run_id] = sidecar
 
     def call(self, run_id: str, tool: str, args: dict[str, Any], *,
              attempts: int = 10) -> dict[str, Any] | None:
@@ -75,19 +82,19 @@ class Agent:
         for _ in range(60):
             sidecar = self.pod()
             try:
+                if begin and run_id in self.begun_on and self.begun_on[run_id] is not sidecar:
+                    self._begin_on(sidecar, run_id)  # a restarted sidecar: adopt the run again
                 return fn(sidecar)
             except grpc.RpcError as exc:
                 last = exc
                 code = exc.code()
                 if code is grpc.StatusCode.ABORTED and begin:  # fenced: adopt again (R12)
-                    self._retrying(lambda sc: sc.client.begin_run(run_id, agent="chaos"), run_id,
-                                   begin=False)
+                    self.begin(run_id)
                     continue
                 if code is not grpc.StatusCode.UNAVAILABLE:
                     raise
                 if not sidecar.alive and begin:
-                    self._retrying(lambda sc: sc.client.begin_run(run_id, agent="chaos"), run_id,
-                                   begin=False)
+                    self.begin(run_id)
                 time.sleep(0.2)
         assert last is not None
         raise last

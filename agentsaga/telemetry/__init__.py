@@ -33,7 +33,8 @@ from agentsaga.telemetry.core import (
     trace_carrier,
     traced_channel,
 )
-from agentsaga.telemetry.instruments import METRICS, observe_log
+from agentsaga.telemetry.gauges import observe_log
+from agentsaga.telemetry.instruments import METRICS
 from agentsaga.telemetry.payloads import redact
 from agentsaga.telemetry.spans import (
     TelemetryHooks,

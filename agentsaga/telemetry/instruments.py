@@ -5,18 +5,10 @@ scrape endpoint) dots become underscores, counters gain `_total` and units a suf
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Observation
-
-if TYPE_CHECKING:
-    from agentsaga.store import SagaLog
-
-logger = logging.getLogger(__name__)
 
 Kind = Literal["counter", "histogram", "gauge"]
 
@@ -89,21 +81,3 @@ class Instruments:
             "agentsaga.runs.orphaned", unit="{run}", description=METRICS[9].description)
         self.jobs = meter.create_counter(
             "agentsaga.jobs", unit="{job}", description=METRICS[10].description)
-
-
-def observe_log(saga_log: SagaLog, meter: metrics.Meter | None = None) -> None:
-    """Register the `agentsaga.steps.open` gauge: a count query on the saga log per collection
-    (the log, not this process's memory, knows what is open: other writers and old runs too)."""
-    from agentsaga.telemetry.core import current
-
-    def observe(_: CallbackOptions) -> Iterable[Observation]:
-        try:
-            counts = saga_log.open_step_counts()
-        except Exception as exc:  # a collection must not fail the exporter
-            logger.debug("steps.open not observed: %s", exc)
-            return []
-        return [Observation(n, {"agentsaga.status": str(s)}) for s, n in sorted(counts.items())]
-
-    (meter or current().instruments.meter).create_observable_gauge(
-        "agentsaga.steps.open", callbacks=[observe], unit="{step}",
-        description=METRICS[2].description)

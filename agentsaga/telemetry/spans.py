@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, Status, StatusCode
@@ -40,9 +40,11 @@ from agentsaga.states import (
     DispatchOutcome,
     StepStatus,
 )
-from agentsaga.store import Correction, PivotRecord, Run, SagaLog, Step
 from agentsaga.telemetry import payloads
 from agentsaga.telemetry.core import context_from_carrier, current, run_context
+
+if TYPE_CHECKING:  # the agent's client imports telemetry: no database driver for it
+    from agentsaga.store import Correction, PivotRecord, Run, SagaLog, Step
 
 # what happened inside the innermost reconcile / compensate span of this thread
 _phase: contextvars.ContextVar[Counter[str] | None] = contextvars.ContextVar(

@@ -7,12 +7,13 @@ import datetime
 import time
 
 import grpc
+import psycopg
 import pytest
 from agentsaga.operator.jobs import job_name
 from kubernetes import client, config
 
 from agentsaga.client import RunTakenOver
-from tests.ledger_tools import effects
+from tests.ledger_tools import calls, effects
 from tests.operator_fixtures import AR, Cluster
 
 RUN = "refund-1182"
@@ -23,6 +24,13 @@ def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, o
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"agent": "refunder", "onOrphan": on_orphan,
                      "orphanGracePeriodSeconds": grace}}
+
+
+def saga_rows(dsn: str) -> list[tuple[object, ...]]:
+    """The run and its steps, every column (epoch, state, statuses, timestamps)."""
+    with psycopg.connect(dsn) as conn:
+        return [*conn.execute("SELECT * FROM saga_runs ORDER BY run_id").fetchall(),
+                *conn.execute("SELECT * FROM saga_log ORDER BY run_id, step_idx").fetchall()]
 
 
 def evict(cluster: Cluster, pod: str) -> None:
@@ -112,9 +120,15 @@ def test_pod_adopting_within_grace_prevents_the_job_and_fences_the_evicted_sidec
     condition = next(c for c in running["status"]["conditions"] if c["type"] == "Orphaned")
     assert condition["status"] == "False" and condition["reason"] == "Adopted"
 
+    rows_before, calls_before = saga_rows(cluster.dsn), calls(cluster.dsn)
     with pytest.raises(RunTakenOver, match="adopted by a newer owner") as refused:
         old.dispatch(RUN, "create_ticket", {"summary": "again", "order_id": "1183"})
     assert refused.value.__cause__.code() == grpc.StatusCode.ABORTED  # type: ignore[union-attr]
+    for stale in (old.reconcile, old.unwind, old.end_run):  # R12 on every path, not only Dispatch
+        with pytest.raises(RunTakenOver, match="adopted by a newer owner"):
+            stale(RUN)
+    assert saga_rows(cluster.dsn) == rows_before, "the stale sidecar wrote to the saga log"
+    assert calls(cluster.dsn) == calls_before, "the stale sidecar called a real system"
 
     # The grace period runs out with the run adopted: through it and five resyncs after it,
     # no Job may appear and the run stays Running (an absence has no event to wait for).
