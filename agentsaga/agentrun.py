@@ -33,7 +33,7 @@ from agentsaga import telemetry
 from agentsaga.errors import ConfigurationError
 from agentsaga.settings import Settings
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "agentsaga.io", "v1alpha1", "agentruns"
 _DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -118,7 +118,7 @@ class AgentRunBinder:
                     f"AgentRun {ns}/{name} belongs to run {spec_run!r}, not {run_id!r}")
             status = current.get("status") or {}
             if int(status.get("ownerEpoch") or 0) > epoch:
-                log.warning("AgentRun %s/%s is bound to a newer owner (epoch %s > %s)", ns, name,
+                logger.warning("AgentRun %s/%s is bound to a newer owner (epoch %s > %s)", ns, name,
                             status.get("ownerEpoch"), epoch, extra={"run_id": run_id})
                 return current
             how = "adopted" if adopted else "began"
@@ -147,7 +147,7 @@ class AgentRunBinder:
                 if exc.status == 409:
                     continue
                 raise
-            log.info("AgentRun %s/%s bound to pod %s at epoch %d", ns, name, self.pod.name,
+            logger.info("AgentRun %s/%s bound to pod %s at epoch %d", ns, name, self.pod.name,
                      epoch, extra={"run_id": run_id})
             return cast(dict[str, Any], written)
         raise ConfigurationError(f"AgentRun {ns}/{name} kept changing; could not bind it")

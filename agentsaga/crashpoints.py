@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 ENV = "AGENTSAGA_CRASH_AT"
 
@@ -37,7 +37,7 @@ def reach(name: str) -> None:
     """Die here (SIGKILL) when `AGENTSAGA_CRASH_AT` names this point; otherwise return."""
     if not armed(name):
         return
-    log.warning("crash point %s reached: killing process %d", name, os.getpid())
+    logger.warning("crash point %s reached: killing process %d", name, os.getpid())
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os.kill(os.getpid(), signal.SIGKILL)

@@ -9,7 +9,7 @@ from typing import Any
 
 from agentsaga.errors import ConfigurationError
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
@@ -35,5 +35,5 @@ def embedded_dsn(data_dir: Path) -> str:
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     dsn: str = get_server(data_dir).get_uri()
-    log.info("embedded Postgres in %s", data_dir)
+    logger.info("embedded Postgres in %s", data_dir)
     return dsn

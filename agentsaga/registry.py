@@ -14,9 +14,9 @@ unknown outcome can be settled by asking the real system (R7); or it opts out wi
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, TypeVar, cast, get_args
+from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args, overload
 
 from agentsaga.errors import CompensationUnavailable, RegistrationError, UnknownTool
 
@@ -57,14 +57,15 @@ def ref(key: str) -> JSON:
     return {"$ref": key}
 
 
-class _NoLookup:
-    """Sentinel: this tool cannot be looked up by key; a human settles its unknown outcomes."""
+class NoLookup:
+    """The type of NO_LOOKUP: this tool cannot be looked up by key; a human settles its unknown
+    outcomes."""
 
     def __repr__(self) -> str:
         return "NO_LOOKUP"
 
 
-NO_LOOKUP: Any = _NoLookup()
+NO_LOOKUP: Final = NoLookup()
 
 ToolFn: TypeAlias = Callable[..., Any]
 LookupFn: TypeAlias = Callable[[str], "Effect | JSON | None"]
@@ -140,7 +141,7 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[ToolSpec]:
         return iter(sorted(self._tools.values(), key=lambda s: s.name))
 
     def __len__(self) -> int:
@@ -171,7 +172,7 @@ class Registry:
         name: str | None = None,
         audience: AudienceSpec = ("agent",),
         compensate: CompensateFn | None = None,
-        lookup: LookupFn | None = None,
+        lookup: LookupFn | NoLookup | None = None,
         lookup_many: LookupManyFn | None = None,
         description: str | None = None,
         commit_step: bool = False,
@@ -224,7 +225,7 @@ class Registry:
             fn=fn,
             cls=cast(ToolClass, cls),
             compensate=compensate,
-            lookup=None if lookup is NO_LOOKUP else lookup,
+            lookup=None if isinstance(lookup, NoLookup) else lookup,
             lookup_many=lookup_many,
             audience_spec=audience,
             description=description or inspect.getdoc(fn) or "",
@@ -232,6 +233,20 @@ class Registry:
         )
         self._tools[tool_name] = spec
         return spec
+
+    @overload
+    def tool(self, fn: F, *, cls: str | None = None, name: str | None = None,
+             audience: AudienceSpec = ("agent",), compensate: CompensateFn | None = None,
+             lookup: LookupFn | NoLookup | None = None,
+             lookup_many: LookupManyFn | None = None, description: str | None = None,
+             commit_step: bool = False) -> F: ...
+
+    @overload
+    def tool(self, fn: None = None, *, cls: str | None = None, name: str | None = None,
+             audience: AudienceSpec = ("agent",), compensate: CompensateFn | None = None,
+             lookup: LookupFn | NoLookup | None = None,
+             lookup_many: LookupManyFn | None = None, description: str | None = None,
+             commit_step: bool = False) -> Callable[[F], F]: ...
 
     def tool(
         self,
@@ -241,12 +256,13 @@ class Registry:
         name: str | None = None,
         audience: AudienceSpec = ("agent",),
         compensate: CompensateFn | None = None,
-        lookup: LookupFn | None = None,
+        lookup: LookupFn | NoLookup | None = None,
         lookup_many: LookupManyFn | None = None,
         description: str | None = None,
         commit_step: bool = False,
-    ) -> Any:
-        """Decorator form of `register`: `@registry.tool(cls="compensatable", ...)`."""
+    ) -> F | Callable[[F], F]:
+        """Decorator form of `register`: `@registry.tool(cls="compensatable", ...)`, or
+        `registry.tool(fn, cls=...)`; returns the function unchanged."""
 
         def decorate(f: F) -> F:
             self.register(

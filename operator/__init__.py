@@ -1,24 +1,29 @@
 """The agentsaga operator (kopf). Importing this package registers its handlers:
 
-    runs        the AgentRun lifecycle: a resync loop per run against the saga log and its pod
-    pods        agent pods: eviction, deletion or failure of a run's pod orphans the run
-    orphans     past the grace period, the reconcile/unwind Job; its progress and result
-    approval    the pivot approval a human patches into status.approval (R10)
-    corrections a correction's approval in status.corrections.<step>.approval (R9)
-    finalizer   no deletion while the run has unsettled rows (or until force-delete)
-    injection   the sidecar-injection mutating webhook
-    settings    kopf's settings (finalizer, annotation prefix, peering, webhook server)
+    runs                 the AgentRun lifecycle: a resync loop per run against the saga log and
+                         its pod
+    pods                 agent pods: eviction, deletion or failure of a run's pod orphans the run
+    run_jobs             orphaned runs, and every Job that acts on a run (reconcile, unwind,
+                         corrections): started once, followed to its result
+    approval             the pivot approval a human patches into status.approval (R10)
+    correction_approval  a correction's approval in status.corrections.<step>.approval (R9)
+    finalizer            no deletion while the run has unsettled rows (or until force-delete)
+    injection            the sidecar-injection mutating webhook
+    kopf_settings        kopf's settings (finalizer, annotation prefix, peering, webhook server)
+
+Helpers: `run_facts` (what the saga log says about a run), `job_manifests` (a Job's name and
+manifest), `status`, `kube`, `config`, `context`.
 
 Run it with `agentsaga operator` (`agentsaga.operator.main`).
 """
 
 from agentsaga.operator import (  # noqa: F401
     approval,
-    corrections,
+    correction_approval,
     finalizer,
     injection,
-    orphans,
+    kopf_settings,
     pods,
+    run_jobs,
     runs,
-    settings,
 )

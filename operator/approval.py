@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import orphans
+from agentsaga.operator import run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
@@ -21,7 +21,7 @@ from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condi
 from agentsaga import pivot
 from agentsaga.errors import PivotError
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def refusal(run: Obj, approval: Obj) -> tuple[str, str] | None:
@@ -95,7 +95,7 @@ def decide(ctx: Context, namespace: str, name: str) -> None:
 
     written = ctx.kube.update_status(namespace, name, mutate)
     if written is not None and refused is None and approval["decision"] == "Rejected":
-        orphans.start_job(ctx, written, "unwind",
+        run_jobs.start_job(ctx, written, "unwind",
                           frozenset({"Pending", "Running", "AwaitingApproval", "Committing"}),
                           "the plan was rejected at the pivot")
 

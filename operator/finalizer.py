@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
-from agentsaga.operator import saga
+from agentsaga.operator import run_facts
 from agentsaga.operator.config import AGENTRUNS, FORCE_DELETE
 from agentsaga.operator.context import context
 from agentsaga.operator.status import Obj, generation, run_id, with_condition
@@ -31,12 +31,12 @@ def settle_before_delete(body: kopf.Body, namespace: str | None, name: str, memo
         return
     if ctx.saga_log is None:
         return
-    unsettled = saga.facts(ctx.saga_log, run_id(run)).unsettled
+    unsettled = run_facts.facts(ctx.saga_log, run_id(run)).unsettled
     if not unsettled:
         return
     message = (f"deletion waits: {len(unsettled)} unsettled step(s) of run {run_id(run)}: "
-               f"{saga.describe_unsettled(unsettled)}. Reconcile or unwind the run, or annotate "
-               f'{FORCE_DELETE}="true" to delete anyway')
+               f"{run_facts.describe_unsettled(unsettled)}. Reconcile or unwind the run, or "
+               f'annotate {FORCE_DELETE}="true" to delete anyway')
 
     def mutate(current: Obj) -> Obj | None:
         conditions = with_condition(current, "Settled", False, "UnsettledSteps", message)

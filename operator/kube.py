@@ -16,7 +16,7 @@ from agentsaga.operator.config import GROUP, PLURAL, VERSION
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], Obj | None]

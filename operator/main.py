@@ -23,7 +23,7 @@ from agentsaga import telemetry
 from agentsaga.errors import ConfigurationError
 from agentsaga.store import SagaLog
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise ConfigurationError(f"AGENTSAGA_SIDECAR_TEMPLATE: {exc}") from exc
     if config.dsn is None:
-        log.warning("no AGENTSAGA_DSN: step counts, the finalizer and pivot decisions cannot "
+        logger.warning("no AGENTSAGA_DSN: step counts, the finalizer and pivot decisions cannot "
                     "consult the saga log")
     telemetry.setup("agentsaga-operator")  # OTEL_* environment; off when none is set
     saga_log = None if config.dsn is None else SagaLog(config.dsn, min_size=1, max_size=4).open()

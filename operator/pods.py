@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
-from agentsaga.operator import orphans
+from agentsaga.operator import run_jobs
 from agentsaga.operator.config import AGENTRUNS, RUN_LABEL
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj
@@ -82,4 +82,4 @@ def agent_pod(type: str, body: kopf.Body, namespace: str | None, memo: Any,
     names.add(pod["metadata"].get("labels", {}).get(RUN_LABEL, ""))
     ctx = context(memo)
     for name in sorted(n for n in names if n):
-        orphans.orphan(ctx, namespace, name, pod["metadata"]["name"], uid, reason, message)
+        run_jobs.orphan(ctx, namespace, name, pod["metadata"]["name"], uid, reason, message)

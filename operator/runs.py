@@ -6,7 +6,7 @@ Each pass reads the newest object and the log, then, by phase:
   Pending…      → Succeeded/Failed/Unwound when the log says the run ended; Orphaned when the
                   bound pod is gone (events missed while the operator was down);
                   AwaitingApproval when the sidecar staged a plan (R10)
-  Orphaned      → a reconcile/unwind Job once the grace period is over (`orphans`)
+  Orphaned      → a reconcile/unwind Job once the grace period is over (`run_jobs`)
   Reconciling…  → follows the recorded Job (re-creates it if a crash lost it)
 and always reflects step counts, the owner epoch (R12), corrections and the pivot record.
 """
@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import corrections, orphans, pods, saga
+from agentsaga.operator import correction_approval, pods, run_facts, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import (
@@ -35,7 +35,7 @@ from agentsaga.operator.status import (
 from agentsaga.states import DECIDED, ENDED_PHASE, RunPhase, RunState
 from agentsaga.store import PivotRecord
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 _STAGED_KEYS = ("step", "tool", "class", "audience", "externalRef", "args")
 
@@ -48,37 +48,38 @@ async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.Daem
         return
     while not stopped:
         try:
-            await asyncio.to_thread(reconcile, ctx, namespace, name)
+            await asyncio.to_thread(resync_once, ctx, namespace, name)
         except Exception as exc:  # the next pass retries; the API or Postgres may be back
             logger.warning("resync of %s/%s failed: %s", namespace, name, exc)
         await stopped.wait(ctx.config.resync_seconds)
 
 
-def reconcile(ctx: Context, namespace: str, name: str) -> None:
+def resync_once(ctx: Context, namespace: str, name: str) -> None:
+    """One pass of the resync: the AgentRun's status made to show the log and its pod."""
     run = ctx.kube.get_run(namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
         return
     current = phase(run)
-    facts = None if ctx.saga_log is None else saga.facts(ctx.saga_log, run_id(run))
+    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run))
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
     if current in LIVE_PHASES and rejected and not (run.get("status") or {}).get("job"):
         # the decision was written but the operator stopped before starting the unwind
-        orphans.start_job(ctx, run, "unwind", LIVE_PHASES, "the plan was rejected at the pivot")
+        run_jobs.start_job(ctx, run, "unwind", LIVE_PHASES, "the plan was rejected at the pivot")
     elif not current or current in LIVE_PHASES:
         if facts is None or not facts.finished:
             gone = pods.bound_pod_gone(ctx, run)
             if gone is not None:
-                orphans.orphan(ctx, namespace, name, *gone)
+                run_jobs.orphan(ctx, namespace, name, *gone)
     elif current == "Orphaned":
-        orphans.maybe_start_job(ctx, run)
+        run_jobs.maybe_start_job(ctx, run)
     elif current in JOB_PHASES:
-        orphans.follow_job(ctx, run)
+        run_jobs.follow_job(ctx, run)
     if facts is not None:  # an approved correction whose Job was never created (a crash)
-        corrections.ensure_jobs(ctx, run, facts)
+        correction_approval.ensure_jobs(ctx, run, facts)
     ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
 
 
-def reflect(run: Obj, facts: saga.RunFacts | None) -> Obj | None:
+def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
     """The status patch that makes `run` show what the log says (None: nothing to change)."""
     status = run.get("status") or {}
     patch: Obj = {}

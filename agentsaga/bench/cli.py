@@ -22,7 +22,7 @@ from agentsaga.bench.peers import SCRIPTS, PeerEnv
 from agentsaga.bench.processes import Sidecar, bench_database, start_sidecar
 from agentsaga.bench.stats import Sample
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 CONCURRENCY = (1, 8, 32)
 
@@ -145,7 +145,7 @@ def _peers(out: dict[str, Any], args: argparse.Namespace, dsn: str,
     try:
         env.ensure()
     except Exception as exc:  # no registry, no npm: the peers are reported as not measured
-        log.warning("the peers could not be installed: %s", exc)
+        logger.warning("the peers could not be installed: %s", exc)
         out["peers_errors"] = {name: f"not installed: {exc}" for name in keys}
         return
     peer_calls = max(50, args.calls // 4)
@@ -158,7 +158,7 @@ def _peers(out: dict[str, Any], args: argparse.Namespace, dsn: str,
             # each driver bounds itself (start-up 60 s + 1 s a step); this is the backstop
             sample = env.run(script, dsn, str(peer_calls), timeout=90.0 + peer_calls)
         except Exception as exc:  # a peer that cannot run is reported, not fatal
-            log.warning("peer %s not measured: %s", name, exc)
+            logger.warning("peer %s not measured: %s", name, exc)
             out["peers_errors"][name] = str(exc)[-500:]
             continue
         _put(out, name, sample)

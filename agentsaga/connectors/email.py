@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from agentsaga.connectors.config import EmailConfig, HttpSettings
-from agentsaga.connectors.transport import JsonApi, with_backoff
+from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.errors import Rejected
 from agentsaga.registry import Effect
 

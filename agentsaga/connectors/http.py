@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from agentsaga.connectors.config import HttpSettings
-from agentsaga.connectors.transport import JsonApi, with_backoff
+from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.errors import ConfigurationError
 from agentsaga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
 from agentsaga.settings import read_secret

@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from agentsaga.connectors.config import HttpSettings, JiraConfig
-from agentsaga.connectors.transport import JsonApi, with_backoff
+from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.errors import Rejected
 from agentsaga.registry import Effect
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import stripe
 
 from agentsaga.connectors.config import HttpSettings, StripeConfig
-from agentsaga.connectors.transport import Pacer, RateLimited, with_backoff
+from agentsaga.connectors.json_api import Pacer, SearchRateLimited, with_backoff
 from agentsaga.errors import OutcomeUnknown, Rejected
 from agentsaga.registry import Effect
 
@@ -192,7 +192,7 @@ class StripeConnector:
             try:
                 result = self.client.v1.payment_intents.search(params=params)  # type: ignore[arg-type]
             except stripe.RateLimitError as exc:
-                raise RateLimited("stripe search") from exc
+                raise SearchRateLimited("stripe search") from exc
             except stripe.StripeError as exc:
                 raise classify(exc, "search payment intents") from exc
             yield from result.data

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentsaga.connectors.config import HttpSettings, WarehouseConfig
-from agentsaga.connectors.transport import JsonApi
+from agentsaga.connectors.json_api import JsonApi
 from agentsaga.errors import Rejected
 from agentsaga.registry import Effect
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from agentsaga.store import SagaLog
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 SCOPE = "agentsaga"
 ANNOTATION = "agentsaga.io/traceparent"
@@ -190,7 +190,7 @@ def setup(service_name: str, env: Mapping[str, str] | None = None) -> Telemetry:
                           redact_hook=hook, readers=readers)
     telemetry.prometheus_port = prometheus_port
     install(telemetry)
-    log.info("telemetry: traces %s, metrics %s (%s)", config.traces, config.metrics,
+    logger.info("telemetry: traces %s, metrics %s (%s)", config.traces, config.metrics,
              config.protocol)
     return telemetry
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from agentsaga.operator.jobs import job_name
+from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.store import SagaLog
 from tests.operator_fixtures import Cluster

@@ -9,7 +9,7 @@ import time
 import grpc
 import psycopg
 import pytest
-from agentsaga.operator.jobs import job_name
+from agentsaga.operator.job_manifests import job_name
 from kubernetes import client, config
 
 from agentsaga.client import RunTakenOver

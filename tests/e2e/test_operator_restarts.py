@@ -3,7 +3,7 @@ duplicate work: one Job, created by one POST, and the run still ends Unwound."""
 
 from __future__ import annotations
 
-from agentsaga.operator.jobs import job_name
+from agentsaga.operator.job_manifests import job_name
 
 from tests.ledger_tools import effects
 from tests.operator_fixtures import AR, Cluster

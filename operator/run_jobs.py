@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import jobs, saga
+from agentsaga.operator import job_manifests, run_facts
 from agentsaga.operator.config import JOB_KIND_LABEL, RUN_LABEL
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import (
@@ -27,7 +27,7 @@ from agentsaga.operator.status import (
 
 from agentsaga import crashpoints, telemetry
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 JOB_PHASE = {"reconcile": "Reconciling", "unwind": "Unwinding"}
 JOB_CONDITION = {"reconcile": "Reconciled", "unwind": "Unwound"}
@@ -38,8 +38,8 @@ def precise() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _facts(ctx: Context, run: Obj) -> saga.RunFacts | None:
-    return None if ctx.saga_log is None else saga.facts(ctx.saga_log, run_id(run))
+def _facts(ctx: Context, run: Obj) -> run_facts.RunFacts | None:
+    return None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run))
 
 
 def trace_context(run: Obj) -> dict[str, str] | None:
@@ -80,7 +80,7 @@ def orphan(ctx: Context, namespace: str, name: str, pod_name: str, pod_uid: str,
     if written is not None:
         with telemetry.operator_span("orphan", run_id(written), trace_context(written),
                                      attributes={"agentsaga.orphan.reason": reason}):
-            log.info("agentrun %s/%s orphaned: %s", namespace, name, message)
+            logger.info("agentrun %s/%s orphaned: %s", namespace, name, message)
     return written is not None
 
 
@@ -109,7 +109,7 @@ def maybe_start_job(ctx: Context, run: Obj) -> None:
               f"no pod adopted the run within its grace period (onOrphan={policy})")
 
 
-def start_job(ctx: Context, run: Obj, kind: jobs.JobKind, expect: frozenset[str],
+def start_job(ctx: Context, run: Obj, kind: job_manifests.JobKind, expect: frozenset[str],
               why: str) -> None:
     """Record the Job in status (CAS), then create it; a crash in between is repaired by
     `follow_job`, which creates the recorded Job if it is missing."""
@@ -117,7 +117,7 @@ def start_job(ctx: Context, run: Obj, kind: jobs.JobKind, expect: frozenset[str]
     facts = _facts(ctx, run)
     epoch = (facts.run.owner_epoch if facts is not None and facts.run is not None
              else int((run.get("status") or {}).get("ownerEpoch") or 0))
-    job_name = jobs.job_name(name, kind, epoch)
+    job_name = job_manifests.job_name(name, kind, epoch)
 
     def mutate(current: Obj) -> Obj | None:
         if phase(current) not in expect:
@@ -145,16 +145,16 @@ def start_job(ctx: Context, run: Obj, kind: jobs.JobKind, expect: frozenset[str]
         create_job(ctx, written, kind, job_name)
 
 
-def create_job(ctx: Context, run: Obj, kind: jobs.JobKind, job_name: str) -> None:
+def create_job(ctx: Context, run: Obj, kind: job_manifests.JobKind, job_name: str) -> None:
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
     try:
-        manifest = jobs.build_job(run, kind, job_name, run_id(run), ctx.config,
+        manifest = job_manifests.build_job(run, kind, job_name, run_id(run), ctx.config,
                                   ctx.sidecar_template)
     except ValueError as exc:
         _job_failed(ctx, namespace, name, job_name, kind, "JobNotCreated", str(exc))
         return
     if ctx.kube.create_job(namespace, manifest):
-        log.info("created job %s/%s (%s of run %s)", namespace, job_name, kind, run_id(run))
+        logger.info("created job %s/%s (%s of run %s)", namespace, job_name, kind, run_id(run))
 
 
 def follow_job(ctx: Context, run: Obj) -> None:
@@ -171,7 +171,7 @@ def follow_job(ctx: Context, run: Obj) -> None:
 
 
 def apply_job(ctx: Context, namespace: str, name: str, job: Obj) -> None:
-    result = jobs.outcome(job)
+    result = job_manifests.outcome(job)
     job_name = job["metadata"]["name"]
 
     def mutate(run: Obj) -> Obj | None:
@@ -205,12 +205,12 @@ def apply_job(ctx: Context, namespace: str, name: str, job: Obj) -> None:
     ctx.kube.update_status(namespace, name, mutate)
 
 
-def _needs_human(facts: saga.RunFacts | None) -> str:
+def _needs_human(facts: run_facts.RunFacts | None) -> str:
     if facts is None:
         return ""
     parts = []
     if facts.unsettled:
-        parts.append("unsettled: " + saga.describe_unsettled(facts.unsettled))
+        parts.append("unsettled: " + run_facts.describe_unsettled(facts.unsettled))
     if facts.corrections:
         parts.append(f"{len(facts.corrections)} correction(s) await a human "
                      f"(steps {', '.join(facts.corrections)})")

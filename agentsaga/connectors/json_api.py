@@ -1,4 +1,5 @@
-"""HTTP for the connectors (httpx), with the three outcomes of R5 decided in one place.
+"""A JSON API over HTTP for the connectors (httpx), with the three outcomes of R5 decided in one
+place.
 
     2xx ............................................ the answer
     4xx (but 409 in-flight, 429) ................... Rejected: the server said no, nothing happened
@@ -23,11 +24,12 @@ import httpx
 from agentsaga.connectors.config import HttpSettings
 from agentsaga.errors import OutcomeUnknown, Rejected
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
-class RateLimited(Exception):
-    """A 429 from a search endpoint (internal: lookups back off and retry)."""
+class SearchRateLimited(Exception):
+    """A 429 from a search endpoint (internal: lookups back off and retry; not the sidecar's
+    `agentsaga.errors.RateLimited`)."""
 
 
 class Pacer:
@@ -55,10 +57,10 @@ def with_backoff(call: Callable[[], Any], settings: HttpSettings, what: str) -> 
     for attempt in range(settings.max_backoffs + 1):
         try:
             return call()
-        except RateLimited:
+        except SearchRateLimited:
             if attempt == settings.max_backoffs:
                 break
-            log.info("%s: rate limited, backing off %.2fs", what, delay)
+            logger.info("%s: rate limited, backing off %.2fs", what, delay)
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
     raise OutcomeUnknown(f"{what}: still rate limited after {settings.max_backoffs} backoffs")
@@ -92,7 +94,8 @@ class JsonApi:
     def call(self, method: str, path: str, *, json_body: Any = None,
              params: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None,
              search: bool = False) -> Any:
-        """One request. `search=True`: paced, and a 429 raises `RateLimited` for the backoff."""
+        """One request. `search=True`: paced, and a 429 raises `SearchRateLimited` for the
+        backoff."""
         what = f"{self.name} {method} {path}"
         if search:
             self.pacer.wait()
@@ -110,7 +113,7 @@ class JsonApi:
     def _answer(self, what: str, response: httpx.Response, search: bool) -> Any:
         status = response.status_code
         if status == 429 and search:
-            raise RateLimited(what)
+            raise SearchRateLimited(what)
         if 400 <= status < 500 and "idempot" in response.text.lower():
             # the key is in flight (409) or was used before with other parameters (Zendesk's
             # 400, Resend's 409): the first request may have taken effect, so never FAILED

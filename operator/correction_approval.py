@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import jobs, orphans, saga
+from agentsaga.operator import job_manifests, run_facts, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
@@ -23,7 +23,7 @@ from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condi
 from agentsaga import corrections
 from agentsaga.errors import CorrectionError
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 def decide(ctx: Context, namespace: str, name: str, step: str, approval: Obj) -> None:
@@ -65,11 +65,11 @@ def decide(ctx: Context, namespace: str, name: str, step: str, approval: Obj) ->
 
 def start_job(ctx: Context, run: Obj, step: str) -> None:
     """The Job that sends the run's approved corrections, named by the step (409: it exists)."""
-    job = jobs.job_name(run["metadata"]["name"], "corrections", int(step), mark="s")
-    orphans.create_job(ctx, run, "corrections", job)
+    job = job_manifests.job_name(run["metadata"]["name"], "corrections", int(step), mark="s")
+    run_jobs.create_job(ctx, run, "corrections", job)
 
 
-def ensure_jobs(ctx: Context, run: Obj, facts: saga.RunFacts) -> None:
+def ensure_jobs(ctx: Context, run: Obj, facts: run_facts.RunFacts) -> None:
     """Resync: every approved correction has its Job, even if the operator stopped between
     recording the decision and creating the Job."""
     for step, entry in facts.corrections.items():
