@@ -357,8 +357,8 @@ class StripeStandIn:
         refund: Obj = {
             "id": "re_" + secrets.token_hex(12), "object": "refund", "amount": amount,
             "balance_transaction": None, "charge": pi["latest_charge"],
-            "created": int(time.time()), "currency": pi["currency"], "description": None,
-            "failure_reason": None, "metadata": metadata_param(params), "payment_intent": pi_id,
+            "created": int(time.time()), "currency": pi["currency"],
+            "metadata": metadata_param(params), "payment_intent": pi_id,
             "reason": reason, "receipt_number": None, "source_transfer_reversal": None,
             "status": "succeeded", "transfer_reversal": None,
             "idempotency_key": request.headers.get("Idempotency-Key"),
