@@ -28,6 +28,7 @@ RESEND_GIT=${RESEND_GIT:?a clone of github.com/resend/resend-openapi}
   --operation "POST /rest/api/3/search/jql" --operation "GET /rest/api/3/myself" \
   --operation "GET /rest/api/3/project/{projectIdOrKey}" \
   --operation "GET /rest/api/3/project/{projectIdOrKey}/statuses" \
+  --operation "GET /rest/api/3/issue/createmeta/{projectIdOrKey}/issuetypes/{issueTypeId}" \
   --out tests/contracts/jira.openapi.json
 
 "$PY" -P tools/extract_openapi.py --git-dir "$RESEND_GIT" --repository resend/resend-openapi \
