@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "unwind": ("agentsaga.jobs", "reconcile, then compensate a run backwards, queue corrections"),
     "operator": ("agentsaga.operator.main", "run the Kubernetes operator (AgentRuns, orphans, "
                  "pivot approvals)"),
+    "connectors": ("agentsaga.connectors.cli", "check, read-only, that each configured account "
+                   "has what its connector relies on (`connectors check`)"),
     "demo": ("agentsaga.demo.cli", "replay the refund-and-reship incident: naive vs agentsaga"),
 }
 
