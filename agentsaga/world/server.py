@@ -25,6 +25,7 @@ Control over HTTP (for other processes, e.g. `agentsaga world`):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import threading
 import time
@@ -301,15 +302,18 @@ class World:
                            - Accounts.knobs())
                 if unknown:
                     raise ValueError(f"unknown config fields: {sorted(unknown)}")
-                if "search_lag" in body:
-                    self.set_search_lag(float(body["search_lag"]))
-                if "search_rate" in body:
-                    self.set_search_rate(float(body["search_rate"]))
-                if "reject_reships" in body:
-                    self.warehouse.reject_reships(bool(body["reject_reships"]))
-                self.accounts.update(body)
+                # read every field first: a bad one changes nothing
+                lag = float(body.get("search_lag", self.config.search_lag))
+                rate = float(body.get("search_rate", self.config.search_rate))
+                accounts = dataclasses.replace(self.accounts)
+                accounts.update(body)
             except (ValueError, TypeError, AttributeError) as exc:
                 return web.json_response({"error": str(exc)}, status=400)
+            self.set_search_lag(lag)
+            self.set_search_rate(rate)
+            if "reject_reships" in body:
+                self.warehouse.reject_reships(bool(body["reject_reships"]))
+            self.config.accounts = accounts
         return web.json_response({
             "search_lag": self.config.search_lag, "search_rate": self.config.search_rate,
             "reject_reships": self.warehouse.rejecting, **self.accounts.to_dict(),
