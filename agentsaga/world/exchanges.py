@@ -4,8 +4,9 @@ crossed the HTTP edge (after idempotency replay and faults), for contract checks
     world.exchanges()            -> [Exchange, ...] oldest first
     GET /_world/exchanges        -> the same as JSON (bodies as text)
 
-The log keeps the newest `limit` exchanges (default 10,000) so that a long-running
-`agentsaga world` does not grow without bound; `World.reset()` empties it.
+The log keeps the newest exchanges, at most `limit` of them (10,000) and `max_bytes` of bodies
+(32 MiB), so that a long-running `agentsaga world` or a benchmark does not grow without bound;
+`World.reset()` empties it.
 """
 
 from __future__ import annotations
@@ -44,18 +45,27 @@ class Exchange:
 
 @dataclass
 class ExchangeLog:
-    """The newest `limit` exchanges, oldest first."""
+    """The newest exchanges (at most `limit`, at most `max_bytes` of bodies), oldest first."""
 
     limit: int = 10_000
+    max_bytes: int = 32 * 2**20
     _items: deque[Exchange] = field(default_factory=deque)
+    _bytes: int = 0
 
     def add(self, exchange: Exchange) -> None:
         self._items.append(exchange)
-        while len(self._items) > self.limit:
-            self._items.popleft()
+        self._bytes += _size(exchange)
+        while len(self._items) > self.limit or (self._bytes > self.max_bytes
+                                                and len(self._items) > 1):
+            self._bytes -= _size(self._items.popleft())
 
     def list(self) -> list[Exchange]:
         return list(self._items)
 
     def clear(self) -> None:
         self._items.clear()
+        self._bytes = 0
+
+
+def _size(exchange: Exchange) -> int:
+    return len(exchange.body) + len(exchange.response_body)
