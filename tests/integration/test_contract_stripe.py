@@ -19,7 +19,7 @@ import stripe
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.world import World
+from agentsaga.world import ManualClock, World
 from agentsaga.world.exchanges import Exchange
 from tests.contracts.openapi import Contract
 
@@ -187,3 +187,18 @@ def test_search_inside_the_grammar_is_answered(world: World, sdk: stripe.StripeC
         found = sdk.v1.payment_intents.search(params={"query": query})
         assert len(found.data) == 1, query
     assert [p for e in stripe_exchanges(world) for p in CONTRACT.check(e)] == []
+
+
+def test_rate_limit_and_authentication_errors_keep_stripes_shape(
+        world: World, sdk: stripe.StripeClient, clock: ManualClock) -> None:
+    world.set_search_rate(1)
+    sdk.v1.payment_intents.search(params={"query": "status:'canceled'"})
+    with pytest.raises(stripe.RateLimitError):
+        sdk.v1.payment_intents.search(params={"query": "status:'canceled'"})
+    anonymous = stripe.StripeClient("", base_addresses={"api": world.url}, max_network_retries=0)
+    with pytest.raises(stripe.AuthenticationError):
+        anonymous.v1.payment_intents.list()
+    exchanges = stripe_exchanges(world)
+    assert [e.status for e in exchanges] == [200, 429, 401]
+    assert [error_of(e).get("code") for e in exchanges[1:]] == ["rate_limit", None]
+    assert [p for e in exchanges for p in CONTRACT.check(e)] == []
