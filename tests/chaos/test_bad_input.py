@@ -18,10 +18,10 @@ import pytest
 
 from agentsaga.client import SagaClient
 from agentsaga.v1 import sidecar_pb2 as pb
-from tests.ledger_tools import calls
-from tests.sidecar_fixtures import ROOT, SidecarProcess
+from sagatest.ledger_tools import calls
+from sagatest.sidecar_fixtures import ROOT, SidecarProcess
 
-TOOLS = "tests.ledger_tools"
+TOOLS = "sagatest.ledger_tools"
 TICKET = '{"summary": "Refund", "order_id": "1182"}'
 
 

@@ -12,7 +12,7 @@ import pytest
 from agentsaga.client import ApprovalRequired
 from agentsaga.demo.world import connector_env
 from agentsaga.world import World
-from tests.operator_fixtures import Cluster
+from sagatest.operator_fixtures import Cluster
 
 RUN = "refund-1182"
 CUSTOMER = "dana@example.com"

@@ -12,7 +12,7 @@ import celpy
 import pytest
 from celpy import celtypes
 
-from tests.chart_tools import one, render
+from sagatest.chart_tools import one, render
 
 OPERATOR = "system:serviceaccount:agentsaga-system:saga-agentsaga-operator"
 SIDECAR = "system:serviceaccount:agentsaga-system:agentsaga-sidecar"

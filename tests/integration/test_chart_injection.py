@@ -24,7 +24,7 @@ from agentsaga.operator.injection import (
     sidecar_patch,
 )
 
-from tests.chart_tools import CHART, EXAMPLE_VALUES, FULL_VALUES, render, sidecar_template
+from sagatest.chart_tools import CHART, EXAMPLE_VALUES, FULL_VALUES, render, sidecar_template
 
 
 def admission_review(pod: dict[str, Any]) -> dict[str, Any]:

@@ -11,11 +11,11 @@ import grpc
 import pytest
 
 from agentsaga.client import ApprovalRequired, SagaClient
-from tests import ledger_tools
-from tests.ledger_tools import calls, effects
-from tests.sidecar_fixtures import ROOT, SidecarProcess
+from sagatest import ledger_tools
+from sagatest.ledger_tools import calls, effects
+from sagatest.sidecar_fixtures import ROOT, SidecarProcess
 
-TOOLS = "tests.ledger_tools"
+TOOLS = "sagatest.ledger_tools"
 Factory = Callable[..., SidecarProcess]
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client, config, watch
 
-from tests.kube_fixtures import Kube
+from sagatest.kube_fixtures import Kube
 
 
 @pytest.fixture
