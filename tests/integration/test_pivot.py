@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -140,7 +141,7 @@ def test_an_approved_commit_step_runs_once_even_when_settled_by_lookup(
         sidecar_factory: Factory, ledger: str) -> None:
     client = sidecar_factory(ledger, TOOLS).client()
     client.begin_run("once-run")
-    capture = {"tool": "capture_charge", "args": {"charge_ref": "CHARGE-1"}}
+    capture: dict[str, Any] = {"tool": "capture_charge", "args": {"charge_ref": "CHARGE-1"}}
     staged = client.reach_pivot("once-run", [capture])
     assert approve(ledger, "once-run", staged.plan_hash).returncode == 0
     ledger_tools.add_fault(ledger, "capture_charge", "unknown_after_commit")

@@ -235,7 +235,8 @@ def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, o
 
 def evict(cluster: Cluster, pod: str) -> None:
     """Through the eviction subresource, with the real Python client."""
-    api = config.new_client_from_config(config_file=str(cluster.kube.kubeconfig))
+    api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(cluster.kube.kubeconfig))
     try:
         client.CoreV1Api(api).create_namespaced_pod_eviction(
             pod, "default",

@@ -44,7 +44,7 @@ class Collector(trace_grpc.TraceServiceServicer):
 def collector() -> Iterator[tuple[Collector, int]]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     servicer = Collector()
-    trace_grpc.add_TraceServiceServicer_to_server(servicer, server)
+    trace_grpc.add_TraceServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     yield servicer, port

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import stripe
+from stripe.params import PaymentIntentCreateParams
 
 from agentsaga.world import World
 
@@ -21,4 +22,5 @@ def authorise(sc: stripe.StripeClient, key: str, amount: int = 500, **extra: Any
         "amount": amount, "currency": "usd", "capture_method": "manual", "confirm": True,
         "payment_method": "pm_card_visa", "metadata": {"saga_key": key}, **extra,
     }
-    return sc.v1.payment_intents.create(params=params, options={"idempotency_key": key})
+    return sc.v1.payment_intents.create(params=cast(PaymentIntentCreateParams, params),
+                                        options={"idempotency_key": key})
