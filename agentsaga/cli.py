@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from agentsaga.errors import SagaError
+from agentsaga.extras import MissingExtra
 
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -28,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "reconcile, then compensate a run backwards, queue corrections"),
     "operator": ("agentsaga.operator.main", "run the Kubernetes operator (AgentRuns, orphans, "
                  "pivot approvals)"),
+    "connectors": ("agentsaga.connectors.cli", "check, read-only, that each configured account "
+                   "has what its connector relies on (`connectors check`)"),
     "demo": ("agentsaga.demo.cli", "replay the refund-and-reship incident: naive vs agentsaga"),
 }
 
@@ -58,7 +61,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(only=first if first in COMMANDS else None)
+    try:
+        parser = build_parser(only=first if first in COMMANDS else None)
+    except MissingExtra as exc:  # the command's module needs an optional dependency
+        print(f"agentsaga {first}: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

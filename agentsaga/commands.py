@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-from pathlib import Path
 
 from agentsaga import corrections, pivot, telemetry
 from agentsaga.loading import load_tools
-from agentsaga.postgres import embedded_dsn
+from agentsaga.postgres import saga_log_dsn
 from agentsaga.settings import Settings
 from agentsaga.store import PivotRecord, SagaLog, Step, StoreHooks
 
@@ -22,8 +21,10 @@ def _add_dsn(parser: argparse.ArgumentParser) -> None:
 def open_log_from(args: argparse.Namespace, *, migrate: bool = True,
                   hooks: StoreHooks | None = None) -> SagaLog:
     settings = Settings.from_env()
-    dsn = args.dsn or settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
-    return SagaLog(dsn, min_size=1, max_size=2, hooks=hooks).open(migrate=migrate)
+    if args.dsn:
+        settings = settings.with_(dsn=args.dsn)
+    return SagaLog(saga_log_dsn(settings), min_size=1, max_size=2, hooks=hooks).open(
+        migrate=migrate)
 
 
 def configure_migrate(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from agentsaga.errors import ConfigurationError
+from agentsaga.extras import require
+from agentsaga.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -17,12 +18,10 @@ def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        try:
-            import pgserver
-        except ImportError as exc:  # pragma: no cover - pgserver is a declared dependency
-            raise ConfigurationError(
-                "no AGENTSAGA_DSN is set and the embedded Postgres (pgserver) is not installed"
-            ) from exc
+        require("demo", "pgserver",
+                what="the embedded Postgres (used when no AGENTSAGA_DSN is set)")
+        import pgserver
+
         return pgserver.get_server(data_dir, cleanup_mode=cleanup_mode)  # type: ignore[attr-defined]
 
 
@@ -37,3 +36,9 @@ def embedded_dsn(data_dir: Path) -> str:
     dsn: str = get_server(data_dir).get_uri()
     logger.info("embedded Postgres in %s", data_dir)
     return dsn
+
+
+def saga_log_dsn(settings: Settings) -> str:
+    """The saga log's DSN: `settings.dsn` (AGENTSAGA_DSN or --dsn), else an embedded Postgres
+    under `settings.data_dir`."""
+    return settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")

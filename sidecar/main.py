@@ -7,7 +7,6 @@ import ipaddress
 import os
 import signal
 import threading
-from pathlib import Path
 from typing import Any
 
 from agentsaga.sidecar.server import SidecarServicer, serve
@@ -16,7 +15,7 @@ from agentsaga import telemetry
 from agentsaga.dispatch import RunPolicy
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
-from agentsaga.postgres import embedded_dsn
+from agentsaga.postgres import saga_log_dsn
 from agentsaga.service import OnBegin, SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
@@ -65,8 +64,7 @@ def build_settings(args: argparse.Namespace) -> Settings:
 
 
 def open_log(settings: Settings) -> SagaLog:
-    dsn = settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
-    return SagaLog(dsn, min_size=settings.pool_min, max_size=settings.pool_max,
+    return SagaLog(saga_log_dsn(settings), min_size=settings.pool_min, max_size=settings.pool_max,
                    async_outcomes=settings.outcome_commit == "async",
                    hooks=telemetry.TelemetryHooks()).open(timeout=settings.db_wait_s)
 

@@ -9,7 +9,7 @@ import json
 from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.store import SagaLog
-from tests.operator_fixtures import Cluster
+from sagatest.operator_fixtures import Cluster
 
 RUN = "refund-3001"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}

@@ -10,20 +10,12 @@ import grpc
 import psycopg
 import pytest
 from agentsaga.operator.job_manifests import job_name
-from kubernetes import client, config
 
 from agentsaga.client import RunTakenOver
-from tests.ledger_tools import calls, effects
-from tests.operator_fixtures import AR, Cluster
+from sagatest.ledger_tools import calls, effects
+from sagatest.operator_fixtures import Cluster, agentrun, evict
 
 RUN = "refund-1182"
-
-
-def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, object]:
-    return {"apiVersion": AR, "kind": "AgentRun",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"agent": "refunder", "onOrphan": on_orphan,
-                     "orphanGracePeriodSeconds": grace}}
 
 
 def saga_rows(dsn: str) -> list[tuple[object, ...]]:
@@ -31,17 +23,6 @@ def saga_rows(dsn: str) -> list[tuple[object, ...]]:
     with psycopg.connect(dsn) as conn:
         return [*conn.execute("SELECT * FROM saga_runs ORDER BY run_id").fetchall(),
                 *conn.execute("SELECT * FROM saga_log ORDER BY run_id, step_idx").fetchall()]
-
-
-def evict(cluster: Cluster, pod: str) -> None:
-    """Through the eviction subresource, with the real Python client."""
-    api = config.new_client_from_config(config_file=str(cluster.kube.kubeconfig))
-    try:
-        client.CoreV1Api(api).create_namespaced_pod_eviction(
-            pod, "default",
-            client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace="default")))
-    finally:
-        api.close()
 
 
 def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_once(

@@ -12,8 +12,8 @@ from agentsaga.errors import CompensationUnavailable, InvalidArguments, RunEnded
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
-from tests import ledger_tools
-from tests.ledger_tools import add_fault, calls, effects
+from sagatest import ledger_tools
+from sagatest.ledger_tools import add_fault, calls, effects
 
 
 @pytest.fixture

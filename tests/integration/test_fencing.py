@@ -16,8 +16,8 @@ from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.states import CompensationStatus, CorrectionState, PivotState, RunState, StepStatus
 from agentsaga.store import Correction, PivotRecord, SagaLog
-from tests import ledger_tools
-from tests.ledger_tools import calls, effects
+from sagatest import ledger_tools
+from sagatest.ledger_tools import calls, effects
 
 RUN = "fenced-run"
 
