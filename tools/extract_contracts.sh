@@ -1,5 +1,5 @@
 #!/bin/sh
-# Re-extract the vendor descriptions the contract tests hold the stand-ins to (tests/contracts/).
+# Re-extract the vendor descriptions the contract tests hold the stand-ins to (tests/support/sagatest/contracts/).
 # Each needs a local clone or mirror of its repository; set the *_GIT variables to them.
 set -eu
 PY=${PY:-.venv/bin/python}
@@ -16,7 +16,7 @@ RESEND_GIT=${RESEND_GIT:?a clone of github.com/resend/resend-openapi}
   --operation "POST /v1/refunds" --operation "GET /v1/refunds" \
   --keep-schema payment_intent --keep-schema refund --keep-schema error \
   --keep-schema api_errors \
-  --out tests/contracts/stripe.openapi.json
+  --out tests/support/sagatest/contracts/stripe.openapi.json
 
 "$PY" -P tools/extract_openapi.py --git-dir "$JIRA_GIT" --repository jarekbird/jira-api-mcp-wrapper \
   --commit fea6054694f99860c85887a64b9f169fec71ed18 --path swagger-v3.v3.json \
@@ -29,10 +29,10 @@ RESEND_GIT=${RESEND_GIT:?a clone of github.com/resend/resend-openapi}
   --operation "GET /rest/api/3/project/{projectIdOrKey}" \
   --operation "GET /rest/api/3/project/{projectIdOrKey}/statuses" \
   --operation "GET /rest/api/3/issue/createmeta/{projectIdOrKey}/issuetypes/{issueTypeId}" \
-  --out tests/contracts/jira.openapi.json
+  --out tests/support/sagatest/contracts/jira.openapi.json
 
 "$PY" -P tools/extract_openapi.py --git-dir "$RESEND_GIT" --repository resend/resend-openapi \
   --commit fd6f395f2114e13806025f0c330921c901d62bb1 --path resend.yaml \
   --operation "POST /emails" --operation "GET /emails" --operation "GET /emails/{email_id}" \
   --operation "GET /api-keys" \
-  --out tests/contracts/resend.openapi.json
+  --out tests/support/sagatest/contracts/resend.openapi.json

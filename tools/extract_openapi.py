@@ -3,7 +3,7 @@
     python -P tools/extract_openapi.py --git-dir MIRROR --repository stripe/openapi \
         --commit 63a674638635c68de26b9f3add13e58198f4df44 --path openapi/spec3.yaml \
         --operation "POST /v1/payment_intents" ... --keep-schema payment_intent ... \
-        --out tests/contracts/stripe.openapi.json
+        --out tests/support/sagatest/contracts/stripe.openapi.json
 
 The source is read from a git checkout or mirror at the named commit (`git show COMMIT:PATH`),
 never edited: the selected path items and every schema, parameter and response they reference

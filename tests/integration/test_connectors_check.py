@@ -14,12 +14,13 @@ import pytest
 from agentsaga.cli import main
 from agentsaga.demo.world import connector_env
 from agentsaga.world import World
-from tests.contracts.openapi import Contract
+from sagatest.contracts.openapi import Contract
 from sagatest.sidecar_fixtures import ROOT
 
 CONTRACTS = {"/v1/": Contract.load("stripe"), "/rest/api/3/": Contract.load("jira"),
              "/api/v2/": Contract.load("zendesk"), "/emails": Contract.load("resend")}
-EMPTY = {"payment_intents": [], "refunds": [], "tickets": [], "emails": [], "drafts": []}
+EMPTY: dict[str, list[object]] = {"payment_intents": [], "refunds": [], "tickets": [],
+                                  "emails": [], "drafts": []}
 
 
 @pytest.fixture

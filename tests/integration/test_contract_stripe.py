@@ -1,5 +1,6 @@
 """The Stripe stand-in and the Stripe connector held to Stripe's OpenAPI description
-(tests/contracts/stripe.openapi.json, cut from stripe/openapi by tools/extract_openapi.py).
+(sagatest/contracts/stripe.openapi.json under tests/support, cut from stripe/openapi by
+tools/extract_openapi.py).
 
 Requests are captured at the stand-in's HTTP edge as the real `stripe` SDK sent them; every
 request and every answer, errors included, must be one the description allows. The stand-in
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import stripe
@@ -21,7 +22,7 @@ from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.errors import OutcomeUnknown, Rejected
 from agentsaga.world import ManualClock, World
 from agentsaga.world.exchanges import Exchange
-from tests.contracts.openapi import Contract
+from sagatest.contracts.openapi import Contract
 
 CONTRACT = Contract.load("stripe")
 
@@ -118,8 +119,9 @@ def test_create_refuses_what_stripe_refuses_and_creates_nothing(
         world: World, sdk: stripe.StripeClient, params: dict[str, Any], code: str | None,
         param: str, words: str) -> None:
     with pytest.raises(stripe.InvalidRequestError) as caught:
-        sdk.v1.payment_intents.create(params={**params, "payment_method": "pm_card_visa",
-                                              "confirm": True, "capture_method": "manual"})
+        sdk.v1.payment_intents.create(params=cast(Any, {
+            **params, "payment_method": "pm_card_visa", "confirm": True,
+            "capture_method": "manual"}))
     assert caught.value.http_status == 400 and caught.value.param == param
     [exchange] = stripe_exchanges(world)
     error = error_of(exchange)
@@ -136,13 +138,13 @@ def test_create_refuses_what_stripe_refuses_and_creates_nothing(
 
 def test_capture_after_cancel_and_over_refund_get_stripes_errors(
         world: World, sdk: stripe.StripeClient) -> None:
-    base = {"currency": "usd", "payment_method": "pm_card_visa", "confirm": True,
-            "capture_method": "manual"}
-    canceled = sdk.v1.payment_intents.create(params={**base, "amount": 500})
+    params: Any = {"currency": "usd", "payment_method": "pm_card_visa", "confirm": True,
+                   "capture_method": "manual", "amount": 500}
+    canceled = sdk.v1.payment_intents.create(params=params)
     sdk.v1.payment_intents.cancel(canceled.id)
     with pytest.raises(stripe.InvalidRequestError, match="status of canceled"):
         sdk.v1.payment_intents.capture(canceled.id)
-    paid = sdk.v1.payment_intents.create(params={**base, "amount": 500})
+    paid = sdk.v1.payment_intents.create(params=params)
     sdk.v1.payment_intents.capture(paid.id, params={"amount_to_capture": 400})
     sdk.v1.refunds.create(params={"payment_intent": paid.id, "amount": 300})
     with pytest.raises(stripe.InvalidRequestError, match=r"\(\$1\.01 usd\) is greater than "

@@ -4,6 +4,7 @@ the Stripe connector and the SDK against the world (R5: a 4xx is FAILED, nothing
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import stripe
@@ -13,7 +14,7 @@ from agentsaga.client import SagaClient, ToolFailed
 from agentsaga.demo.world import connector_env
 from agentsaga.log import SagaLog
 from agentsaga.world import World
-from tests.sidecar_fixtures import SidecarProcess
+from sagatest.sidecar_fixtures import SidecarProcess
 
 TOOLS = "agentsaga.connectors.tools"
 
@@ -55,10 +56,10 @@ def test_capture_of_a_canceled_hold_and_an_over_refund_are_failed_with_the_reaso
     agent.begin_run("r2")
     hold = agent.dispatch("r2", "charge_card", {"customer_id": "cus_1", "amount": 500})
     paid = agent.dispatch("r2", "charge_card", {"customer_id": "cus_1", "amount": 800})
-    plan = [{"tool": "capture_payment", "args": {"payment_intent": hold["id"]}},
-            {"tool": "capture_payment", "args": {"payment_intent": paid["id"]}},
-            {"tool": "cancel_or_refund_payment",
-             "args": {"payment": paid["id"], "amount": 900}}]
+    plan: list[dict[str, Any]] = [
+        {"tool": "capture_payment", "args": {"payment_intent": hold["id"]}},
+        {"tool": "capture_payment", "args": {"payment_intent": paid["id"]}},
+        {"tool": "cancel_or_refund_payment", "args": {"payment": paid["id"], "amount": 900}}]
     staged = agent.reach_pivot("r2", plan)
     pivot.record_decision(saga_log, "r2", staged.plan_hash, "Approved", "alice")
     # meanwhile someone cancels the hold in Stripe (as an expired authorisation is canceled)

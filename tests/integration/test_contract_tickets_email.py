@@ -1,5 +1,6 @@
 """The Jira, Zendesk and email stand-ins and their connectors held to the best public
-descriptions available (tests/contracts/): Atlassian's Jira Cloud platform OpenAPI document,
+descriptions available (tests/support/sagatest/contracts/): Atlassian's Jira Cloud platform
+OpenAPI document,
 Resend's OpenAPI document, and a description of Zendesk's ticket API written from its
 documentation (docs/contracts.md says which is which). Every request the connectors send and
 every answer, errors included, must be one the description allows; the stand-ins refuse what
@@ -19,7 +20,7 @@ from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import OutcomeUnknown, Rejected
 from agentsaga.world import Fault, World
 from agentsaga.world.exchanges import Exchange
-from tests.contracts.openapi import Contract
+from sagatest.contracts.openapi import Contract
 
 HTTP = HttpSettings(timeout_s=5.0, search_rate=1000.0)
 JIRA, ZENDESK, RESEND = Contract.load("jira"), Contract.load("zendesk"), Contract.load("resend")
