@@ -12,7 +12,7 @@ import stripe
 from agentsaga import pivot
 from agentsaga.client import SagaClient, ToolFailed
 from agentsaga.demo.world import connector_env
-from agentsaga.log import SagaLog
+from agentsaga.store import SagaLog
 from agentsaga.world import World
 from sagatest.sidecar_fixtures import SidecarProcess
 
