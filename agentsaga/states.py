@@ -116,17 +116,6 @@ class DispatchOutcome(StrEnum):
     NEEDS_APPROVAL = "NEEDS_APPROVAL"
 
 
-DISPATCH_OUTCOME: dict[StepStatus, DispatchOutcome] = {
-    StepStatus.CONFIRMED: DispatchOutcome.CONFIRMED,
-    StepStatus.FAILED: DispatchOutcome.FAILED,
-    StepStatus.UNKNOWN: DispatchOutcome.UNKNOWN,
-    StepStatus.INTENDED: DispatchOutcome.UNKNOWN,
-    StepStatus.NOT_EXECUTED: DispatchOutcome.FAILED,
-    StepStatus.COMPENSATED: DispatchOutcome.CONFIRMED,
-}
-"""R5: what the agent is told about a row in each status."""
-
-
 class RunPhase(StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"

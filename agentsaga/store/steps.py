@@ -10,13 +10,14 @@ from typing import Any
 from psycopg.rows import tuple_row
 
 from agentsaga.redact import redact_optional
-from agentsaga.states import UNSETTLED, CompensationStatus, RunState, StepStatus
+from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
 from agentsaga.store.base import StoreBase, text_array, to_json
 from agentsaga.store.fencing import check_answer, check_epoch, fenced_sql, status_in
 from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
 
 _OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
 _UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
+_NOT_LIVE_SQL = ", ".join(f"'{s}'" for s in sorted(NOT_LIVE))
 
 
 def _with_outcome(step: Step, row: tuple[Any, ...]) -> Step:
@@ -79,7 +80,7 @@ class StepStatements(StoreBase):
         with self.db.connection() as conn:
             rows = conn.execute(
                 "SELECT commit_index FROM saga_log WHERE run_id = %s AND commit_index IS NOT NULL"
-                " AND status NOT IN ('FAILED', 'NOT_EXECUTED')", (run_id,)).fetchall()
+                f" AND status NOT IN ({_NOT_LIVE_SQL})", (run_id,)).fetchall()
         return {int(r[0]) for r in rows}
 
     # -- the fenced writes (R12) -----------------------------------------------------------
