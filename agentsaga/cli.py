@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "unwind": ("agentsaga.jobs", "reconcile, then compensate a run backwards, queue corrections"),
     "operator": ("agentsaga.operator.main", "run the Kubernetes operator (AgentRuns, orphans, "
                  "pivot approvals)"),
+    "mcp": ("agentsaga.connectors.mcp.check", "check the upstream MCP servers and their tools' "
+            "saga declarations"),
     "demo": ("agentsaga.demo.cli", "replay the refund-and-reship incident: naive vs agentsaga"),
 }
 

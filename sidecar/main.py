@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentsaga.sidecar.server import Extensions, SidecarServicer, serve
 
@@ -19,7 +19,11 @@ from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
 from agentsaga.log import SagaLog
 from agentsaga.postgres import embedded_dsn
+from agentsaga.registry import Registry
 from agentsaga.settings import Settings
+
+if TYPE_CHECKING:
+    from agentsaga.sidecar.mcp_endpoint.serving import MCPServing
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "else 127.0.0.1:50051)")
     parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN, "
                         "else an embedded Postgres under AGENTSAGA_DATA_DIR)")
+    parser.add_argument("--mcp-listen", default=os.environ.get("AGENTSAGA_MCP_LISTEN"),
+                        help="also serve MCP (Streamable HTTP at /mcp) on host:port, e.g. "
+                        "127.0.0.1:8765 (default: AGENTSAGA_MCP_LISTEN, else off)")
+    parser.add_argument("--mcp-upstreams", default=os.environ.get("AGENTSAGA_MCP_UPSTREAMS"),
+                        help="a file of upstream MCP servers whose declared tools the sidecar "
+                        "offers (default: AGENTSAGA_MCP_UPSTREAMS)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow listening on a non-loopback address (the agent and the "
                         "sidecar normally share the pod's loopback)")
@@ -73,8 +83,14 @@ def open_log(settings: Settings) -> SagaLog:
                        timeout=settings.db_wait_s)
 
 
-def build_servicer(saga_log: SagaLog, settings: Settings) -> SidecarServicer:
-    registry = load_tools(settings.tools)
+def build_servicer(saga_log: SagaLog, settings: Settings,
+                   upstreams: str | None = None) -> SidecarServicer:
+    registry = load_tools(settings.tools) if settings.tools or not upstreams else Registry()
+    if upstreams and "agentsaga.connectors.mcp_tools" not in settings.tools:
+        from agentsaga.connectors.mcp import declarations
+        from agentsaga.connectors.mcp.registration import register_upstreams
+
+        register_upstreams(registry, declarations.load(upstreams))
     dispatcher = Dispatcher(saga_log, registry, settings)
     return SidecarServicer(dispatcher, extensions(dispatcher))
 
@@ -120,20 +136,39 @@ def run_policy(spec: dict[str, Any]) -> RunPolicy:
                      pivot_required=bool((spec.get("pivot") or {}).get("required", False)))
 
 
+def serve_mcp_endpoint(servicer: SidecarServicer, listen: str) -> MCPServing:
+    """The MCP front end over the same dispatcher, extensions and per-run rate limit."""
+    from agentsaga.sidecar.mcp_endpoint.handlers import Endpoint, RunSource
+    from agentsaga.sidecar.mcp_endpoint.service import DispatcherService
+    from agentsaga.sidecar.mcp_endpoint.serving import serve_mcp
+
+    service = DispatcherService(servicer.dispatcher, servicer.ext, servicer.limiter)
+    source = RunSource(pod_run_id=os.environ.get("AGENTSAGA_POD_RUN_ID", "").strip())
+    return serve_mcp(Endpoint(service, source).server(), listen)
+
+
 def run(args: argparse.Namespace) -> int:
     settings = build_settings(args)
     check_listen(settings.listen, args.allow_remote)
+    mcp_listen = getattr(args, "mcp_listen", None)
+    if mcp_listen:
+        check_listen(mcp_listen, args.allow_remote)
     telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
     saga_log = open_log(settings)
     telemetry.observe_log(saga_log)
-    servicer = build_servicer(saga_log, settings)
+    servicer = build_servicer(saga_log, settings, getattr(args, "mcp_upstreams", None))
     serving = serve(servicer, settings.listen, workers=settings.workers)
+    mcp = serve_mcp_endpoint(servicer, mcp_listen) if mcp_listen else None
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
           f"{len(servicer.dispatcher.registry)} tools)", flush=True)
+    if mcp is not None:
+        print(f"agentsaga sidecar serving MCP at {mcp.url}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
+    if mcp is not None:
+        mcp.stop()
     serving.stop()
     saga_log.close()
     telemetry.shutdown()
