@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-import httpx2
 from agentsaga import subprocesses
 from agentsaga.client import SagaClient
 from agentsaga.demo.world_mcp import WorldMCP, write_upstreams
@@ -51,6 +51,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+def _drain(stream: Any) -> None:
+    for _ in stream:
+        pass
+
+
 def start_mcp_sidecar(dsn: str, upstreams: Path, *, env: dict[str, str] | None = None,
                       tools: str | None = None) -> MCPSidecar:
     args = [sys.executable, "-m", "agentsaga.cli", "sidecar", "--listen", "127.0.0.1:0",
@@ -69,8 +74,7 @@ def start_mcp_sidecar(dsn: str, upstreams: Path, *, env: dict[str, str] | None =
             address = match.group(1)
         if match := SERVING_MCP.search(line):
             # keep draining its output, or a full pipe would block the sidecar
-            threading.Thread(target=lambda: [None for _ in proc.stdout or ()],
-                             daemon=True).start()
+            threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
             return MCPSidecar(proc, address, match.group(1), upstreams)
     proc.wait()
     raise RuntimeError("the sidecar exited before serving MCP:\n" + "".join(seen))
