@@ -157,8 +157,9 @@ def run(args: argparse.Namespace) -> int:
     saga_log = open_log(settings)
     telemetry.observe_log(saga_log)
     servicer = build_servicer(saga_log, settings, getattr(args, "mcp_upstreams", None))
-    serving = serve(servicer, settings.listen, workers=settings.workers)
+    # MCP first: once gRPC health says SERVING, both front ends answer
     mcp = serve_mcp_endpoint(servicer, mcp_listen) if mcp_listen else None
+    serving = serve(servicer, settings.listen, workers=settings.workers)
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
           f"{len(servicer.dispatcher.registry)} tools)", flush=True)
     if mcp is not None:
