@@ -45,8 +45,10 @@ def split_listen(listen: str) -> tuple[str, int]:
 def serve_mcp(mcp_server: Server[Any], listen: str) -> MCPServing:
     """Serve `mcp_server` on `listen` (host:port, port 0 for any free port)."""
     host, port = split_listen(listen)
+    # stateless: every request names its run (header) and nothing is pushed to the client, so
+    # no session state is kept between requests (and each call costs less)
     app = mcp_server.streamable_http_app(streamable_http_path=PATH, json_response=True,
-                                         host=host)
+                                         stateless_http=True, host=host)
     return serve_app(app, host, port)
 
 
