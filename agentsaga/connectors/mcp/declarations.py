@@ -202,13 +202,14 @@ def _check_templates(doc: UpstreamsFile) -> list[str]:
                 except TemplateError as exc:
                     problems.append(f"{place}: {exc}")
             for kind, place, value in parts:
-                for bad in sorted(_names(value) - _ALLOWED[kind]):
-                    problems.append(f"{place}: unknown placeholder {bad!r}; a {kind} template "
-                                    f"may use {', '.join(sorted(_ALLOWED[kind]))}")
                 try:
                     check_template(value)
                 except TemplateError as exc:
                     problems.append(f"{place}: {exc}")
+                    continue
+                for bad in sorted(_names(value) - _ALLOWED[kind]):
+                    problems.append(f"{place}: unknown placeholder {bad!r}; a {kind} template "
+                                    f"may use {', '.join(sorted(_ALLOWED[kind]))}")
     return problems
 
 
