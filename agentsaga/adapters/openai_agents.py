@@ -65,7 +65,7 @@ class SagaRunHooks(RunHooks[Any]):
         try:
             self.ended_as = (await self.client.end_run(self.run_id, outcome)).state
         except grpc.RpcError as exc:  # e.g. a required pivot was never approved
-            self.ended_as = f"not ended: {exc.details()}"  # type: ignore[attr-defined]
+            self.ended_as = f"not ended: {exc.details()}"
 
 
 def function_tools(client: AsyncSagaClient, run_id: str,

@@ -164,9 +164,11 @@ def _refusal(exc: Exception) -> types.CallToolResult:
         exc = errors.DatabaseUnavailable("the saga log", 0, exc)
     for kind, headline in _REFUSALS:
         if isinstance(exc, kind):
-            return types.CallToolResult(
-                content=[types.TextContent(text=f"{headline}: {exc}")], is_error=True,
-                meta={outcomes.META_OUTCOME: "REFUSED", "agentsaga.io/error": type(exc).__name__})
+            result = types.CallToolResult(
+                content=[types.TextContent(text=f"{headline}: {exc}")], is_error=True)
+            result.meta = {outcomes.META_OUTCOME: "REFUSED",
+                           "agentsaga.io/error": type(exc).__name__}
+            return result
     raise exc
 
 

@@ -39,15 +39,22 @@ def tool_result(out: DispatchResult) -> types.CallToolResult:
         result = out.result
         structured = result if isinstance(result, dict) else {"result": result}
         text = json.dumps(result, default=str)
-        return types.CallToolResult(content=[types.TextContent(text=text)],
-                                    structured_content=structured, meta=meta)
+        return _with_meta(types.CallToolResult(content=[types.TextContent(text=text)],
+                                               structured_content=structured), meta)
     text = tool_message(out.outcome, out.message, retry_after)
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True, meta=meta)
+    return _with_meta(types.CallToolResult(content=[types.TextContent(text=text)],
+                                           is_error=True), meta)
 
 
 def refused(message: str) -> types.CallToolResult:
     """A request the harness refused before anything was written (bad arguments, an unknown
     tool, an ended run): an error the model can correct; nothing happened."""
-    return types.CallToolResult(
+    return _with_meta(types.CallToolResult(
         content=[types.TextContent(text=f"REFUSED (nothing was called): {message}")],
-        is_error=True, meta={META_OUTCOME: "REFUSED"})
+        is_error=True), {META_OUTCOME: "REFUSED"})
+
+
+def _with_meta(result: types.CallToolResult, meta: dict[str, Any]) -> types.CallToolResult:
+    """The result with `_meta` set (the field is named by its alias on the wire)."""
+    result.meta = meta
+    return result

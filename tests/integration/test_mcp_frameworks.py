@@ -5,7 +5,6 @@ Agents SDK's function tools without MCP, and the README's Pydantic AI example.""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 
 from agentsaga.connectors.mcp import declarations
 from agentsaga.connectors.mcp.registration import register_upstreams
@@ -17,9 +18,7 @@ from agentsaga.dispatch import Dispatcher
 from agentsaga.log import SagaLog
 from agentsaga.registry import Registry
 from agentsaga.settings import Settings
-from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 from agentsaga.unwind import unwind_run
-from tests.mcp_fixtures import ROOT
 from tests.mcp_upstream_server import UPSTREAMS, build
 
 

@@ -90,11 +90,11 @@ class CompensationTemplate(_Model):
 
 
 class TimeContract(_Model):
-    call_timeout_s: float = Field(30.0, gt=0)
+    call_timeout_s: float = Field(default=30.0, gt=0)
     """How long a call may take before its outcome is UNKNOWN."""
-    visible_within_s: float = Field(0.0, ge=0)
+    visible_within_s: float = Field(default=0.0, ge=0)
     """How long after a call its effect may take to show in the lookup."""
-    dedupes_for_s: float = Field(0.0, ge=0)
+    dedupes_for_s: float = Field(default=0.0, ge=0)
     """How long the upstream itself deduplicates a re-sent key (0: it does not)."""
 
 
@@ -106,7 +106,7 @@ class ToolDeclaration(_Model):
     """JMESPath over the call's result: the external id (default: `id` when present)."""
     lookup: Lookup | Literal["none"] | None = None
     compensation: CompensationTemplate | None = None
-    time: TimeContract = Field(default_factory=TimeContract)
+    time: TimeContract = TimeContract()
     unknown_errors: str = DEFAULT_UNKNOWN_ERRORS
     """A tool error whose text matches this regex may have happened (UNKNOWN); others FAILED."""
     description: str | None = None
@@ -141,7 +141,7 @@ class UpstreamDeclaration(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
     prefix: str = ""
     """Offered names are `prefix + tool` (to keep two upstreams' tools apart)."""
-    connect_timeout_s: float = Field(10.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
     tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
 
     @model_validator(mode="after")

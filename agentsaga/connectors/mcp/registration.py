@@ -243,18 +243,18 @@ def plan_upstream(upstream: Upstream) -> tuple[list[UpstreamTool], list[Listed]]
     listed: list[Listed] = []
     for name, tool in sorted(listing.items()):
         offered_name = decl.prefix + name
-        tool_decl = decl.tools.get(name)
+        declared = decl.tools.get(name)
         read_only = bool(tool.annotations and tool.annotations.read_only_hint)
-        if tool_decl is None and not read_only:
+        if declared is None and not read_only:
             listed.append(Listed(upstream.name, name, offered_name, False, "-",
                                  "hidden: not declared in the upstreams file and not "
                                  "readOnlyHint: true (R1: no class, no call)"))
             continue
-        wrapper = UpstreamTool(upstream, name, offered_name, tool_decl, tool, siblings)
+        wrapper = UpstreamTool(upstream, name, offered_name, declared, tool, siblings)
         siblings[name] = wrapper
         tools.append(wrapper)
-        cls = tool_decl.cls if tool_decl else "pure"
-        reason = "declared" if tool_decl else "readOnlyHint: true, so pure"
+        cls = declared.cls if declared else "pure"
+        reason = "declared" if declared else "readOnlyHint: true, so pure"
         listed.append(Listed(upstream.name, name, offered_name, True, cls, reason))
     return tools, listed
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx2
 import mcp_types as types
@@ -24,6 +24,10 @@ from agentsaga.errors import ConfigurationError, OutcomeUnknown
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def _meta(meta: dict[str, Any] | None) -> types.RequestParamsMeta | None:
+    return None if meta is None else cast(types.RequestParamsMeta, meta)
 
 
 class EventLoopThread:
@@ -137,7 +141,7 @@ class Upstream:
                                      timeout + self.decl.connect_timeout_s)
             client = self.client()
             return self.loop.run(client.call_tool(tool, args, read_timeout_seconds=timeout,
-                                                  meta=meta), timeout + 1.0)
+                                                  meta=_meta(meta)), timeout + 1.0)
         except ConfigurationError as exc:  # not connected: nothing went out
             raise OutcomeUnknown(str(exc)) from exc
         except Exception as exc:
@@ -149,7 +153,7 @@ class Upstream:
                                  read_timeout: float) -> types.CallToolResult:
         async with Client(self._target(headers)) as client:
             return await client.call_tool(tool, args, read_timeout_seconds=read_timeout,
-                                          meta=meta)
+                                          meta=_meta(meta))
 
     def _drop(self) -> None:
         with self._lock:
