@@ -142,6 +142,9 @@ def serve_mcp_endpoint(servicer: SidecarServicer, listen: str) -> MCPServing:
     from agentsaga.sidecar.mcp_endpoint.service import DispatcherService
     from agentsaga.sidecar.mcp_endpoint.serving import serve_mcp
 
+    if logging.getLogger().level > logging.DEBUG:  # else a line per proxied request and session
+        for noisy in ("httpx2", "mcp"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     service = DispatcherService(servicer.dispatcher, servicer.ext, servicer.limiter)
     source = RunSource(pod_run_id=os.environ.get("AGENTSAGA_POD_RUN_ID", "").strip())
     return serve_mcp(Endpoint(service, source).server(), listen)

@@ -58,7 +58,7 @@ def _defaults(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _defaults(args)
-    for noisy in ("stripe", "httpx", "pgserver"):  # one line per request otherwise
+    for noisy in ("stripe", "httpx", "httpx2", "mcp", "pgserver"):  # a line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     results = measure(args, progress=lambda what: print(f"bench: {what}", file=sys.stderr,
                                                           flush=True))
