@@ -123,3 +123,11 @@ def test_the_pod_bound_run_serves_a_session_without_the_header(
     with sidecar.grpc() as client:
         steps = client.get_run("pod-run").steps
     assert [(s.tool, s.status) for s in steps] == [("create_ticket", "CONFIRMED")]
+
+
+def test_the_mcp_endpoint_listens_on_loopback_only_unless_allowed(upstreams_file: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "agentsaga.cli", "sidecar", "--tools",
+                          "agentsaga.bench.tools", "--mcp-listen", "0.0.0.0:8765"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 2
+    assert "refusing to listen on '0.0.0.0:8765'" in out.stderr and "--allow-remote" in out.stderr
