@@ -4,7 +4,7 @@ end (gRPC, MCP) and by the interceptors that wrap the service (telemetry)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentsaga.states import DispatchOutcome, RunState
@@ -63,6 +63,13 @@ class ToolInfo:
     description: str
     has_lookup: bool
     has_compensation: bool
+    input_schema: JSON = field(default_factory=dict)
+    """The JSON Schema of its arguments (`agentsaga.tool_schema`)."""
+
+    @property
+    def read_only(self) -> bool:
+        """A pure tool changes nothing (MCP's readOnlyHint)."""
+        return self.tool_class == "pure"
 
 
 class Interceptor:

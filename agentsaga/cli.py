@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "pivot approvals)"),
     "connectors": ("agentsaga.connectors.cli", "check, read-only, that each configured account "
                    "has what its connector relies on (`connectors check`)"),
+    "mcp": ("agentsaga.connectors.mcp.check", "check the upstream MCP servers and their tools' "
+            "saga declarations (`mcp check`)"),
     "demo": ("agentsaga.demo.cli", "replay the refund-and-reship incident: naive vs agentsaga"),
 }
 

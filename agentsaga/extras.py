@@ -5,6 +5,14 @@ local world, the embedded Postgres, the demo, the chaos runner and the benchmark
     pip install 'agentsaga[demo]'      + the local world (aiohttp, aiosmtpd), embedded Postgres
                                        (pgserver): `agentsaga world`, `demo`, `chaos`
     pip install 'agentsaga[bench]'     + what `agentsaga bench` needs (includes demo)
+    pip install 'agentsaga[openai-agents]'
+                                       + the OpenAI Agents SDK: agentsaga.adapters.openai_agents,
+                                       `agentsaga demo --agent openai-agents`
+    pip install 'agentsaga[langgraph]' + LangGraph and LangChain: agentsaga.adapters.langgraph,
+                                       `agentsaga demo --agent langgraph`
+
+The sidecar's MCP endpoint and the upstream MCP servers' tools are core: the one sidecar image
+serves MCP when the chart asks it to, and the Jobs call upstream lookups and compensations.
 
 A module that needs an extra calls `require(...)` before importing it, so a missing one is a
 `MissingExtra` that says what to install, not an ImportError from deep inside.

@@ -2,6 +2,8 @@
 outputs (`agentsaga.calls`), with no transport type in sight.
 
     begin_run        create the run, or adopt it (R12: bumps its epoch); the only adoption
+    ensure_begun     begin_run unless this process holds the run already (a front end whose
+                     calls carry no BeginRun: MCP)
     dispatch         one tool call (R2, R3, R5, R6, R10) of a run this process owns
     dispatch_request the same from raw input: run id and size checks, the per-run rate limit
     get_run, list_tools
@@ -44,6 +46,7 @@ from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
 from agentsaga.states import PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog
+from agentsaga.tool_schema import input_schema
 
 OnBegin = Callable[[str, str, bool], None]
 """Called after a run began or was adopted: (run id, agent, adopted)."""
@@ -92,6 +95,19 @@ class SagaService:
         newest = self.saga_log.newest_step(run_id)
         return BeganRun(run, adoption.adopted, 0 if newest is None else newest.step_idx + 1)
 
+    def ensure_begun(self, run_id: str, *, agent: str = "") -> None:
+        """Begin or adopt the run unless this process holds its epoch already: the first call
+        of a front end that has no BeginRun (MCP) begins the run, later ones do not adopt it
+        again. Under the run lock, so that two first calls adopt it once."""
+        check_run_id(run_id)
+        with self.run_lock(run_id):
+            if not self.holds(run_id):
+                self.begin_run(run_id, agent=agent)
+
+    def holds(self, run_id: str) -> bool:
+        """Whether this process began or adopted the run (holds an epoch of it, R12)."""
+        return run_id in self._epochs
+
     def get_run(self, run_id: str) -> RunView:
         check_run_id(run_id)
         run = self.saga_log.require_run(run_id)
@@ -100,7 +116,7 @@ class SagaService:
 
     def list_tools(self) -> list[ToolInfo]:
         return [ToolInfo(s.name, s.cls, s.description, s.lookup is not None,
-                         s.compensate is not None) for s in self.registry]
+                         s.compensate is not None, input_schema(s)) for s in self.registry]
 
     def end_run(self, run_id: str, outcome: str = "Succeeded") -> Run:
         """End the run as Succeeded or Failed (the agent's words)."""

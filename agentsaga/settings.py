@@ -2,6 +2,7 @@
 
     Settings                      the saga log, the sidecar and the Jobs (the fields below)
     ├── connectors: ConnectorSettings   endpoints and credentials of the real systems
+    ├── mcp: McpSettings                the sidecar's MCP endpoint and its upstream MCP servers
     ├── operator: OperatorSettings      the operator's Jobs and resync
     ├── telemetry: TelemetrySettings    what goes on spans (OTEL_* configures the export)
     └── debug: DebugSettings            crash points for tests, the demo and the chaos runner
@@ -21,8 +22,8 @@ from typing import Literal
 
 from agentsaga.environment import load, read_secret, variable
 
-__all__ = ["ConnectorSettings", "DebugSettings", "OperatorSettings", "OutcomeCommit", "Settings",
-           "TelemetrySettings", "read_secret"]
+__all__ = ["ConnectorSettings", "DebugSettings", "McpSettings", "OperatorSettings",
+           "OutcomeCommit", "Settings", "TelemetrySettings", "read_secret"]
 
 OutcomeCommit = Literal["sync", "async"]
 
@@ -62,6 +63,25 @@ class ConnectorSettings:
     search_rate: float = variable(
         "AGENTSAGA_SEARCH_RATE", 20.0,
         "lookups per second this process allows itself against search APIs", positive=True)
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """The sidecar's MCP front end (`agentsaga.sidecar.mcp_endpoint`) and the upstream MCP
+    servers whose declared tools it offers (`agentsaga.connectors.mcp`)."""
+
+    listen: str = variable(
+        "AGENTSAGA_MCP_LISTEN", "",
+        "the sidecar's MCP endpoint (Streamable HTTP at `/mcp`): host:port, loopback unless "
+        "`--allow-remote`; unset: off")
+    upstreams: str | None = variable(
+        "AGENTSAGA_MCP_UPSTREAMS", None,
+        "the upstreams file: upstream MCP servers and their tools' saga declarations (the "
+        "sidecar and the Jobs load its tools)")
+    pod_run_id: str = variable(
+        "AGENTSAGA_POD_RUN_ID", "",
+        "the run of an MCP request without an `Agentsaga-Run-Id` header (the chart passes the "
+        "pod's annotation `agentsaga.io/run-id`)")
 
 
 @dataclass(frozen=True)
@@ -154,6 +174,7 @@ class Settings:
         "AGENTSAGA_AGENTRUN", True,
         "`off`: a sidecar in a pod does not create or adopt AgentRuns")
     connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
     operator: OperatorSettings = field(default_factory=OperatorSettings)
     telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     debug: DebugSettings = field(default_factory=DebugSettings)

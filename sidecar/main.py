@@ -1,24 +1,32 @@
-"""`agentsaga sidecar`: serve the gRPC sidecar until SIGTERM/SIGINT."""
+"""`agentsaga sidecar`: serve the gRPC sidecar (and, when asked, the MCP endpoint) until
+SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import logging
 import os
 import signal
 import threading
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from agentsaga.sidecar.server import SidecarServicer, serve
 
 from agentsaga import telemetry
+from agentsaga.connectors.mcp import TOOLS_MODULE
 from agentsaga.dispatch import RunPolicy
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
 from agentsaga.postgres import saga_log_dsn
+from agentsaga.registry import Registry
 from agentsaga.service import OnBegin, SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
+
+if TYPE_CHECKING:
+    from agentsaga.sidecar.mcp_endpoint.serving import MCPServing
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +36,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "else 127.0.0.1:50051)")
     parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN, "
                         "else an embedded Postgres under AGENTSAGA_DATA_DIR)")
+    parser.add_argument("--mcp-listen",
+                        help="also serve MCP (Streamable HTTP at /mcp) on host:port, e.g. "
+                        "127.0.0.1:8765 (default: AGENTSAGA_MCP_LISTEN, else off)")
+    parser.add_argument("--mcp-upstreams",
+                        help="a file of upstream MCP servers whose declared tools the sidecar "
+                        "offers (default: AGENTSAGA_MCP_UPSTREAMS)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow listening on a non-loopback address (the agent and the "
                         "sidecar normally share the pod's loopback)")
@@ -60,6 +74,13 @@ def build_settings(args: argparse.Namespace) -> Settings:
         changes["listen"] = args.listen
     if getattr(args, "dsn", None):
         changes["dsn"] = args.dsn
+    mcp = settings.mcp
+    if getattr(args, "mcp_listen", None):
+        mcp = replace(mcp, listen=args.mcp_listen)
+    if getattr(args, "mcp_upstreams", None):
+        mcp = replace(mcp, upstreams=args.mcp_upstreams)
+    if mcp != settings.mcp:
+        changes["mcp"] = mcp
     return settings.with_(**changes) if changes else settings
 
 
@@ -70,12 +91,26 @@ def open_log(settings: Settings) -> SagaLog:
 
 
 def build_service(saga_log: SagaLog, settings: Settings) -> SagaService:
-    """The saga service of this sidecar: its tools, telemetry around it, and in a pod the
-    AgentRun binding of every run it begins (R12)."""
-    service = SagaService(saga_log, load_tools(settings.tools), settings,
+    """The saga service of this sidecar: its tools (the `--tools` modules and the declared
+    tools of the upstream MCP servers), telemetry around it, and in a pod the AgentRun binding
+    of every run it begins (R12)."""
+    service = SagaService(saga_log, build_registry(settings), settings,
                           interceptors=[telemetry.TracingInterceptor()])
     service.on_begin = agentrun_binding(service)
     return service
+
+
+def build_registry(settings: Settings) -> Registry:
+    """The `--tools` modules' tools, plus those of the upstreams file unless a tools module
+    (`agentsaga.connectors.mcp_tools`, as the Jobs load them) registers them already."""
+    upstreams = settings.mcp.upstreams
+    registry = load_tools(settings.tools) if settings.tools or not upstreams else Registry()
+    if upstreams and TOOLS_MODULE not in settings.tools:
+        from agentsaga.connectors.mcp import declarations
+        from agentsaga.connectors.mcp.registration import register_upstreams
+
+        register_upstreams(registry, declarations.load(upstreams))
+    return registry
 
 
 def agentrun_binding(service: SagaService) -> OnBegin | None:
@@ -96,20 +131,41 @@ def run_policy(spec: dict[str, Any]) -> RunPolicy:
                      pivot_required=bool((spec.get("pivot") or {}).get("required", False)))
 
 
+def serve_mcp_endpoint(service: SagaService) -> MCPServing:
+    """The MCP front end over the same service as gRPC: one validation, run lock, rate limit,
+    set of epochs and error meaning, whichever front end a call comes through."""
+    from agentsaga.sidecar.mcp_endpoint.handlers import Endpoint
+    from agentsaga.sidecar.mcp_endpoint.serving import serve_mcp
+
+    if logging.getLogger().level > logging.DEBUG:  # else a line per proxied request and session
+        for noisy in ("httpx2", "mcp"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+    endpoint = Endpoint(service, pod_run_id=service.settings.mcp.pod_run_id)
+    return serve_mcp(endpoint.server(), service.settings.mcp.listen)
+
+
 def run(args: argparse.Namespace) -> int:
     settings = build_settings(args)
     check_listen(settings.listen, args.allow_remote)
+    if settings.mcp.listen:
+        check_listen(settings.mcp.listen, args.allow_remote)
     telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
     saga_log = open_log(settings)
     telemetry.observe_log(saga_log)
     service = build_service(saga_log, settings)
+    # MCP first: once gRPC health says SERVING, both front ends answer
+    mcp = serve_mcp_endpoint(service) if settings.mcp.listen else None
     serving = serve(SidecarServicer(service), settings.listen, workers=settings.workers)
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
           f"{len(service.registry)} tools)", flush=True)
+    if mcp is not None:
+        print(f"agentsaga sidecar serving MCP at {mcp.url}", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
+    if mcp is not None:
+        mcp.stop()
     serving.stop()
     saga_log.close()
     telemetry.shutdown()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentsaga.bench import overhead, reconcile_scale, throughput
+from agentsaga.bench import mcp_overhead, overhead, reconcile_scale, throughput
 from agentsaga.bench.peers import SCRIPTS, PeerEnv
 from agentsaga.bench.processes import Sidecar, bench_database, start_sidecar
 from agentsaga.bench.stats import Sample
@@ -58,7 +58,7 @@ def _defaults(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _defaults(args)
-    for noisy in ("stripe", "httpx", "pgserver"):  # one line per request otherwise
+    for noisy in ("stripe", "httpx", "httpx2", "mcp", "pgserver"):  # a line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     results = measure(args, progress=lambda what: print(f"bench: {what}", file=sys.stderr,
                                                           flush=True))
@@ -97,6 +97,10 @@ def measure(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[s
     finally:
         if sidecar is not None:
             sidecar.stop()
+    progress("the MCP path: an upstream MCP tool directly and through the sidecar")
+    mcp = mcp_overhead.measure(dsn, args.calls)
+    _put(out, "mcp_direct", mcp.direct)
+    _put(out, "mcp_sidecar", mcp.through_sidecar)
     _peers(out, args, dsn, progress)
     progress(f"reconciling {args.reconcile_rows} UNKNOWN Stripe rows at 20 searches/s")
     rec = reconcile_scale.measure(dsn, args.reconcile_rows, args.reconcile_sample)
@@ -175,6 +179,8 @@ def _ratios(out: dict[str, Any]) -> None:
     out["sidecar_vs_inproc"] = side / out["inproc_dispatch_p50_ms"]
     out["sync_vs_async_outcome"] = (out["inproc_sync_outcome_p50_ms"]
                                     / out["inproc_dispatch_p50_ms"])
+    out["mcp_overhead_p50_ms"] = out["mcp_sidecar_p50_ms"] - out["mcp_direct_p50_ms"]
+    out["mcp_overhead_p99_ms"] = out["mcp_sidecar_p99_ms"] - out["mcp_direct_p99_ms"]
     for peer in ("dbos_step", "temporal_activity", "restate_step"):
         value = out.get(f"{peer}_p50_ms")
         out[f"{peer}_vs_sidecar"] = None if not value else value / side
@@ -206,6 +212,9 @@ def render(out: dict[str, Any]) -> str:
     lat("sidecar dispatch (gRPC)", "sidecar_dispatch",
         f"overhead {out['sidecar_overhead_p50_ms']:.3f} / {out['sidecar_overhead_p99_ms']:.3f}")
     lat("sidecar, pure tool", "pure")
+    lat("upstream MCP tool, direct", "mcp_direct")
+    lat("upstream MCP tool, via sidecar", "mcp_sidecar",
+        f"overhead {out['mcp_overhead_p50_ms']:.3f} / {out['mcp_overhead_p99_ms']:.3f}")
     lat("peer: DBOS step", "dbos_step", vs("dbos_step"))
     lat("peer: Temporal activity", "temporal_activity", vs("temporal_activity"))
     lat("peer: Restate ctx.run", "restate_step", vs("restate_step"))

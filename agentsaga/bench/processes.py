@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,7 @@ class Sidecar:
 
 
 def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,
-                  timeout: float = 30.0) -> Sidecar:
+                  timeout: float = 30.0, extra_args: Sequence[str] = ()) -> Sidecar:
     """`agentsaga sidecar` as its own process; returns once health says SERVING."""
     address = f"127.0.0.1:{free_port()}"
     full_env = {**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": "0",
@@ -69,7 +70,7 @@ def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,
     with os.fdopen(fd, "wb") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agentsaga.cli", "sidecar", "--tools", TOOLS, "--listen",
-             address, "--dsn", dsn],
+             address, "--dsn", dsn, *extra_args],
             stdout=subprocess.DEVNULL, stderr=log_file, env=full_env,
         )
     channel = grpc.insecure_channel(address)

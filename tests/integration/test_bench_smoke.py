@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ("direct_p50_ms", "sidecar_dispatch_p50_ms", "sidecar_dispatch_p99_ms", "pure_p50_ms",
         "floor_commit_p50_ms", "floor_grpc_p50_ms", "throughput_per_s", "sidecar_rss_mb",
-        "startup_s", "reconcile_batched_s", "reconcile_unbatched_s")
+        "startup_s", "reconcile_batched_s", "reconcile_unbatched_s", "mcp_direct_p50_ms",
+        "mcp_sidecar_p50_ms", "mcp_sidecar_p99_ms")
 PEERS = ("dbos_step_p50_ms", "temporal_activity_ms", "restate_step_ms")
 
 

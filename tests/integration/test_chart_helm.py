@@ -14,6 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from agentsaga.connectors.mcp import declarations
 from sagatest.chart_tools import (
     CHART,
     EXAMPLE_VALUES,
@@ -320,3 +321,30 @@ def test_notes_explain_listing_and_approving() -> None:
     assert "kubectl patch agentrun NAME --subresource=status --type=merge" in text
     assert '"planHash":"<hash>","decision":"Approved","approver":"<you>"' in text
     assert "kubectl wait agentrun/NAME --for=condition=PivotApproved" in text
+
+
+def test_the_sidecar_serves_mcp_with_its_upstreams_when_asked(tmp_path: Path) -> None:
+    values = tmp_path / "mcp.yaml"
+    values.write_text(yaml.safe_dump({"sidecar": {"mcp": {
+        "listen": "127.0.0.1:8765",
+        "upstreams": {"tickets": {"url": "http://tickets.support:9000/mcp",
+                                  "tools": {"search_tickets": {"class": "pure"}}}}}}}))
+    docs = render("-f", str(values))
+    for doc in docs:
+        validate(doc)
+    upstreams = next(d for d in find(docs, "ConfigMap")
+                     if d["metadata"]["name"].endswith("-connectors-mcp"))
+    parsed = declarations.parse(yaml.safe_load(upstreams["data"]["upstreams.yaml"]))
+    assert parsed.upstreams["tickets"].tools["search_tickets"].cls == "pure"
+    template = sidecar_template(docs)
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in template["container"]["env"]}
+    assert env["AGENTSAGA_MCP_LISTEN"] == "127.0.0.1:8765"
+    assert env["AGENTSAGA_MCP_UPSTREAMS"] == "/etc/agentsaga/mcp/upstreams.yaml"
+    assert env["AGENTSAGA_TOOLS"].endswith(",agentsaga.connectors.mcp_tools")
+    assert env["AGENTSAGA_POD_RUN_ID"] == {
+        "fieldRef": {"fieldPath": "metadata.annotations['agentsaga.io/run-id']"}}
+    mounts = {m["mountPath"] for m in template["container"]["volumeMounts"]}
+    assert "/etc/agentsaga/mcp" in mounts
+    notes = helm("install", "saga", str(CHART), "--dry-run=client", "-n", "agentsaga-system",
+                 "-f", str(values)).stdout
+    assert "http://127.0.0.1:8765/mcp" in notes and "Agentsaga-Run-Id" in notes

@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 import yaml
 from agentsaga.sidecar.grpc_adapter import STATUS
+from agentsaga.sidecar.mcp_endpoint.outcomes import REFUSALS
 
 from agentsaga import TOOL_CLASSES
 from agentsaga.errors import ErrorCode
@@ -85,3 +86,8 @@ def test_every_mapping_covers_its_enum() -> None:
 def test_every_error_code_has_a_grpc_status() -> None:
     assert set(STATUS) == set(ErrorCode)
     assert STATUS[ErrorCode.TAKEN_OVER] is grpc.StatusCode.ABORTED
+
+
+def test_every_error_code_has_an_mcp_refusal() -> None:
+    assert set(REFUSALS) == set(ErrorCode)
+    assert REFUSALS[ErrorCode.TAKEN_OVER].startswith("RUN TAKEN OVER")

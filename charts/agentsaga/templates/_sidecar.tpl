@@ -28,6 +28,16 @@ The sidecar container, in one place. Three consumers render the very same contai
 {{- toJson $files }}
 {{- end }}
 
+{{/* AGENTSAGA_TOOLS: the tools modules, and the upstream MCP servers' tools when there are any
+(so that the reconcile and unwind Jobs, which run this same container, load them too). */}}
+{{- define "agentsaga.sidecarTools" -}}
+{{- $tools := .Values.sidecar.tools }}
+{{- if .Values.sidecar.mcp.upstreams }}
+{{- $tools = append $tools "agentsaga.connectors.mcp_tools" }}
+{{- end }}
+{{- join "," $tools }}
+{{- end }}
+
 {{/* Connector endpoints (non-secret): the data of the connectors ConfigMap, as YAML. */}}
 {{- define "agentsaga.connectorEndpoints" -}}
 {{- $c := .Values.connectors }}
@@ -85,9 +95,21 @@ env:
   {{- include "agentsaga.podEnv" . | nindent 2 }}
   {{- include "agentsaga.dsnEnv" . | nindent 2 }}
   - name: AGENTSAGA_TOOLS
-    value: {{ join "," .Values.sidecar.tools | quote }}
+    value: {{ include "agentsaga.sidecarTools" . | quote }}
   - name: AGENTSAGA_LISTEN
     value: {{ .Values.sidecar.listen | quote }}
+  {{- with .Values.sidecar.mcp.listen }}
+  - name: AGENTSAGA_MCP_LISTEN
+    value: {{ . | quote }}
+  {{- end }}
+  {{- if .Values.sidecar.mcp.upstreams }}
+  - name: AGENTSAGA_MCP_UPSTREAMS
+    value: /etc/agentsaga/mcp/upstreams.yaml
+  {{- end }}
+  - name: AGENTSAGA_POD_RUN_ID
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.annotations['agentsaga.io/run-id']
   {{- range $files }}
   - name: {{ .env }}
     value: {{ printf "%s/%s" .dir .key | quote }}
@@ -116,6 +138,11 @@ securityContext:
 volumeMounts:
   - name: agentsaga-sidecar-tmp
     mountPath: /tmp
+  {{- if .Values.sidecar.mcp.upstreams }}
+  - name: agentsaga-mcp-upstreams
+    mountPath: /etc/agentsaga/mcp
+    readOnly: true
+  {{- end }}
   {{- range $files }}
   - name: {{ .volume }}
     mountPath: {{ .dir }}
@@ -128,6 +155,11 @@ volumeMounts:
 - name: agentsaga-sidecar-tmp
   emptyDir:
     sizeLimit: 64Mi
+{{- if .Values.sidecar.mcp.upstreams }}
+- name: agentsaga-mcp-upstreams
+  configMap:
+    name: {{ include "agentsaga.connectorsConfigMap" . }}-mcp
+{{- end }}
 {{- range include "agentsaga.connectorFiles" . | fromJsonArray }}
 - name: {{ .volume }}
   secret:

@@ -1,0 +1,48 @@
+"""What a model reads for each outcome: the lines of `SYSTEM_PROMPT`, so that every front end
+(the MCP endpoint, the framework adapters) says exactly what the prompt says."""
+
+from __future__ import annotations
+
+import re
+
+from agentsaga.client import SYSTEM_PROMPT
+
+# the outcome's name as SYSTEM_PROMPT spells it
+LABELS = {"CONFIRMED": "CONFIRMED", "FAILED": "FAILED", "UNKNOWN": "OUTCOME UNKNOWN",
+          "STEP_UNRESOLVED": "STEP UNRESOLVED", "NEEDS_APPROVAL": "NEEDS APPROVAL",
+          "NEEDS_HUMAN": "NEEDS HUMAN"}
+
+
+def prompt_lines(prompt: str = SYSTEM_PROMPT) -> dict[str, str]:
+    """`LABEL -> what the prompt tells the model`, read from its `- LABEL: ...` items
+    (continuation lines joined)."""
+    lines: dict[str, str] = {}
+    current = ""
+    for raw in prompt.splitlines():
+        item = re.match(r"^- ([A-Z][A-Z ]+): (.*)$", raw)
+        if item:
+            current = item.group(1)
+            lines[current] = item.group(2).strip()
+        elif current and raw.startswith("  "):
+            lines[current] += " " + raw.strip()
+        else:
+            current = ""
+    return lines
+
+
+_LINES = prompt_lines()
+
+
+def guidance(outcome: str) -> str:
+    """`LABEL: what to do` for an outcome (e.g. UNKNOWN -> `OUTCOME UNKNOWN: the call may...`)."""
+    label = LABELS.get(outcome, outcome.replace("_", " "))
+    said = _LINES.get(label)
+    return f"{label}: {said}" if said else label
+
+
+def tool_message(outcome: str, message: str = "", retry_after_s: float | None = None) -> str:
+    """The whole text of a tool result that did not confirm."""
+    text = guidance(outcome)
+    if retry_after_s is not None:
+        text += f" Call again in {retry_after_s:g} s or later."
+    return f"{text}\n({message})" if message else text

@@ -1,0 +1,79 @@
+"""Upstreams over stdio and over HTTP, through the saga service and unwind: the key where it is
+declared (an argument, or the Idempotency-Key header), a compensation that reads the forward
+call's result, found again by the declared lookup."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
+
+import sagatest
+from agentsaga.connectors.mcp import declarations
+from agentsaga.connectors.mcp.registration import register_upstreams
+from agentsaga.registry import Registry
+from agentsaga.service import SagaService
+from agentsaga.settings import Settings
+from agentsaga.settlement import unwind_run
+from agentsaga.store import SagaLog
+from sagatest.mcp_upstream_server import UPSTREAMS, build
+
+SUPPORT = Path(sagatest.__file__).resolve().parent.parent  # tests/support
+
+
+@pytest.fixture
+def saga_log(pg: str) -> Iterator[SagaLog]:
+    log = SagaLog(pg, min_size=1, max_size=4).open()
+    yield log
+    log.close()
+
+
+def _registry(tmp_path: Path, transport: str, key: str) -> Registry:
+    path = tmp_path / "upstreams.yaml"
+    path.write_text(UPSTREAMS.format(transport=transport, key=key))
+    return register_upstreams(Registry(), declarations.load(path))[0]
+
+
+def _state(registry: Registry) -> dict[str, Any]:
+    return dict(registry.get("state").fn().result)
+
+
+def test_a_stdio_upstream_is_keyed_by_argument_and_unwound_from_its_found_result(
+        tmp_path: Path, saga_log: SagaLog) -> None:
+    # an stdio server gets only a safe part of the environment: name where `sagatest` lives
+    command = (f"command: [{sys.executable}, -m, sagatest.mcp_upstream_server]\n"
+               f"    env: {{PYTHONPATH: {SUPPORT}}}")
+    registry = _registry(tmp_path, command, '{argument: tag, value: "saga-{key}"}')
+    service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+    service.begin_run("stdio-run")
+    out = service.dispatch("stdio-run", "create_thing", {"name": "draft"})
+    assert out.outcome == "CONFIRMED"
+    assert out.result["tag"] == f"saga-{out.key}"  # R4: the key in the declared argument
+    report = unwind_run(saga_log, registry, "stdio-run", recheck_pause_s=0)
+    assert [c["compensation"] for c in report.compensated] == ["delete_thing"]
+    state = _state(registry)
+    assert state["things"] == []
+    assert state["deleted"] == [{"id": out.external_ref, "name_was": "draft (was draft)",
+                                 "request_id": state["deleted"][0]["request_id"]}]
+    assert state["deleted"][0]["request_id"] != out.key  # the compensation's own key (R8)
+
+
+def test_an_http_upstream_gets_the_key_in_the_idempotency_key_header(
+        tmp_path: Path, saga_log: SagaLog) -> None:
+    app = build().streamable_http_app(streamable_http_path=PATH, json_response=True)
+    serving = serve_app(app, "127.0.0.1", 0)
+    try:
+        registry = _registry(tmp_path, f'url: "{serving.url}"', "{header: Idempotency-Key}")
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+        service.begin_run("header-run")
+        out = service.dispatch("header-run", "create_thing", {"name": "x", "tag": "t"})
+        assert out.outcome == "CONFIRMED"
+        assert _state(registry)["things"][0]["key_header"] == out.key
+    finally:
+        serving.stop()
+
+
