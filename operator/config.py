@@ -20,6 +20,8 @@ JOB_POD_LABEL = "agentsaga.io/job"
 FINALIZER = "agentsaga.io/finalizer"
 FORCE_DELETE = "agentsaga.io/force-delete"
 PREFIX = "agentsaga.io"
+DEFAULT_ORPHAN_GRACE_SECONDS = 60
+"""spec.orphanGracePeriodSeconds when the AgentRun does not set it."""
 
 
 @dataclass(frozen=True)

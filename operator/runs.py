@@ -44,18 +44,24 @@ async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.Daem
     ctx = context(memo)
     if namespace is None:
         return
-    while not stopped:
-        try:
-            await asyncio.to_thread(reconcile, ctx, namespace, name)
-        except Exception as exc:  # the next pass retries; the API or Postgres may be back
-            logger.warning("resync of %s/%s failed: %s", namespace, name, exc)
-        await stopped.wait(ctx.config.resync_seconds)
+    ctx.gauges.started(namespace, name)
+    try:
+        while not stopped:
+            try:
+                seen = await asyncio.to_thread(reconcile, ctx, namespace, name)
+                ctx.gauges.resynced(namespace, name, seen)
+            except Exception as exc:  # the next pass retries; the API or Postgres may be back
+                logger.warning("resync of %s/%s failed: %s", namespace, name, exc)
+            await stopped.wait(ctx.config.resync_seconds)
+    finally:  # deleted, or paused by peering: another replica (or nobody) reports it now
+        ctx.gauges.stopped(namespace, name)
 
 
-def reconcile(ctx: Context, namespace: str, name: str) -> None:
+def reconcile(ctx: Context, namespace: str, name: str) -> Obj | None:
+    """One resync pass; returns the run as this pass left it (None: gone or being deleted)."""
     run = ctx.kube.get_run(namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
-        return
+        return None
     current = phase(run)
     facts = None if ctx.saga_log is None else saga.facts(ctx.saga_log, run_id(run))
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
@@ -73,7 +79,8 @@ def reconcile(ctx: Context, namespace: str, name: str) -> None:
         orphans.follow_job(ctx, run)
     if facts is not None:  # an approved correction whose Job was never created (a crash)
         corrections.ensure_jobs(ctx, run, facts)
-    ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
+    written = ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
+    return written or run
 
 
 def reflect(run: Obj, facts: saga.RunFacts | None) -> Obj | None:

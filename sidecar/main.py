@@ -127,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     saga_log = open_log(settings)
     telemetry.observe_log(saga_log)
     servicer = build_servicer(saga_log, settings)
+    telemetry.zero_tool_counters(telemetry.current().instruments,
+                                 ((s.name, s.cls) for s in servicer.dispatcher.registry))
     serving = serve(servicer, settings.listen, workers=settings.workers)
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
           f"{len(servicer.dispatcher.registry)} tools)", flush=True)

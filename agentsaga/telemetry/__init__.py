@@ -7,6 +7,8 @@
     trace_carrier()                the current context as {"traceparent": ...}: stored with the run
     run_context(log, run_id)       that stored context, for a Job that runs hours later
     run_annotations(ctx)           {"agentsaga.io/traceparent": ...} for the AgentRun
+    observe_log, observe_waits     gauges read from the saga log on each collection
+    zero_*_counters                counter series created at 0 (so rate/increase see the first)
 
 The spans and metrics are recorded by decorators on the saga's own functions (`spans`), so that
 the saga code says nothing about telemetry beyond one line at each place.
@@ -32,7 +34,13 @@ from agentsaga.telemetry.core import (
     trace_carrier,
     traced_channel,
 )
-from agentsaga.telemetry.instruments import METRICS, observe_log
+from agentsaga.telemetry.instruments import (
+    METRICS,
+    observe_log,
+    observe_waits,
+    zero_operator_counters,
+    zero_tool_counters,
+)
 from agentsaga.telemetry.payloads import redact
 from agentsaga.telemetry.spans import (
     compensation_recorded,
@@ -68,6 +76,7 @@ __all__ = [
     "job_traced",
     "lookup_traced",
     "observe_log",
+    "observe_waits",
     "operator_span",
     "outcome_recorded",
     "pivot_decision_traced",
@@ -82,4 +91,6 @@ __all__ = [
     "shutdown",
     "trace_carrier",
     "traced_channel",
+    "zero_operator_counters",
+    "zero_tool_counters",
 ]

@@ -6,9 +6,9 @@ scrape endpoint) dots become underscores, counters gain `_total` and units a suf
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -53,7 +53,28 @@ METRICS: tuple[Metric, ...] = (
            "Runs the operator found orphaned (pod gone, run unfinished)"),
     Metric("agentsaga.jobs", "counter", "{job}",
            "Reconcile/unwind jobs by kind and outcome (started, settled, unsettled, failed)"),
+    Metric("agentsaga.log.up", "gauge", "1",
+           "1 when this process can query the saga log, 0 when it cannot"),
+    Metric("agentsaga.step.open.age", "gauge", "s",
+           "Per run and tool: age of the oldest step whose outcome is not known (INTENDED or "
+           "UNKNOWN)"),
+    Metric("agentsaga.human.wait.age", "gauge", "s",
+           "Per run and kind: how long the oldest item has waited for a human (a proposed "
+           "correction, a compensation that failed)"),
+    Metric("agentsaga.pivot.awaiting.age", "gauge", "s",
+           "Per run awaiting approval: how long its staged plan has waited"),
+    Metric("agentsaga.pivot.authorisation.age", "gauge", "s",
+           "Per run awaiting approval: age of the oldest card authorisation (manual capture, "
+           "not captured) in its staged plan; card networks expire them after about 7 days"),
+    Metric("agentsaga.run.orphaned.age", "gauge", "s",
+           "Per orphaned run not unwound yet (operator): since the operator found it orphaned"),
+    Metric("agentsaga.run.orphan.grace", "gauge", "s",
+           "Per orphaned run not unwound yet (operator): its grace period"),
+    Metric("agentsaga.operator.resync.age", "gauge", "s",
+           "Per operator replica: the longest time since an AgentRun it handles was resynced "
+           "(0 when it handles none, e.g. a standby peer)"),
 )
+METRIC = {m.name: m for m in METRICS}
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600, 7200, 21600, 86400)
@@ -91,24 +112,157 @@ class Instruments:
             "agentsaga.jobs", unit="{job}", description=METRICS[10].description)
 
 
+# Counter series that must exist (at 0) before their first event: Prometheus's increase() and
+# rate() see nothing in a series whose first sample already counts the event.
+STEP_STATUSES = ("CONFIRMED", "FAILED", "UNKNOWN", "NOT_EXECUTED", "COMPENSATED")
+RECONCILE_RESULTS = ("found", "not_found", "unknown")
+COMPENSATION_STATES = ("intended", "sent", "failed", "queued")
+CORRECTION_STATES = ("Proposed", "Silent", "Approved", "Dismissed", "Sent")
+JOB_KINDS = ("reconcile", "unwind", "corrections")
+JOB_OUTCOMES = ("settled", "unsettled", "failed")
+
+
+def zero_tool_counters(instruments: Instruments, tools: Iterable[tuple[str, str]]) -> None:
+    """Create the per-tool counter series at 0 for each logged (name, class) of a registry,
+    and the series of the reconcile/unwind work a sidecar runs itself."""
+    zero_job_counters(instruments, JOB_OUTCOMES)
+    for tool, cls in tools:
+        if cls == "pure":
+            continue
+        for status in STEP_STATUSES:
+            instruments.step_outcomes.add(0, {"agentsaga.tool": tool, "agentsaga.status": status})
+        for result in RECONCILE_RESULTS:
+            instruments.reconcile_results.add(0, {"agentsaga.tool": tool,
+                                                  "agentsaga.reconcile.result": result})
+        if cls == "irreversible":
+            instruments.irreversible.add(0, {"agentsaga.tool": tool})
+        for state in COMPENSATION_STATES:
+            instruments.compensations.add(0, {"agentsaga.tool": tool,
+                                              "agentsaga.compensation.state": state})
+        for state in CORRECTION_STATES:
+            instruments.corrections.add(0, {"agentsaga.tool": tool,
+                                            "agentsaga.correction.state": state})
+
+
+def zero_job_counters(instruments: Instruments, outcomes: Iterable[str]) -> None:
+    """The reconcile/unwind/corrections job series at 0 for these outcomes (the operator
+    counts `started`; whoever runs the work counts settled, unsettled or failed)."""
+    for kind in JOB_KINDS:
+        for outcome in outcomes:
+            instruments.jobs.add(0, {"agentsaga.job.kind": kind,
+                                     "agentsaga.job.outcome": outcome})
+
+
+def zero_operator_counters(instruments: Instruments) -> None:
+    """The operator's counter series at 0: orphaned runs, Jobs started by kind."""
+    instruments.orphaned.add(0)
+    zero_job_counters(instruments, ("started",))
+
+
+# -- gauges read from the saga log on each collection ------------------------------------------
+# The log, not this process's memory, knows what is open: other writers and old runs too. Each
+# query is one entry: (metric, SQL returning (labels..., value) rows, label names). A new state
+# to watch (e.g. steps waiting for a human) is one more entry in HUMAN_WAITS or WAIT_GAUGES.
+
+QUERY_TIMEOUT_S = 2.0
+"""How long a collection waits for a pooled connection (a scrape must not hang on Postgres)."""
+ROW_LIMIT = 200
+"""At most this many series per gauge (the oldest first): runs stuck are few, or all alike."""
+
+HUMAN_WAITS: tuple[tuple[str, str], ...] = (
+    ("correction", "SELECT run_id, min(created_at) FROM corrections"
+                   " WHERE state = 'Proposed' GROUP BY run_id"),
+    ("compensation", "SELECT run_id, min(updated_at) FROM saga_log"
+                     " WHERE comp_status = 'FAILED' AND status = 'CONFIRMED' GROUP BY run_id"),
+)
+"""What waits for a human, by kind: (kind, SQL returning (run_id, waiting since))."""
+
+_AGE = "extract(epoch FROM now() - {since})::float8"
+WAIT_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("agentsaga.step.open.age",
+     "SELECT run_id, tool, status, " + _AGE.format(since="min(created_at)") + " AS age"
+     " FROM saga_log WHERE status IN ('INTENDED', 'UNKNOWN') GROUP BY run_id, tool, status",
+     ("agentsaga.run_id", "agentsaga.tool", "agentsaga.status")),
+    ("agentsaga.human.wait.age",
+     "SELECT run_id, kind, " + _AGE.format(since="min(since)") + " AS age FROM ("
+     + " UNION ALL ".join(f"SELECT '{kind}' AS kind, w.* FROM ({sql}) AS w(run_id, since)"
+                          for kind, sql in HUMAN_WAITS) + ") AS waits GROUP BY run_id, kind",
+     ("agentsaga.run_id", "agentsaga.wait.kind")),
+    ("agentsaga.pivot.awaiting.age",
+     "SELECT run_id, " + _AGE.format(since="(pivot->>'stagedAt')::timestamptz") + " AS age"
+     " FROM saga_runs WHERE state = 'awaiting_approval'"
+     " AND pivot->>'state' = 'AwaitingApproval'",
+     ("agentsaga.run_id",)),
+    ("agentsaga.pivot.authorisation.age",
+     "SELECT r.run_id, " + _AGE.format(since="min(l.created_at)") + " AS age"
+     " FROM saga_runs r JOIN saga_log l ON l.run_id = r.run_id"
+     " WHERE r.state = 'awaiting_approval' AND l.status = 'CONFIRMED'"
+     " AND l.result->>'capture_method' = 'manual' AND l.result->>'status' = 'requires_capture'"
+     " GROUP BY r.run_id",
+     ("agentsaga.run_id",)),
+)
+
+
+def _rows(saga_log: SagaLog, sql: str) -> list[tuple[Any, ...]]:
+    with saga_log.pool.connection(timeout=QUERY_TIMEOUT_S) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return [tuple(row.values()) if isinstance(row, dict) else tuple(row)
+                for row in cur.fetchall()]
+
+
+def _observer(saga_log: SagaLog, metric: str, sql: str,
+              labels: tuple[str, ...]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    query = f"SELECT * FROM ({sql}) AS gauge ORDER BY {len(labels) + 1} DESC LIMIT {ROW_LIMIT}"
+
+    def observe(_: CallbackOptions) -> Iterable[Observation]:
+        try:
+            rows = _rows(saga_log, query)
+        except Exception as exc:  # a collection must not fail the exporter
+            log.debug("%s not observed: %s", metric, exc)
+            return []
+        return [Observation(float(row[-1]), {k: str(v) for k, v in zip(labels, row, strict=False)})
+                for row in rows if row[-1] is not None]
+    return observe
+
+
 def observe_log(saga_log: SagaLog, meter: metrics.Meter | None = None) -> None:
-    """Register the `agentsaga.steps.open` gauge: a count query on the saga log per collection
-    (the log, not this process's memory, knows what is open: other writers and old runs too)."""
+    """Register this process's view of the saga log: `agentsaga.steps.open` (a count per status)
+    and `agentsaga.log.up` (whether the query works at all), one query per collection."""
     from agentsaga.telemetry.core import current
 
     def observe(_: CallbackOptions) -> Iterable[Observation]:
         try:
-            with saga_log.pool.connection() as conn:
-                rows = conn.execute(
-                    "SELECT status, count(*) AS n FROM saga_log"
-                    " WHERE status IN ('INTENDED', 'UNKNOWN') GROUP BY status").fetchall()
+            rows = _rows(saga_log, "SELECT status, count(*) FROM saga_log"
+                                   " WHERE status IN ('INTENDED', 'UNKNOWN') GROUP BY status")
         except Exception as exc:  # a collection must not fail the exporter
             log.debug("steps.open not observed: %s", exc)
             return []
         counts = {"INTENDED": 0, "UNKNOWN": 0}
-        counts.update({row["status"]: int(row["n"]) for row in rows})
+        counts.update({str(status): int(n) for status, n in rows})
         return [Observation(n, {"agentsaga.status": s}) for s, n in sorted(counts.items())]
 
-    (meter or current().instruments.meter).create_observable_gauge(
-        "agentsaga.steps.open", callbacks=[observe], unit="{step}",
-        description=METRICS[2].description)
+    def observe_up(_: CallbackOptions) -> Iterable[Observation]:
+        try:
+            _rows(saga_log, "SELECT 1")
+        except Exception as exc:
+            log.debug("the saga log is not reachable: %s", exc)
+            return [Observation(0)]
+        return [Observation(1)]
+
+    meter = meter or current().instruments.meter
+    meter.create_observable_gauge("agentsaga.steps.open", callbacks=[observe], unit="{step}",
+                                  description=METRIC["agentsaga.steps.open"].description)
+    meter.create_observable_gauge("agentsaga.log.up", callbacks=[observe_up], unit="1",
+                                  description=METRIC["agentsaga.log.up"].description)
+
+
+def observe_waits(saga_log: SagaLog, meter: metrics.Meter | None = None) -> None:
+    """Register the ages the alerts watch (WAIT_GAUGES), each one query per collection. The
+    operator registers them (it runs while runs wait, whether or not their pods do)."""
+    from agentsaga.telemetry.core import current
+
+    meter = meter or current().instruments.meter
+    for metric, sql, labels in WAIT_GAUGES:
+        meter.create_observable_gauge(
+            metric, callbacks=[_observer(saga_log, metric, sql, labels)], unit="s",
+            description=METRIC[metric].description)
