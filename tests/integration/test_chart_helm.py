@@ -24,10 +24,14 @@ from tests.chart_tools import (
     one,
     render,
     sidecar_template,
+    validate_custom_resource,
 )
 
 CR_SCHEMAS = {
     ("agentsaga.io/v1alpha1", "AgentRun"): CHART / "crds" / "agentruns.agentsaga.io.yaml",
+    # the Prometheus Operator's CRD, kept in the tests only (its source is in its header)
+    ("monitoring.coreos.com/v1", "PrometheusRule"):
+        CHART.parents[1] / "tests" / "crds" / "monitoring.coreos.com_prometheusrules.yaml",
 }
 VALUE_SETS = {
     "default": [],
@@ -49,7 +53,7 @@ def validate(doc: dict[str, Any]) -> None:
     key = (doc["apiVersion"], doc["kind"])
     schemas = {k: crd_schema(p) for k, p in CR_SCHEMAS.items()} | _peering_schemas()
     if key in schemas:
-        jsonschema.validate(doc, schemas[key])
+        validate_custom_resource(doc, schemas[key])
     else:
         kubernetes_validate.validate(doc, "1.37.0", strict=True)
 
