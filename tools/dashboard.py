@@ -21,7 +21,8 @@ from typing import Any, Literal
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "charts" / "agentsaga" / "dashboards" / "agentsaga.json"
 
-Op = Literal["==", ">", ">=", "<"]
+Op = str
+"""==, >, >= or <."""
 Check = tuple[Op, float]
 
 
