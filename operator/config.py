@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentsaga.errors import ConfigurationError
+
 GROUP = "agentsaga.io"
 VERSION = "v1alpha1"
 PLURAL = "agentruns"
@@ -43,6 +45,9 @@ class OperatorConfig:
     """How often each AgentRun is reconciled with Postgres and its pod (grace periods, lost
     events, step counts); AGENTSAGA_OPERATOR_RESYNC_SECONDS or `--resync-interval`."""
     job_backoff_limit: int = 3
+    job_deadline_seconds: int | None = None
+    """activeDeadlineSeconds of the reconcile/unwind Jobs (AGENTSAGA_JOB_DEADLINE_SECONDS): a Job
+    still running then fails, and its run shows it (the orphan alert counts on this)."""
     watch_timeout_seconds: int = 300
     """Server-side timeout of each watch request (kopf re-watches from the last version)."""
     webhook_port: int | None = None
@@ -61,7 +66,22 @@ class OperatorConfig:
             job_service_account=env.get("AGENTSAGA_JOB_SERVICE_ACCOUNT", ""),
             dsn_secret=env.get("AGENTSAGA_DSN_SECRET", ""),
             resync_seconds=resync_seconds(env),
+            job_deadline_seconds=job_deadline_seconds(env),
         )
+
+
+def job_deadline_seconds(env: Mapping[str, str]) -> int | None:
+    raw = env.get("AGENTSAGA_JOB_DEADLINE_SECONDS", "")
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigurationError(f"AGENTSAGA_JOB_DEADLINE_SECONDS={raw!r}: use a positive number "
+                                 "of seconds, or leave it unset for Jobs without a deadline")
+    return value
 
 
 def resync_seconds(env: Mapping[str, str] | None = None) -> float:

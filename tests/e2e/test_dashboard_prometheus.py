@@ -59,7 +59,8 @@ def session(cluster: Cluster, world: World, prometheus: Callable[..., Prometheus
     for run in ("quick-lookup", "refund-1182", "reship-1183", "resend-1184"):
         cluster.apply_agentrun(run, agent="support-agent")
     cluster.apply_agentrun("evicted-1185", agent="support-agent", orphanGracePeriodSeconds=1)
-    cluster.start_operator("--standalone", env=metrics_env(ports["operator"]))
+    cluster.start_operator("--standalone", env={**metrics_env(ports["operator"]),
+                                                "AGENTSAGA_JOB_DEADLINE_SECONDS": "600"})
     env = {**connector_env(world.url), "AGENTSAGA_RECHECK_PAUSE_S": "0.2"}
     agent_pod = cluster.create_pod("support-agent-0", "many")
     agent = cluster.start_sidecar(agent_pod, env={**env, **metrics_env(ports["agent"])},
@@ -139,6 +140,7 @@ def session(cluster: Cluster, world: World, prometheus: Callable[..., Prometheus
     evicted.dispatch(run, "create_ticket", {"summary": "Reship 1185", "order_id": "1185"})
     cluster.kube.evict("default", "support-agent-1")
     [job] = cluster.wait_jobs(1)
+    assert job["spec"]["activeDeadlineSeconds"] == 600  # the deadline the orphan alert adds
     cluster.wait_phase(run, "Unwinding")
     moments["orphaned"] = prom.scraped()
     done = cluster.run_job(job)

@@ -115,6 +115,8 @@ def test_full_values_render_per_tool_windows_that_promtool_accepts(tmp_path: Pat
     assert 'agentsaga_tool!~"charge_card|send_email"}) > 960' in expr  # 900 + 60
     assert 'agentsaga_tool="charge_card"}) > 180' in expr
     assert 'agentsaga_tool="send_email"}) > 3660' in expr
+    orphan = next(r for r in rules(rule["spec"]) if r["alert"] == "AgentsagaOrphanNotUnwound")
+    assert orphan["expr"].endswith("> 1020")  # the Job's deadline (900) + the margin (120)
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
     checked = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr

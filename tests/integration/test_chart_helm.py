@@ -187,6 +187,7 @@ def test_operator_deployment_is_hardened_and_configured() -> None:
         "registry.example.com/agentsaga/sidecar:0.1.0-rc1"
     )
     assert env["AGENTSAGA_JOB_SERVICE_ACCOUNT"]["value"] == "saga-agent"
+    assert env["AGENTSAGA_JOB_DEADLINE_SECONDS"]["value"] == "900"
     assert env["AGENTSAGA_SIDECAR_TEMPLATE"]["value"] == "/etc/agentsaga/sidecar/sidecar.json"
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == (
         "http://otel-collector.observability.svc:4318"

@@ -72,7 +72,7 @@ groups:
             {{`{{ $labels.agentsaga_tool }} ran before the pivot, without approval (R10: never). Find the run: kubectl get agentruns -A -o custom-columns=NAME:.metadata.name,BEFORE_PIVOT:.status.irreversibleBeforePivot ; read agentsaga log --run RUN ; correct what the customer saw and set spec.irreversibleBeforePivot: refuse on its AgentRuns`}}
       - alert: AgentsagaOrphanNotUnwound
         expr: |-
-          max by (k8s_namespace_name, agentsaga_agentrun, agentsaga_run_id) (agentsaga_run_orphaned_age_seconds - agentsaga_run_orphan_grace_seconds) > {{ int $a.orphanJobDeadlineSeconds }}
+          max by (k8s_namespace_name, agentsaga_agentrun, agentsaga_run_id) (agentsaga_run_orphaned_age_seconds - agentsaga_run_orphan_grace_seconds) > {{ add (int .Values.operator.jobDeadlineSeconds) (int $a.orphanMarginSeconds) }}
         labels:
           {{- include "agentsaga.alerts.labels" (dict "severity" "critical" "extra" $x) | nindent 10 }}
         annotations:
