@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     saga_log = open_log(settings)
     telemetry.observe_log(saga_log)
     service = build_service(saga_log, settings)
+    telemetry.zero_tool_counters(telemetry.current().instruments,
+                                 ((s.name, s.cls) for s in service.registry))
     serving = serve(SidecarServicer(service), settings.listen, workers=settings.workers)
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
           f"{len(service.registry)} tools)", flush=True)
