@@ -103,6 +103,10 @@ class OperatorSettings:
     resync_seconds: float = variable(
         "AGENTSAGA_OPERATOR_RESYNC_SECONDS", 10.0,
         "how often each AgentRun is checked against Postgres and its pod", positive=True)
+    job_deadline_seconds: int | None = variable(
+        "AGENTSAGA_JOB_DEADLINE_SECONDS", None,
+        "`activeDeadlineSeconds` of the reconcile/unwind Jobs (unset: no deadline); the orphan "
+        "alert waits for the grace period plus this", positive=True)
 
 
 @dataclass(frozen=True)

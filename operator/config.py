@@ -21,6 +21,8 @@ JOB_POD_LABEL = "agentsaga.io/job"
 FINALIZER = "agentsaga.io/finalizer"
 FORCE_DELETE = "agentsaga.io/force-delete"
 PREFIX = "agentsaga.io"
+DEFAULT_ORPHAN_GRACE_SECONDS = 60
+"""spec.orphanGracePeriodSeconds when the AgentRun does not set it."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class OperatorConfig:
     """How often each AgentRun is reconciled with Postgres and its pod (grace periods, lost
     events, step counts); AGENTSAGA_OPERATOR_RESYNC_SECONDS or `--resync-interval`."""
     job_backoff_limit: int = 3
+    job_deadline_seconds: int | None = None
+    """activeDeadlineSeconds of the reconcile/unwind Jobs (AGENTSAGA_JOB_DEADLINE_SECONDS): a Job
+    still running then fails, and its run shows it (the orphan alert counts on this)."""
     watch_timeout_seconds: int = 300
     """Server-side timeout of each watch request (kopf re-watches from the last version)."""
     webhook_port: int | None = None
@@ -64,4 +69,5 @@ class OperatorConfig:
             job_service_account=group.job_service_account,
             dsn_secret=group.dsn_secret,
             resync_seconds=group.resync_seconds,
+            job_deadline_seconds=group.job_deadline_seconds,
         )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentsaga.operator.config import OperatorConfig
+from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.kube import KubeApi
 
 from agentsaga.store import SagaLog
@@ -17,6 +18,8 @@ class Context:
     kube: KubeApi
     saga_log: SagaLog | None
     sidecar_template: dict[str, Any] | None = None
+    gauges: RunGauges = field(default_factory=RunGauges)
+    """What the resync passes saw, for the operator's gauges (`gauges`)."""
 
 
 def context(memo: Any) -> Context:

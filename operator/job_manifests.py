@@ -111,6 +111,8 @@ def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorC
                 "metadata": {"labels": {JOB_POD_LABEL: name, JOB_KIND_LABEL: kind}},
                 "spec": pod_spec,
             },
+            **({"activeDeadlineSeconds": config.job_deadline_seconds}
+               if config.job_deadline_seconds else {}),
         },
     }
 

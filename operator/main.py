@@ -81,6 +81,12 @@ def run(args: argparse.Namespace) -> int:
     telemetry.setup("agentsaga-operator")  # OTEL_* environment; off when none is set
     saga_log = None if config.dsn is None else SagaLog(config.dsn, min_size=1, max_size=4).open()
     context = Context(config, KubeApi(api_client()), saga_log, template)
+    instruments = telemetry.current().instruments
+    telemetry.zero_operator_counters(instruments)
+    context.gauges.register(instruments.meter)
+    if saga_log is not None:  # the log-wide gauges the alerts watch
+        telemetry.observe_log(saga_log)
+        telemetry.observe_waits(saga_log)
     import agentsaga.operator  # noqa: F401  (registers the handlers)
 
     priority = args.priority if args.priority is not None else random.randint(1, 1_000_000)

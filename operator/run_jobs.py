@@ -13,7 +13,7 @@ from typing import Any
 
 import kopf
 from agentsaga.operator import job_manifests, run_facts
-from agentsaga.operator.config import JOB_KIND_LABEL, RUN_LABEL
+from agentsaga.operator.config import DEFAULT_ORPHAN_GRACE_SECONDS, JOB_KIND_LABEL, RUN_LABEL
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import (
     LIVE_PHASES,
@@ -87,7 +87,8 @@ def orphan(ctx: Context, namespace: str, name: str, pod_name: str, pod_uid: str,
 def grace_over(run: Obj, now: datetime.datetime) -> bool:
     status = run.get("status") or {}
     orphaned_at = parse(status.get("orphanedAt")) or now
-    grace = int((run.get("spec") or {}).get("orphanGracePeriodSeconds", 60))
+    grace = int((run.get("spec") or {}).get("orphanGracePeriodSeconds",
+                                           DEFAULT_ORPHAN_GRACE_SECONDS))
     return now >= orphaned_at + datetime.timedelta(seconds=grace)
 
 

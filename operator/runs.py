@@ -46,19 +46,25 @@ async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.Daem
     ctx = context(memo)
     if namespace is None:
         return
-    while not stopped:
-        try:
-            await asyncio.to_thread(resync_once, ctx, namespace, name)
-        except Exception as exc:  # the next pass retries; the API or Postgres may be back
-            logger.warning("resync of %s/%s failed: %s", namespace, name, exc)
-        await stopped.wait(ctx.config.resync_seconds)
+    ctx.gauges.started(namespace, name)
+    try:
+        while not stopped:
+            try:
+                seen = await asyncio.to_thread(resync_once, ctx, namespace, name)
+                ctx.gauges.resynced(namespace, name, seen)
+            except Exception as exc:  # the next pass retries; the API or Postgres may be back
+                logger.warning("resync of %s/%s failed: %s", namespace, name, exc)
+            await stopped.wait(ctx.config.resync_seconds)
+    finally:  # deleted, or paused by peering: another replica (or nobody) reports it now
+        ctx.gauges.stopped(namespace, name)
 
 
-def resync_once(ctx: Context, namespace: str, name: str) -> None:
-    """One pass of the resync: the AgentRun's status made to show the log and its pod."""
+def resync_once(ctx: Context, namespace: str, name: str) -> Obj | None:
+    """One pass of the resync: the AgentRun's status made to show the log and its pod; returns
+    the run as this pass left it (None: gone or being deleted)."""
     run = ctx.kube.get_run(namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
-        return
+        return None
     current = phase(run)
     facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run))
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
@@ -76,7 +82,8 @@ def resync_once(ctx: Context, namespace: str, name: str) -> None:
         run_jobs.follow_job(ctx, run)
     if facts is not None:  # an approved correction whose Job was never created (a crash)
         correction_approval.ensure_jobs(ctx, run, facts)
-    ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
+    written = ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
+    return written or run
 
 
 def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:

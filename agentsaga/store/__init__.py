@@ -1,6 +1,6 @@
 """The store: every SQL statement that touches the saga log lives in this package.
 
-    SagaLog          the log of one database (runs, steps, corrections, counts)
+    SagaLog          the log of one database (runs, steps, corrections, counts, waits)
     records          Run, Step, PivotRecord, Correction, Adoption
     schema           the numbered migrations
     fencing          R12: the owner-epoch check of every write

@@ -108,11 +108,13 @@ class Database:
                 self.outcome_pool.check()
 
     @contextmanager
-    def connection(self, *, durable: bool = True) -> Iterator[Connection]:
+    def connection(self, *, durable: bool = True,
+                   timeout: float | None = None) -> Iterator[Connection]:
         """An autocommit connection; `durable=False` takes one whose commits do not wait for
-        the WAL flush (when the log has asynchronous outcomes)."""
+        the WAL flush (when the log has asynchronous outcomes); `timeout`: seconds to wait for
+        one from the pool (None: the pool's default)."""
         pool = self.pool if durable or self.outcome_pool is None else self.outcome_pool
-        with translated(self.dsn), pool.connection() as conn:
+        with translated(self.dsn), pool.connection(timeout=timeout) as conn:
             yield conn
 
     @contextmanager

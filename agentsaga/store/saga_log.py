@@ -17,11 +17,13 @@ from agentsaga.store.cursors import Cursors
 from agentsaga.store.hooks import NoHooks, StoreHooks
 from agentsaga.store.runs import RunStatements
 from agentsaga.store.steps import StepStatements
+from agentsaga.store.waits import WaitStatements
 
 logger = logging.getLogger(__name__)
 
 
-class SagaLog(RunStatements, StepStatements, CorrectionStatements, CountStatements):
+class SagaLog(RunStatements, StepStatements, CorrectionStatements, CountStatements,
+              WaitStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 

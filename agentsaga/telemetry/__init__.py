@@ -7,6 +7,8 @@
     trace_carrier()                the current context as {"traceparent": ...}: stored with the run
     run_context(log, run_id)       that stored context, for a Job that runs hours later
     run_annotations(ctx)           {"agentsaga.io/traceparent": ...} for the AgentRun
+    observe_log, observe_waits     gauges read from the saga log on each collection
+    zero_*_counters                counter series created at 0 (so rate/increase see the first)
 
 The spans and metrics are recorded around typed calls (`spans`): an interceptor of the service,
 the store's hooks, and context managers at the few places that reconcile, compensate, stage or
@@ -33,8 +35,12 @@ from agentsaga.telemetry.core import (
     trace_carrier,
     traced_channel,
 )
-from agentsaga.telemetry.gauges import observe_log
-from agentsaga.telemetry.instruments import METRICS
+from agentsaga.telemetry.gauges import observe_log, observe_waits
+from agentsaga.telemetry.instruments import (
+    METRICS,
+    zero_operator_counters,
+    zero_tool_counters,
+)
 from agentsaga.telemetry.payloads import redact
 from agentsaga.telemetry.spans import (
     TelemetryHooks,
@@ -66,6 +72,7 @@ __all__ = [
     "job_span",
     "lookup_span",
     "observe_log",
+    "observe_waits",
     "operator_span",
     "pivot_decision_span",
     "pivot_stage_span",
@@ -79,4 +86,6 @@ __all__ = [
     "shutdown",
     "trace_carrier",
     "traced_channel",
+    "zero_operator_counters",
+    "zero_tool_counters",
 ]

@@ -1,7 +1,8 @@
 """The rendered chart applied with the real kubectl 1.37 to the Kubernetes API stand-in: the CRDs of
 the chart's crds/ first (as Helm installs them), then every template. Built-in kinds are applied
 with --validate=false: the stand-in serves OpenAPI only for its custom resources, and those kinds
-are validated strictly by kubernetes-validate in tests/integration/test_chart_helm.py."""
+are validated strictly by kubernetes-validate in tests/integration/test_chart_helm.py. The
+Prometheus Operator's PrometheusRule CRD (tests/crds) is served too, as full-values asks for one."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ import yaml
 from sagatest.chart_tools import CHART, FULL_VALUES, helm
 from sagatest.kube_fixtures import Kube, kube  # noqa: F401  (fixture)
 
+PROMETHEUS_RULE_CRD = (CHART.parents[1] / "tests" / "crds"
+                       / "monitoring.coreos.com_prometheusrules.yaml")
+
 
 def test_rendered_chart_applies_to_the_api(kube: Kube, tmp_path: Path) -> None:  # noqa: F811
-    for crd in sorted((CHART / "crds").glob("*.yaml")):
+    # ci/full-values.yaml asks for a PrometheusRule: a cluster that runs the Prometheus Operator
+    for crd in [*sorted((CHART / "crds").glob("*.yaml")), PROMETHEUS_RULE_CRD]:
         result = kube.kubectl("apply", "-f", str(crd))
         assert result.returncode == 0, result.stderr
     namespaces = [
@@ -89,6 +94,10 @@ def test_rendered_chart_applies_to_the_api(kube: Kube, tmp_path: Path) -> None: 
         ).stdout
     )
     assert webhook["webhooks"][0]["clientConfig"]["service"]["path"] == "/inject-sidecar"
+
+    alerts = json.loads(kube.kubectl("get", "prometheusrule", "agentsaga-full-alerts", "-n",
+                                     "saga-system", "-o", "json", check=True).stdout)
+    assert len(alerts["spec"]["groups"][0]["rules"]) == 8
 
     # the worked example's AgentRun is accepted against the CRD the chart installed
     run = yaml.safe_load((CHART / "examples" / "agentrun.yaml").read_text())

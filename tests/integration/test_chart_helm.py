@@ -25,10 +25,14 @@ from sagatest.chart_tools import (
     one,
     render,
     sidecar_template,
+    validate_custom_resource,
 )
 
 CR_SCHEMAS = {
     ("agentsaga.io/v1alpha1", "AgentRun"): CHART / "crds" / "agentruns.agentsaga.io.yaml",
+    # the Prometheus Operator's CRD, kept in the tests only (its source is in its header)
+    ("monitoring.coreos.com/v1", "PrometheusRule"):
+        CHART.parents[1] / "tests" / "crds" / "monitoring.coreos.com_prometheusrules.yaml",
 }
 VALUE_SETS = {
     "default": [],
@@ -50,7 +54,7 @@ def validate(doc: dict[str, Any]) -> None:
     key = (doc["apiVersion"], doc["kind"])
     schemas = {k: crd_schema(p) for k, p in CR_SCHEMAS.items()} | _peering_schemas()
     if key in schemas:
-        jsonschema.validate(doc, schemas[key])
+        validate_custom_resource(doc, schemas[key])
     else:
         kubernetes_validate.validate(doc, "1.37.0", strict=True)
 
@@ -184,6 +188,7 @@ def test_operator_deployment_is_hardened_and_configured() -> None:
         "registry.example.com/agentsaga/sidecar:0.1.0-rc1"
     )
     assert env["AGENTSAGA_JOB_SERVICE_ACCOUNT"]["value"] == "saga-agent"
+    assert env["AGENTSAGA_JOB_DEADLINE_SECONDS"]["value"] == "900"
     assert env["AGENTSAGA_SIDECAR_TEMPLATE"]["value"] == "/etc/agentsaga/sidecar/sidecar.json"
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == (
         "http://otel-collector.observability.svc:4318"

@@ -1,0 +1,30 @@
+"""The reconcile/unwind Jobs' deadline (AGENTSAGA_JOB_DEADLINE_SECONDS): on the Job when set,
+refused with a message naming the variable when it is not a positive number."""
+
+from __future__ import annotations
+
+import pytest
+from agentsaga.operator.config import OperatorConfig
+from agentsaga.operator.job_manifests import build_job
+
+from agentsaga.errors import ConfigurationError
+
+RUN = {"metadata": {"name": "refund-1182", "namespace": "agents", "uid": "u-1"}}
+
+
+def job_spec(env: dict[str, str]) -> dict[str, object]:
+    config = OperatorConfig.from_env({"AGENTSAGA_SIDECAR_IMAGE": "sidecar:1", **env})
+    job = build_job(RUN, "unwind", "agentsaga-refund-1182-unwind-e2", "refund-1182", config, None)
+    spec: dict[str, object] = job["spec"]
+    return spec
+
+
+def test_jobs_carry_the_configured_deadline_and_none_without_it() -> None:
+    assert job_spec({"AGENTSAGA_JOB_DEADLINE_SECONDS": "1800"})["activeDeadlineSeconds"] == 1800
+    assert "activeDeadlineSeconds" not in job_spec({})
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "-5"])
+def test_a_deadline_that_is_not_a_positive_number_is_refused(raw: str) -> None:
+    with pytest.raises(ConfigurationError, match="AGENTSAGA_JOB_DEADLINE_SECONDS"):
+        OperatorConfig.from_env({"AGENTSAGA_JOB_DEADLINE_SECONDS": raw})
