@@ -5,32 +5,32 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-from pathlib import Path
 
 from agentsaga import corrections, pivot
+from agentsaga.database import open_saga_log
 from agentsaga.loading import load_tools
 from agentsaga.log import SagaLog, Step
-from agentsaga.postgres import embedded_dsn
 from agentsaga.settings import Settings
 
 
-def _add_dsn(parser: argparse.ArgumentParser) -> None:
+def add_dsn(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dsn", help="Postgres DSN (default: AGENTSAGA_DSN, else the embedded "
-                        "Postgres under AGENTSAGA_DATA_DIR)")
+                        "Postgres under AGENTSAGA_DATA_DIR, by default "
+                        "~/.local/share/agentsaga)")
 
 
-def open_log_from(args: argparse.Namespace, *, migrate: bool = True) -> SagaLog:
-    settings = Settings.from_env()
-    dsn = args.dsn or settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
-    return SagaLog(dsn, min_size=1, max_size=2).open(migrate=migrate)
+def open_log_from(args: argparse.Namespace, *, check_schema: bool = True) -> SagaLog:
+    """The saga log of `--dsn` (else AGENTSAGA_DSN, else the embedded one), waited for up to
+    AGENTSAGA_DB_WAIT_S; never migrated here (only `agentsaga migrate` and the sidecar do)."""
+    return open_saga_log(args.dsn, Settings.from_env(), check_schema=check_schema)
 
 
 def configure_migrate(parser: argparse.ArgumentParser) -> None:
-    _add_dsn(parser)
+    add_dsn(parser)
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    saga_log = open_log_from(args, migrate=False)
+    saga_log = open_log_from(args, check_schema=False)
     try:
         applied = saga_log.migrate()
     finally:
@@ -40,7 +40,7 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def configure_log(parser: argparse.ArgumentParser) -> None:
-    _add_dsn(parser)
+    add_dsn(parser)
     parser.add_argument("--run", required=True, help="the run id")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -53,8 +53,12 @@ def run_log(args: argparse.Namespace) -> int:
     finally:
         saga_log.close()
     if args.json:
+        pivot_record = run.pivot or None
         print(json.dumps({"run_id": run.run_id, "state": run.state, "owner_epoch":
-                          run.owner_epoch, "steps": [_step_json(s) for s in steps]},
+                          run.owner_epoch,
+                          "irreversible_before_pivot": run.irreversible_before_pivot,
+                          "plan_hash": (pivot_record or {}).get("planHash"),
+                          "pivot": pivot_record, "steps": [_step_json(s) for s in steps]},
                          default=str, indent=2))
         return 0
     print(f"run {run.run_id}  state={run.state}  epoch={run.owner_epoch}  "
@@ -98,14 +102,26 @@ def format_steps(steps: list[Step]) -> str:
 
 
 def configure_approve(parser: argparse.ArgumentParser) -> None:
-    _add_dsn(parser)
+    add_dsn(parser)
     parser.add_argument("--run", required=True, help="the run id")
     parser.add_argument("--plan-hash", required=True,
                         help="the hash of the staged plan you reviewed (see `agentsaga log`)")
-    parser.add_argument("--decision", required=True, choices=["Approved", "Rejected"])
+    parser.add_argument("--decision", required=True, type=_decision, metavar="DECISION",
+                        help="Approved (the commit steps may run) or Rejected (the run will be "
+                        "unwound); any case, approve/reject too")
     parser.add_argument("--approver", default=getpass.getuser(),
                         help="who decides (default: the current user)")
     parser.add_argument("--reason", default="", help="why, for the record")
+
+
+def _decision(text: str) -> str:
+    """'approved', 'APPROVE', 'reject' ... -> Approved / Rejected."""
+    word = text.strip().lower()
+    if word in ("approved", "approve"):
+        return "Approved"
+    if word in ("rejected", "reject"):
+        return "Rejected"
+    raise argparse.ArgumentTypeError(f"{text!r}: use Approved or Rejected")
 
 
 def run_approve(args: argparse.Namespace) -> int:
@@ -124,7 +140,7 @@ def run_approve(args: argparse.Namespace) -> int:
 
 
 def configure_corrections(parser: argparse.ArgumentParser) -> None:
-    _add_dsn(parser)
+    add_dsn(parser)
     parser.add_argument("--run", required=True, help="the run id")
     decide = parser.add_mutually_exclusive_group()
     decide.add_argument("--approve", type=int, metavar="STEP", help="approve this step's "

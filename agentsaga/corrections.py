@@ -78,7 +78,7 @@ def record(log: SagaLog, epoch: int, correction: Correction) -> None:
         row = conn.execute("SELECT owner_epoch FROM saga_runs WHERE run_id = %s FOR SHARE",
                            (correction.run_id,)).fetchone()
         if row is None:
-            raise RunNotFound(f"run {correction.run_id!r} is not in the saga log")
+            raise RunNotFound(correction.run_id)
         if row["owner_epoch"] != epoch:
             raise Fenced(correction.run_id, epoch, row["owner_epoch"])
         body = None if correction.correction is None else Jsonb(correction.correction)

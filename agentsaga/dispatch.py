@@ -208,7 +208,7 @@ class Dispatcher:
             cursor = None if held is None else self.log.cursor(run_id, held)
             run, newest = cursor if cursor is not None else self.log.run_and_newest(run_id)
             if run is None:
-                raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+                raise RunNotFound(run_id)
             self._check_open(run)
             return self._dispatch_logged(run, spec, args, newest)
 
@@ -276,7 +276,8 @@ class Dispatcher:
         return self._call(intended, spec, args, epoch)
 
     def _call(self, step: Step, spec: ToolSpec, args: JSON, epoch: int) -> DispatchResult:
-        extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
+        extra = {"run_id": step.run_id, "step": step.step_idx, "tool": step.tool,
+                 "key": step.idempotency_key}
         effect = None
         error: str | None = None
         try:

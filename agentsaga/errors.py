@@ -70,7 +70,13 @@ class RunEnded(RequestError):
 
 
 class RunNotFound(RequestError):
-    pass
+    """No such run in this saga log; worded once, here."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} has not begun in this saga log: BeginRun starts a run "
+            "(`agentsaga runs` lists the runs it holds)")
+        self.run_id = run_id
 
 
 class CompensationUnavailable(RequestError):

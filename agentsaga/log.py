@@ -254,7 +254,7 @@ class SagaLog:
                 (owner, run_id),
             ).fetchone()
         if row is None:
-            raise RunNotFound(f"run {run_id!r} is not in the saga log")
+            raise RunNotFound(run_id)
         return Run(**row)
 
     def run(self, run_id: str) -> Run | None:
@@ -267,7 +267,7 @@ class SagaLog:
     def require_run(self, run_id: str) -> Run:
         found = self.run(run_id)
         if found is None:
-            raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+            raise RunNotFound(run_id)
         return found
 
     def runs(self, *, states: Sequence[str] | None = None) -> list[Run]:
@@ -328,7 +328,7 @@ class SagaLog:
             "SELECT owner_epoch, state FROM saga_runs WHERE run_id = %s FOR SHARE", (run_id,)
         ).fetchone()
         if row is None:
-            raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+            raise RunNotFound(run_id)
         if row["owner_epoch"] != epoch:
             raise Fenced(run_id, epoch, row["owner_epoch"])
         if not allow_ended and row["state"] not in OPEN_STATES:
@@ -353,7 +353,7 @@ class SagaLog:
         run_id, epoch = params["run_id"], params["epoch"]
         if row is None:
             self.forget(run_id)
-            raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+            raise RunNotFound(run_id)
         current, state, written = row[0], row[1], row[2] is not None
         if current != epoch or state != "running" or not written:
             self.forget(run_id)

@@ -43,7 +43,8 @@ class Reconciler:
         """Settle one INTENDED/UNKNOWN row by key: CONFIRMED, NOT_EXECUTED, or left UNKNOWN."""
         if step.settled:
             return Reconciled(step, "already_settled")
-        extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
+        extra = {"run_id": step.run_id, "step": step.step_idx, "tool": step.tool,
+                 "key": step.idempotency_key}
         try:
             spec = self.registry.get(step.tool)
         except UnknownTool:
@@ -126,7 +127,8 @@ class Reconciler:
                 found = spec.lookup_many([s.idempotency_key for s in chunk])
                 out += [(s, as_effect(found.get(s.idempotency_key))) for s in chunk]
             except Exception as exc:  # any failure of the lookup leaves the outcomes unknown
-                log.warning("batched lookup of %d keys failed: %s", len(chunk), exc)
+                log.warning("batched lookup of %d keys failed: %s", len(chunk), exc,
+                            extra={"tool": spec.name})
                 out += [(s, f"lookup failed: {exc}") for s in chunk]
         return out
 

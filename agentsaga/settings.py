@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentsaga.errors import ConfigurationError
+from agentsaga.postgres import default_data_dir
 
 OutcomeCommit = Literal["sync", "async"]
 
@@ -17,8 +18,10 @@ OutcomeCommit = Literal["sync", "async"]
 class Settings:
     dsn: str | None = None
     """Postgres DSN of the saga log (AGENTSAGA_DSN). None: an embedded Postgres is started."""
-    data_dir: Path = field(default_factory=lambda: Path(".agentsaga"))
-    """Where the embedded Postgres keeps its files (AGENTSAGA_DATA_DIR)."""
+    data_dir: Path = field(default_factory=default_data_dir)
+    """Where the embedded Postgres keeps its files (AGENTSAGA_DATA_DIR; default: the per-user
+    `$XDG_DATA_HOME/agentsaga`, i.e. `~/.local/share/agentsaga`, whatever the current
+    directory)."""
     listen: str = "127.0.0.1:50051"
     """Sidecar address (AGENTSAGA_LISTEN): host:port, or unix:/path for a unix socket."""
     tools: tuple[str, ...] = ()
@@ -76,7 +79,7 @@ class Settings:
         tools = tuple(t.strip() for t in env.get("AGENTSAGA_TOOLS", "").split(",") if t.strip())
         return cls(
             dsn=env.get("AGENTSAGA_DSN") or None,
-            data_dir=Path(env.get("AGENTSAGA_DATA_DIR", str(base.data_dir))),
+            data_dir=Path(env.get("AGENTSAGA_DATA_DIR") or default_data_dir(env)),
             listen=env.get("AGENTSAGA_LISTEN", base.listen),
             tools=tools,
             recheck_pause_s=number("AGENTSAGA_RECHECK_PAUSE_S", base.recheck_pause_s),

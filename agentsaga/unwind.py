@@ -154,7 +154,7 @@ class Settler:
                         if effect is not None:
                             found[key] = effect
             except Exception as exc:  # a lookup that fails leaves its rows UNKNOWN (R7)
-                log.warning("lookup of %s failed: %s", tool, exc)
+                log.warning("lookup of %s failed: %s", tool, exc, extra={"tool": tool})
                 for key in keys:
                     if key not in found:
                         failed[key] = f"lookup failed: {type(exc).__name__}: {exc}"

@@ -25,22 +25,34 @@ log = logging.getLogger(__name__)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tools", help="comma-separated Python modules that register the tools "
-                        "(default: AGENTSAGA_TOOLS)")
+    parser.add_argument("--tools", help="comma-separated modules that register the tools: "
+                        "dotted names (found in the current directory too) or files such as "
+                        "./mytools.py (default: AGENTSAGA_TOOLS)")
     parser.add_argument("--listen", help="host:port or unix:/path (default: AGENTSAGA_LISTEN, "
                         "else 127.0.0.1:50051)")
     parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN, "
-                        "else an embedded Postgres under AGENTSAGA_DATA_DIR)")
+                        "else an embedded Postgres under AGENTSAGA_DATA_DIR, by default "
+                        "~/.local/share/agentsaga)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow listening on a non-loopback address (the agent and the "
                         "sidecar normally share the pod's loopback)")
 
 
 def check_listen(listen: str, allow_remote: bool) -> None:
-    """The sidecar serves its own pod: loopback or a unix socket unless explicitly allowed."""
-    if listen.startswith("unix:") or allow_remote:
+    """`host:port` or `unix:/path`; the sidecar serves its own pod: loopback or a unix socket
+    unless explicitly allowed."""
+    if listen.startswith("unix:"):
+        if len(listen) == len("unix:"):
+            raise ConfigurationError("--listen 'unix:' names no socket path: use unix:/path")
         return
-    host = listen.rsplit(":", 1)[0].strip("[]")
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigurationError(
+            f"--listen {listen!r} is not host:port (e.g. 127.0.0.1:50051, port 0 for any free "
+            "port) or unix:/path")
+    if allow_remote:
+        return
+    host = host.strip("[]")
     if host == "localhost":
         return
     try:

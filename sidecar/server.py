@@ -21,7 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from agentsaga import errors, telemetry
-from agentsaga.dispatch import Dispatcher, check_run_id, parse_args
+from agentsaga.dispatch import Dispatcher, DispatchResult, check_run_id, parse_args
 from agentsaga.log import Step
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
@@ -128,6 +128,7 @@ class SidecarServicer(pb_grpc.SidecarServicer):
             self.limiter.take(request.run_id)
             args = parse_args(request.args_json, self.dispatcher.settings.max_args_bytes)
             out = self.dispatcher.dispatch(request.run_id, request.tool, args)
+            _log_outcome(request, out)
             return pb.DispatchResponse(
                 outcome=pb.Outcome.Value(out.outcome), step_idx=out.step_idx,
                 idempotency_key=out.key, result_json=_dumps(out.result),
@@ -208,9 +209,28 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         raise AssertionError("unreachable")
 
 
+def _log_outcome(request: pb.DispatchRequest, out: DispatchResult) -> None:
+    """One line per call that did not simply happen (INFO), or per call (DEBUG, --verbose);
+    with the run, step, tool and key (`agentsaga.logformat`)."""
+    level = logging.DEBUG if out.outcome == "CONFIRMED" else logging.INFO
+    if log.isEnabledFor(level):
+        log.log(level, "%s%s", out.outcome, f": {out.message}" if out.message else "",
+                extra={"run_id": request.run_id, "step": out.step_idx, "tool": request.tool,
+                       "key": out.key})
+
+
 def _pivot_response(run_id: str, record: dict[str, Any]) -> pb.PivotResponse:
     return pb.PivotResponse(run_id=run_id, state=str(record.get("state", "")),
                             plan_hash=str(record.get("planHash", "")), pivot_json=_dumps(record))
+
+
+def _bind_failure(listen: str) -> str:
+    if listen.startswith("unix:"):
+        return (f"cannot listen on {listen!r}: the socket is in use (another sidecar?) or its "
+                "folder is not writable")
+    port = listen.rsplit(":", 1)[-1]
+    return (f"cannot listen on {listen!r}: port {port} in use (another sidecar?); stop it or "
+            "choose another port with --listen / AGENTSAGA_LISTEN")
 
 
 @dataclass
@@ -229,7 +249,8 @@ def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32) -> Servi
     """Start the server on `listen` (host:port, port 0 for any, or unix:/path); SERVING once up."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sidecar"),
-        options=[("grpc.max_receive_message_length", 8 << 20)],
+        # no SO_REUSEPORT: a second sidecar on a taken port must fail, not share it
+        options=[("grpc.max_receive_message_length", 8 << 20), ("grpc.so_reuseport", 0)],
         interceptors=telemetry.server_interceptors(),  # `traceparent` from the agent
     )
     pb_grpc.add_SidecarServicer_to_server(servicer, server)
@@ -238,9 +259,12 @@ def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32) -> Servi
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
          reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(listen)
-    if port == 0 and not listen.startswith("unix:"):
-        raise errors.ConfigurationError(f"cannot listen on {listen!r} (address in use?)")
+    try:
+        port = server.add_insecure_port(listen)
+    except RuntimeError:  # grpcio >= 1.60 raises where older versions returned 0
+        port = 0
+    if port == 0:
+        raise errors.ConfigurationError(_bind_failure(listen))
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

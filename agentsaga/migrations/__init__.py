@@ -21,6 +21,19 @@ def available() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+def pending(conn: psycopg.Connection[Any]) -> list[str]:
+    """The migrations this database lacks (all of them when it has no schema); reads only."""
+    table = conn.execute("SELECT to_regclass('schema_migrations')").fetchone()
+    if table is None or _first(table) is None:
+        return [name for _, name, _ in available()]
+    done = {int(_first(row)) for row in conn.execute("SELECT version FROM schema_migrations")}
+    return [name for version, name, _ in available() if version not in done]
+
+
+def _first(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
 def migrate(conn: psycopg.Connection[Any]) -> list[str]:
     """Apply the migrations this database lacks; returns the names applied. Safe to run from
     several processes at once (an advisory lock serialises them)."""
