@@ -157,6 +157,7 @@ def run_corrections(args: argparse.Namespace) -> int:
     """List a run's corrections (internal first), decide one, or send the approved ones."""
     saga_log = open_log_from(args)
     try:
+        saga_log.require_run(args.run)
         step = args.approve if args.approve is not None else args.dismiss
         if step is not None:
             decision = "Approved" if args.approve is not None else "Rejected"

@@ -48,7 +48,7 @@ def load_tools(modules: Sequence[str]) -> Registry:
 def import_tools_module(name: str) -> ModuleType:
     """One tools module, by dotted name or by file path (`./mytools.py`, `/srv/tools.py`)."""
     if name.endswith(".py") or "/" in name:
-        return _import_file(Path(name))
+        return _import_file(name)
     _put_cwd_on_path()
     shadow = explain_shadowing(name)
     if shadow:
@@ -56,10 +56,10 @@ def import_tools_module(name: str) -> ModuleType:
     return _guarded(name, lambda: importlib.import_module(name), missing=name)
 
 
-def _import_file(path: Path) -> ModuleType:
+def _import_file(given: str) -> ModuleType:
+    path = Path(given)
     if not path.is_file():
-        raise ConfigurationError(
-            f"tools file {str(path)!r} does not exist (looked in {Path.cwd()})")
+        raise ConfigurationError(f"tools file {given!r} does not exist (looked in {Path.cwd()})")
     path = path.resolve()
     module_name = path.stem
     loaded = sys.modules.get(module_name)
