@@ -64,8 +64,8 @@ def test_an_error_at_import_names_the_users_line(pg: str, tmp_path: Path) -> Non
         'dict:\n    return {}\n')
     code, output = serve_once("./mytools.py", pg, tmp_path)
     assert code == 2
-    assert f"{tmp_path / 'mytools.py'}:9: RegistrationError: tool 'refund' is compensatable but "
-    "declares no compensate=" in output, output
+    assert (f"{tmp_path / 'mytools.py'}:9: RegistrationError: tool 'refund' is compensatable "
+            "but declares no compensate=") in output, output
     assert "Traceback" not in output
 
 
