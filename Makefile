@@ -6,28 +6,30 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint tools clean
+.PRECIOUS: $(VENV)/.installed-%
 
-$(STAMP): pyproject.toml setup.py
+# .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
+# (which includes demo and bench).
+$(VENV)/.installed-%: pyproject.toml setup.py
 	@$(PYTHON) -P -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "agentsaga needs Python 3.11 or newer (set PYTHON=...)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -P -m venv $(VENV)
 	$(PY) -P -m pip install -q --upgrade pip
-	$(PY) -P -m pip install -q -e '.[test]'
+	$(PY) -P -m pip install -q -e '.[$*]'
 	@touch $@
 
-demo: $(STAMP)
+demo: $(VENV)/.installed-demo
 	$(VENV)/bin/agentsaga demo
 
-tools: $(STAMP)
+tools: $(VENV)/.installed-test
 	$(PY) -P tools/install_binaries.py
 
-test: $(STAMP) tools
+test: $(VENV)/.installed-test tools
 	$(PY) -P -m pytest
 
-lint: $(STAMP)
+lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(PY) -P tools/typecheck.py
 

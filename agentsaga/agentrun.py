@@ -20,9 +20,8 @@ from __future__ import annotations
 import datetime
 import hashlib
 import logging
-import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -70,10 +69,8 @@ class AgentRunBinder:
         self.attempts = attempts
 
     @classmethod
-    def from_settings(cls, settings: Settings,
-                      env: Mapping[str, str] | None = None) -> AgentRunBinder | None:
-        env = os.environ if env is None else env
-        if not settings.pod_name or env.get("AGENTSAGA_AGENTRUN", "") == "off":
+    def from_settings(cls, settings: Settings) -> AgentRunBinder | None:
+        if not settings.pod_name or not settings.agentrun:
             return None
         configuration = client.Configuration()
         try:

@@ -11,6 +11,7 @@ from importlib import metadata
 
 from agentsaga import logformat
 from agentsaga.errors import SagaError
+from agentsaga.extras import MissingExtra
 
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -28,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "unwind": ("agentsaga.jobs", "reconcile, then compensate a run backwards, queue corrections"),
     "operator": ("agentsaga.operator.main", "run the Kubernetes operator (AgentRuns, orphans, "
                  "pivot approvals)"),
+    "connectors": ("agentsaga.connectors.cli", "check, read-only, that each configured account "
+                   "has what its connector relies on (`connectors check`)"),
     "demo": ("agentsaga.demo.cli", "replay the refund-and-reship incident: naive vs agentsaga"),
 }
 
@@ -67,7 +70,11 @@ def version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(only=first if first in COMMANDS else None)
+    try:
+        parser = build_parser(only=first if first in COMMANDS else None)
+    except MissingExtra as exc:  # the command's module needs an optional dependency
+        print(f"agentsaga {first}: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     logformat.setup(args.verbose)
     module = importlib.import_module(args._module)

@@ -20,17 +20,20 @@ import os
 import signal
 import sys
 
+from agentsaga.environment import load, name_of
+from agentsaga.settings import DebugSettings
+
 log = logging.getLogger(__name__)
 
-ENV = "AGENTSAGA_CRASH_AT"
+ENV = name_of(DebugSettings, "crash_at")
 
 
 def armed(name: str) -> bool:
-    """True when `AGENTSAGA_CRASH_AT` names this point."""
-    raw = os.environ.get(ENV)
-    if not raw:
+    """True when `AGENTSAGA_CRASH_AT` names this point (read here, not at start: the chaos
+    runner and the tests arm each process through its environment)."""
+    if not os.environ.get(ENV):
         return False
-    return name in {p.strip() for p in raw.split(",")}
+    return name in load(DebugSettings, os.environ).crash_at
 
 
 def reach(name: str) -> None:

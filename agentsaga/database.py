@@ -8,21 +8,19 @@ it says so and changes nothing, instead of creating tables in a database that is
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from agentsaga import migrations
 from agentsaga.errors import ConfigurationError
 from agentsaga.log import SagaLog
-from agentsaga.postgres import embedded_dsn
+from agentsaga.postgres import saga_log_dsn
 from agentsaga.settings import Settings
 
 
 def resolve_dsn(dsn: str | None, settings: Settings) -> str:
     """--dsn, else AGENTSAGA_DSN, else the embedded Postgres in the per-user data directory."""
-    return dsn or settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
+    return saga_log_dsn(settings.with_(dsn=dsn) if dsn else settings)
 
 
 def open_saga_log(dsn: str | None, settings: Settings, *, migrate: bool = False,
@@ -50,7 +48,7 @@ def require_schema(saga_log: SagaLog, settings: Settings, *, explicit: bool = Tr
     if not missing:
         return
     where = describe(saga_log.dsn) if explicit else (
-        f"the embedded Postgres in {Path(settings.data_dir) / 'pg'}")
+        f"the embedded Postgres in {settings.embedded_dir}")
     if len(missing) == len(migrations.available()):
         raise ConfigurationError(
             f"{where} has no saga log (no agentsaga schema); nothing was read or changed. "

@@ -12,21 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentsaga.errors import ConfigurationError
+from agentsaga.extras import require
+from agentsaga.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The per-user data directory (XDG base directories): `$XDG_DATA_HOME/agentsaga`, else
-    `~/.local/share/agentsaga`."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "agentsaga"
 
 
 def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
@@ -34,12 +26,10 @@ def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        try:
-            import pgserver
-        except ImportError as exc:  # pragma: no cover - pgserver is a declared dependency
-            raise ConfigurationError(
-                "no AGENTSAGA_DSN is set and the embedded Postgres (pgserver) is not installed"
-            ) from exc
+        require("demo", "pgserver",
+                what="the embedded Postgres (used when no AGENTSAGA_DSN is set)")
+        import pgserver
+
         _forget_dead_users(data_dir)
         return pgserver.get_server(data_dir, cleanup_mode=cleanup_mode)  # type: ignore[attr-defined]
 
@@ -55,6 +45,12 @@ def embedded_dsn(data_dir: Path) -> str:
     dsn: str = get_server(data_dir, cleanup_mode="stop").get_uri()
     log.debug("embedded Postgres in %s", data_dir)
     return dsn
+
+
+def saga_log_dsn(settings: Settings) -> str:
+    """The saga log's DSN: `settings.dsn` (AGENTSAGA_DSN or --dsn), else an embedded Postgres
+    in `settings.embedded_dir` (per user, whatever the current directory)."""
+    return settings.dsn or embedded_dsn(settings.embedded_dir)
 
 
 def _forget_dead_users(data_dir: Path) -> None:

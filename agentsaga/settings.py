@@ -1,4 +1,15 @@
-"""One settings object, built from `AGENTSAGA_*` environment variables and passed explicitly."""
+"""The settings root: every `AGENTSAGA_*` variable, declared once, read once, passed explicitly.
+
+    Settings                      the saga log, the sidecar and the Jobs (the fields below)
+    ├── connectors: ConnectorSettings   endpoints and credentials of the real systems
+    ├── operator: OperatorSettings      the operator's Jobs and resync
+    ├── telemetry: TelemetrySettings    what goes on spans (OTEL_* configures the export)
+    └── debug: DebugSettings            crash points for tests, the demo and the chaos runner
+
+`Settings.from_env()` reads them all (`agentsaga.environment` parses, with errors that name the
+variable); each field carries its variable, default and description, from which the README's
+configuration table is generated (`tools/gen_config_table.py`).
+"""
 
 from __future__ import annotations
 
@@ -8,106 +19,167 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from agentsaga.errors import ConfigurationError
-from agentsaga.postgres import default_data_dir
+from agentsaga.environment import load, read_secret, variable
+
+__all__ = ["ConnectorSettings", "DebugSettings", "OperatorSettings", "OutcomeCommit", "Settings",
+           "TelemetrySettings", "read_secret"]
 
 OutcomeCommit = Literal["sync", "async"]
 
 
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The per-user data directory (XDG base directories): `$XDG_DATA_HOME/agentsaga`, else
+    `~/.local/share/agentsaga`."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "agentsaga"
+
+
+@dataclass(frozen=True)
+class ConnectorSettings:
+    """The real systems' endpoints and credentials. A system whose URL is unset is not
+    configured and its tools are not registered (`agentsaga.connectors.config` checks the rest).
+    """
+
+    stripe_api_key: str | None = variable(
+        "AGENTSAGA_STRIPE_API_KEY", None, "Stripe secret key", secret=True)
+    stripe_api_base: str | None = variable(
+        "AGENTSAGA_STRIPE_API_BASE", None, "Stripe's address (unset: Stripe's own)")
+    jira_url: str | None = variable("AGENTSAGA_JIRA_URL", None, "Jira Cloud site")
+    jira_project: str | None = variable(
+        "AGENTSAGA_JIRA_PROJECT", None, "the Jira project tickets are created in")
+    jira_email: str = variable("AGENTSAGA_JIRA_EMAIL", "", "the Jira account's email")
+    jira_token: str = variable("AGENTSAGA_JIRA_TOKEN", "", "the Jira API token", secret=True)
+    jira_issue_type: str = variable("AGENTSAGA_JIRA_ISSUE_TYPE", "Task", "the Jira issue type")
+    zendesk_url: str | None = variable(
+        "AGENTSAGA_ZENDESK_URL", None, "Zendesk site (tickets go there when Jira is unset)")
+    zendesk_email: str = variable("AGENTSAGA_ZENDESK_EMAIL", "", "the Zendesk agent's email")
+    zendesk_token: str = variable(
+        "AGENTSAGA_ZENDESK_TOKEN", "", "the Zendesk API token", secret=True)
+    email_url: str | None = variable("AGENTSAGA_EMAIL_URL", None, "the email API's address")
+    email_api_key: str = variable(
+        "AGENTSAGA_EMAIL_API_KEY", "", "the email API's key", secret=True)
+    email_from: str | None = variable(
+        "AGENTSAGA_EMAIL_FROM", None, "the sender address of customer emails")
+    warehouse_url: str | None = variable(
+        "AGENTSAGA_WAREHOUSE_URL", None, "the warehouse API's address")
+    http_tools: str | None = variable(
+        "AGENTSAGA_HTTP_TOOLS", None, "a YAML/JSON file declaring generic HTTP tools")
+    timeout_s: float = variable(
+        "AGENTSAGA_CONNECTOR_TIMEOUT_S", 10.0, "every connector request's timeout", positive=True)
+    search_rate: float = variable(
+        "AGENTSAGA_SEARCH_RATE", 20.0,
+        "lookups per second this process allows itself against search APIs", positive=True)
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """The operator's Jobs (the DSN is the root's `dsn`)."""
+
+    sidecar_image: str = variable(
+        "AGENTSAGA_SIDECAR_IMAGE", "", "image of the reconcile/unwind Jobs without a template")
+    sidecar_template: str | None = variable(
+        "AGENTSAGA_SIDECAR_TEMPLATE", None,
+        "JSON file with the sidecar container (rendered by the chart): the Jobs' image, "
+        "environment and mounts, and what the injection webhook adds")
+    job_service_account: str = variable(
+        "AGENTSAGA_JOB_SERVICE_ACCOUNT", "", "ServiceAccount of the Jobs")
+    dsn_secret: str = variable(
+        "AGENTSAGA_DSN_SECRET", "",
+        "`name[:key]` of the Secret with the DSN, for Jobs built without a template "
+        "(key defaults to `dsn`)")
+    resync_seconds: float = variable(
+        "AGENTSAGA_OPERATOR_RESYNC_SECONDS", 10.0,
+        "how often each AgentRun is checked against Postgres and its pod", positive=True)
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    """What goes on spans; the export itself is configured by the standard OTEL_* variables."""
+
+    trace_payloads: bool = variable(
+        "AGENTSAGA_TRACE_PAYLOADS", False,
+        "put redacted arguments and results on the dispatch spans")
+    trace_redact: str = variable(
+        "AGENTSAGA_TRACE_REDACT", "",
+        "`module:function` applied to payloads after the built-in redaction")
+
+
+@dataclass(frozen=True)
+class DebugSettings:
+    """Named crash points (`agentsaga.crashpoints`), read where each point is reached."""
+
+    crash_at: tuple[str, ...] = variable(
+        "AGENTSAGA_CRASH_AT", (),
+        "crash points at which the process SIGKILLs itself, e.g. `after_call:charge_card`")
+
+
 @dataclass(frozen=True)
 class Settings:
-    dsn: str | None = None
-    """Postgres DSN of the saga log (AGENTSAGA_DSN). None: an embedded Postgres is started."""
-    data_dir: Path = field(default_factory=default_data_dir)
-    """Where the embedded Postgres keeps its files (AGENTSAGA_DATA_DIR; default: the per-user
-    `$XDG_DATA_HOME/agentsaga`, i.e. `~/.local/share/agentsaga`, whatever the current
-    directory)."""
-    listen: str = "127.0.0.1:50051"
-    """Sidecar address (AGENTSAGA_LISTEN): host:port, or unix:/path for a unix socket."""
-    tools: tuple[str, ...] = ()
-    """Python modules that register the tools (AGENTSAGA_TOOLS, comma-separated)."""
-    recheck_pause_s: float = 2.0
-    """R7: pause before re-checking an empty lookup (AGENTSAGA_RECHECK_PAUSE_S)."""
-    max_args_bytes: int = 1 << 20
-    """Largest accepted arguments JSON (AGENTSAGA_MAX_ARGS_BYTES)."""
-    outcome_commit: OutcomeCommit = "async"
-    """How outcome writes commit (AGENTSAGA_OUTCOME_COMMIT): `async` skips the WAL flush wait,
-    which is safe because a lost outcome leaves the INTENDED row that reconcile settles; the
-    INTENDED write is always durable (R2)."""
-    db_wait_s: float = 30.0
-    """How long to wait for Postgres at start (AGENTSAGA_DB_WAIT_S): it may still be starting."""
-    pool_min: int = 2
-    pool_max: int = 16
-    """Connection pool bounds (AGENTSAGA_POOL_MIN / AGENTSAGA_POOL_MAX)."""
-    workers: int = 32
-    """gRPC worker threads (AGENTSAGA_WORKERS)."""
-    pod_name: str = ""
-    pod_namespace: str = ""
-    pod_uid: str = ""
-    """The pod this sidecar serves (downward API: AGENTSAGA_POD_NAME/_NAMESPACE/_UID)."""
-    irreversible_before_pivot: Literal["refuse", "count"] = "refuse"
-    """R10 policy for irreversible calls before the pivot (AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT)."""
-    max_calls_per_s: float = 50.0
-    """Tool calls one run may make per second through a sidecar (AGENTSAGA_MAX_CALLS_PER_S);
-    more are refused with RESOURCE_EXHAUSTED before anything is written. 0 turns it off."""
+    """The root: the saga log, the sidecar and the Jobs, with the other parts as groups."""
+
+    dsn: str | None = variable(
+        "AGENTSAGA_DSN", None,
+        "the saga log's Postgres; unset: an embedded Postgres under `AGENTSAGA_DATA_DIR` "
+        "(needs `agentsaga[demo]`)", secret=True)
+    data_dir: Path | None = variable(
+        "AGENTSAGA_DATA_DIR", None,
+        "where the embedded Postgres keeps its files, whatever the current directory; unset: "
+        "the per-user `$XDG_DATA_HOME/agentsaga` (`~/.local/share/agentsaga`)")
+    db_wait_s: float = variable(
+        "AGENTSAGA_DB_WAIT_S", 30.0, "how long every command waits for Postgres at start",
+        minimum=0)
+    pool_min: int = variable(
+        "AGENTSAGA_POOL_MIN", 2, "the saga log's smallest connection pool", minimum=1)
+    pool_max: int = variable(
+        "AGENTSAGA_POOL_MAX", 16, "the saga log's largest connection pool", minimum=1)
+    outcome_commit: OutcomeCommit = variable(
+        "AGENTSAGA_OUTCOME_COMMIT", "async",
+        "`async` skips the WAL flush wait for outcome rows (a lost outcome leaves the INTENDED "
+        "row, which reconcile settles); INTENDED rows are always durable (R2)")
+    listen: str = variable(
+        "AGENTSAGA_LISTEN", "127.0.0.1:50051", "the sidecar's address: host:port or unix:/path")
+    tools: tuple[str, ...] = variable(
+        "AGENTSAGA_TOOLS", (),
+        "the tools modules: dotted names (the current directory is searched too) or files such "
+        "as ./mytools.py, comma-separated")
+    workers: int = variable("AGENTSAGA_WORKERS", 32, "gRPC worker threads", minimum=1)
+    recheck_pause_s: float = variable(
+        "AGENTSAGA_RECHECK_PAUSE_S", 2.0, "R7: the pause before re-checking an empty lookup",
+        minimum=0)
+    max_args_bytes: int = variable(
+        "AGENTSAGA_MAX_ARGS_BYTES", 1 << 20, "the largest accepted arguments JSON", minimum=2)
+    max_calls_per_s: float = variable(
+        "AGENTSAGA_MAX_CALLS_PER_S", 50.0,
+        "tool calls one run may make per second through a sidecar (more: RESOURCE_EXHAUSTED, "
+        "nothing written); 0 turns it off", minimum=0)
+    irreversible_before_pivot: Literal["refuse", "count"] = variable(
+        "AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT", "refuse",
+        "R10: `refuse` makes irreversible calls before the pivot wait for approval; `count` "
+        "only counts them")
+    pod_name: str = variable(
+        "AGENTSAGA_POD_NAME", "", "the pod this sidecar serves (downward API); set: runs are "
+        "bound to AgentRuns")
+    pod_namespace: str = variable(
+        "AGENTSAGA_POD_NAMESPACE", "", "that pod's namespace (downward API)")
+    pod_uid: str = variable("AGENTSAGA_POD_UID", "", "that pod's UID (downward API)")
+    agentrun: bool = variable(
+        "AGENTSAGA_AGENTRUN", True,
+        "`off`: a sidecar in a pod does not create or adopt AgentRuns")
+    connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
+    operator: OperatorSettings = field(default_factory=OperatorSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    debug: DebugSettings = field(default_factory=DebugSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        base = cls()
+        """Every setting from `env` (default: this process's environment)."""
+        return load(cls, os.environ if env is None else env)
 
-        def number(name: str, default: float, *, minimum: float = 0) -> float:
-            raw = env.get(name)
-            if raw is None or raw == "":
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ConfigurationError(f"{name}={raw!r} is not a number") from None
-            if value < minimum:
-                raise ConfigurationError(f"{name}={raw!r} must be at least {minimum}")
-            return value
-
-        commit = env.get("AGENTSAGA_OUTCOME_COMMIT", base.outcome_commit)
-        if commit not in ("sync", "async"):
-            raise ConfigurationError(f"AGENTSAGA_OUTCOME_COMMIT={commit!r}: use sync or async")
-        policy = env.get("AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT", base.irreversible_before_pivot)
-        if policy not in ("refuse", "count"):
-            raise ConfigurationError(
-                f"AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT={policy!r}: use refuse or count"
-            )
-        tools = tuple(t.strip() for t in env.get("AGENTSAGA_TOOLS", "").split(",") if t.strip())
-        return cls(
-            dsn=env.get("AGENTSAGA_DSN") or None,
-            data_dir=Path(env.get("AGENTSAGA_DATA_DIR") or default_data_dir(env)),
-            listen=env.get("AGENTSAGA_LISTEN", base.listen),
-            tools=tools,
-            recheck_pause_s=number("AGENTSAGA_RECHECK_PAUSE_S", base.recheck_pause_s),
-            max_args_bytes=int(number("AGENTSAGA_MAX_ARGS_BYTES", base.max_args_bytes, minimum=2)),
-            outcome_commit=commit,  # type: ignore[arg-type]
-            db_wait_s=number("AGENTSAGA_DB_WAIT_S", base.db_wait_s),
-            pool_min=int(number("AGENTSAGA_POOL_MIN", base.pool_min, minimum=1)),
-            pool_max=int(number("AGENTSAGA_POOL_MAX", base.pool_max, minimum=1)),
-            workers=int(number("AGENTSAGA_WORKERS", base.workers, minimum=1)),
-            pod_name=env.get("AGENTSAGA_POD_NAME", ""),
-            pod_namespace=env.get("AGENTSAGA_POD_NAMESPACE", ""),
-            pod_uid=env.get("AGENTSAGA_POD_UID", ""),
-            irreversible_before_pivot=policy,  # type: ignore[arg-type]
-            max_calls_per_s=number("AGENTSAGA_MAX_CALLS_PER_S", base.max_calls_per_s),
-        )
+    @property
+    def embedded_dir(self) -> Path:
+        """The embedded Postgres's folder: `AGENTSAGA_DATA_DIR/pg`, else the per-user one."""
+        return Path(self.data_dir or default_data_dir()) / "pg"
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
-
-
-def read_secret(env: Mapping[str, str], name: str) -> str | None:
-    """A credential from `NAME_FILE` (a mounted Secret) or `NAME`; never logged."""
-    path = env.get(f"{name}_FILE")
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError as exc:
-            raise ConfigurationError(
-                f"{name}_FILE={path!r} cannot be read: {exc.strerror}"
-            ) from None
-    return env.get(name) or None

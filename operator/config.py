@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from agentsaga.settings import Settings
 
 GROUP = "agentsaga.io"
 VERSION = "v1alpha1"
@@ -51,18 +52,16 @@ class OperatorConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
-        env = os.environ if env is None else env
+        return cls.from_settings(Settings.from_env(env))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OperatorConfig:
+        group = settings.operator
         return cls(
-            dsn=env.get("AGENTSAGA_DSN") or None,
-            sidecar_image=env.get("AGENTSAGA_SIDECAR_IMAGE", ""),
-            sidecar_template=env.get("AGENTSAGA_SIDECAR_TEMPLATE") or None,
-            job_service_account=env.get("AGENTSAGA_JOB_SERVICE_ACCOUNT", ""),
-            dsn_secret=env.get("AGENTSAGA_DSN_SECRET", ""),
-            resync_seconds=resync_seconds(env),
+            dsn=settings.dsn,
+            sidecar_image=group.sidecar_image,
+            sidecar_template=group.sidecar_template,
+            job_service_account=group.job_service_account,
+            dsn_secret=group.dsn_secret,
+            resync_seconds=group.resync_seconds,
         )
-
-
-def resync_seconds(env: Mapping[str, str] | None = None) -> float:
-    env = os.environ if env is None else env
-    raw = env.get("AGENTSAGA_OPERATOR_RESYNC_SECONDS", "")
-    return float(raw) if raw else 10.0

@@ -27,10 +27,13 @@ from typing import Any
 import jsonpatch
 import kopf
 
+from agentsaga.environment import load, name_of
+from agentsaga.settings import OperatorSettings
+
 SIDECAR_NAME = "agentsaga-sidecar"
 INJECT_ANNOTATION = "agentsaga.io/inject"
 HANDLER_ID = "inject-sidecar"
-TEMPLATE_ENV = "AGENTSAGA_SIDECAR_TEMPLATE"
+TEMPLATE_ENV = name_of(OperatorSettings, "sidecar_template")
 
 __all__ = [
     "HANDLER_ID",
@@ -86,7 +89,7 @@ _cache: dict[str, tuple[int, dict[str, Any]]] = {}
 
 def _current_template() -> dict[str, Any]:
     """The template named by AGENTSAGA_SIDECAR_TEMPLATE, re-read when the file changes."""
-    path = os.environ.get(TEMPLATE_ENV)
+    path = load(OperatorSettings, os.environ).sidecar_template
     if not path:
         raise kopf.AdmissionError(f"sidecar injection is not configured: {TEMPLATE_ENV} is unset")
     try:

@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import threading
-from pathlib import Path
 from typing import Any
 
 from agentsaga.sidecar.server import Extensions, SidecarServicer, serve
@@ -18,7 +17,7 @@ from agentsaga.dispatch import Dispatcher, RunPolicy
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
 from agentsaga.log import SagaLog
-from agentsaga.postgres import embedded_dsn
+from agentsaga.postgres import saga_log_dsn
 from agentsaga.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,8 +78,7 @@ def build_settings(args: argparse.Namespace) -> Settings:
 
 
 def open_log(settings: Settings) -> SagaLog:
-    dsn = settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
-    return SagaLog(dsn, min_size=settings.pool_min, max_size=settings.pool_max,
+    return SagaLog(saga_log_dsn(settings), min_size=settings.pool_min, max_size=settings.pool_max,
                    async_outcomes=settings.outcome_commit == "async").open(
                        timeout=settings.db_wait_s)
 

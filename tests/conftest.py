@@ -1,4 +1,24 @@
-"""Shared fixtures: each family lives in its own module, named for what it yields."""
+"""Shared fixtures: each family lives in its own module of `sagatest` (tests/support), named for
+what it yields."""
 
-pytest_plugins = ["tests.pg_fixtures", "tests.sidecar_fixtures", "tests.world_fixtures",
-                  "tests.operator_fixtures", "tests.ledger_fixtures"]
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SUPPORT = Path(__file__).resolve().parent / "support"
+
+pytest_plugins = ["sagatest.pg_fixtures", "sagatest.sidecar_fixtures", "sagatest.world_fixtures",
+                  "sagatest.operator_fixtures", "sagatest.ledger_fixtures",
+                  "sagatest.otlp_collector"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The processes the tests start (sidecars, Jobs, the operator) import the helpers the way
+    this one does: from tests/support, and never from their working directory (PYTHONSAFEPATH
+    keeps `python -m` from putting the repository root first on sys.path)."""
+    paths = [str(SUPPORT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    os.environ["PYTHONSAFEPATH"] = "1"

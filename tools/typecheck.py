@@ -1,8 +1,10 @@
-"""Run mypy --strict on the installed layout of the package.
+"""Run mypy --strict on the installed layout of the package, and on the tests.
 
 `sidecar/` and `operator/` are installed as `agentsaga.sidecar` and `agentsaga.operator`
 (setup.py), which mypy cannot follow from the source tree; this builds the installed layout out of
-symlinks in a temporary folder and checks that.
+symlinks in a temporary folder and checks that. The tests are checked in the same run, under the
+names pytest gives them: the helpers as the package `sagatest` (tests/support), each test folder
+by its own name (`unit.test_static`); `[[tool.mypy.overrides]]` in pyproject.toml say how strict.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAPPED = {"sidecar": "sidecar", "operator": "operator"}
+TESTS = ROOT / "tests"
 
 
 def main() -> int:
@@ -25,8 +28,15 @@ def main() -> int:
                 (package / entry.name).symlink_to(entry)
         for name, folder in MAPPED.items():
             (package / name).symlink_to(ROOT / folder)
+        targets = ["-p", "agentsaga", "-p", "sagatest"]
+        (Path(tmp) / "sagatest").symlink_to(TESTS / "support" / "sagatest")
+        for entry in sorted(TESTS.iterdir()):
+            if entry.name in ("support", "__pycache__"):
+                continue
+            (Path(tmp) / entry.name).symlink_to(entry)
+            targets += ["-p", entry.name] if entry.is_dir() else ["-m", entry.stem]
         cmd = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-               "--cache-dir", str(ROOT / ".mypy_cache"), "-p", "agentsaga"]
+               "--cache-dir", str(ROOT / ".mypy_cache"), *targets]
         result = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         output = (result.stdout + result.stderr).replace(tmp + "/", "")
         print(output, end="")

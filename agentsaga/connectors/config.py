@@ -1,14 +1,7 @@
-"""Connector settings from `AGENTSAGA_*` variables and mounted Secret files, never from code.
-
-    AGENTSAGA_STRIPE_API_BASE   AGENTSAGA_STRIPE_API_KEY(_FILE)
-    AGENTSAGA_JIRA_URL          AGENTSAGA_JIRA_EMAIL  AGENTSAGA_JIRA_TOKEN(_FILE)
-    AGENTSAGA_JIRA_PROJECT      AGENTSAGA_JIRA_ISSUE_TYPE (default Task)
-    AGENTSAGA_ZENDESK_URL       AGENTSAGA_ZENDESK_EMAIL  AGENTSAGA_ZENDESK_TOKEN(_FILE)
-    AGENTSAGA_EMAIL_URL         AGENTSAGA_EMAIL_API_KEY(_FILE)  AGENTSAGA_EMAIL_FROM
-    AGENTSAGA_WAREHOUSE_URL
-    AGENTSAGA_HTTP_TOOLS        a YAML/JSON file of generic HTTP tools (`connectors.http`)
-    AGENTSAGA_CONNECTOR_TIMEOUT_S   per-request timeout (default 10)
-    AGENTSAGA_SEARCH_RATE       lookups per second allowed against search APIs (default 20)
+"""What each connector is given: the configured systems, derived from the settings group
+`agentsaga.settings.ConnectorSettings` (the `AGENTSAGA_STRIPE_*`, `_JIRA_*`, `_ZENDESK_*`,
+`_EMAIL_*`, `_WAREHOUSE_URL`, `_HTTP_TOOLS`, `_CONNECTOR_TIMEOUT_S` and `_SEARCH_RATE` variables,
+credentials also from mounted Secret files), never from code.
 
 A system whose URL is unset is simply not configured; its tools are not registered.
 """
@@ -18,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agentsaga.environment import load
 from agentsaga.errors import ConfigurationError
-from agentsaga.settings import read_secret
+from agentsaga.settings import ConnectorSettings
 
 
 @dataclass(frozen=True)
@@ -80,53 +74,39 @@ class ConnectorConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ConnectorConfig:
-        def number(name: str, default: float) -> float:
-            raw = env.get(name)
-            if not raw:
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ConfigurationError(f"{name}={raw!r} is not a number") from None
-            if value <= 0:
-                raise ConfigurationError(f"{name}={raw!r} must be positive")
-            return value
+        return cls.from_settings(load(ConnectorSettings, env))
 
-        http = HttpSettings(timeout_s=number("AGENTSAGA_CONNECTOR_TIMEOUT_S", 10.0),
-                            search_rate=number("AGENTSAGA_SEARCH_RATE", 20.0))
+    @classmethod
+    def from_settings(cls, s: ConnectorSettings) -> ConnectorConfig:
+        """The configured systems; a system needs its URL, and some need more (said here)."""
+        http = HttpSettings(timeout_s=s.timeout_s, search_rate=s.search_rate)
         stripe = None
-        stripe_key = read_secret(env, "AGENTSAGA_STRIPE_API_KEY")
-        stripe_base = env.get("AGENTSAGA_STRIPE_API_BASE") or None
-        if stripe_key or stripe_base:
-            if not stripe_key:
+        if s.stripe_api_key or s.stripe_api_base:
+            if not s.stripe_api_key:
                 raise ConfigurationError(
                     "AGENTSAGA_STRIPE_API_BASE is set but no AGENTSAGA_STRIPE_API_KEY(_FILE)")
-            stripe = StripeConfig(api_key=stripe_key, api_base=stripe_base)
+            stripe = StripeConfig(api_key=s.stripe_api_key, api_base=s.stripe_api_base)
         jira = None
-        if env.get("AGENTSAGA_JIRA_URL"):
-            project = env.get("AGENTSAGA_JIRA_PROJECT")
-            if not project:
+        if s.jira_url:
+            if not s.jira_project:
                 raise ConfigurationError("AGENTSAGA_JIRA_URL is set but AGENTSAGA_JIRA_PROJECT "
                                          "is not: name the project tickets are created in")
-            jira = JiraConfig(url=env["AGENTSAGA_JIRA_URL"].rstrip("/"), project=project,
-                              email=env.get("AGENTSAGA_JIRA_EMAIL", ""),
-                              token=read_secret(env, "AGENTSAGA_JIRA_TOKEN") or "",
-                              issue_type=env.get("AGENTSAGA_JIRA_ISSUE_TYPE") or "Task")
+            jira = JiraConfig(url=s.jira_url.rstrip("/"), project=s.jira_project,
+                              email=s.jira_email, token=s.jira_token,
+                              issue_type=s.jira_issue_type)
         zendesk = None
-        if env.get("AGENTSAGA_ZENDESK_URL"):
-            zendesk = ZendeskConfig(url=env["AGENTSAGA_ZENDESK_URL"].rstrip("/"),
-                                    email=env.get("AGENTSAGA_ZENDESK_EMAIL", ""),
-                                    token=read_secret(env, "AGENTSAGA_ZENDESK_TOKEN") or "")
+        if s.zendesk_url:
+            zendesk = ZendeskConfig(url=s.zendesk_url.rstrip("/"), email=s.zendesk_email,
+                                    token=s.zendesk_token)
         email = None
-        if env.get("AGENTSAGA_EMAIL_URL"):
-            sender = env.get("AGENTSAGA_EMAIL_FROM")
-            if not sender:
+        if s.email_url:
+            if not s.email_from:
                 raise ConfigurationError("AGENTSAGA_EMAIL_URL is set but AGENTSAGA_EMAIL_FROM "
                                          "is not: name the sender address")
-            email = EmailConfig(url=env["AGENTSAGA_EMAIL_URL"].rstrip("/"), sender=sender,
-                                api_key=read_secret(env, "AGENTSAGA_EMAIL_API_KEY") or "")
+            email = EmailConfig(url=s.email_url.rstrip("/"), sender=s.email_from,
+                                api_key=s.email_api_key)
         warehouse = None
-        if env.get("AGENTSAGA_WAREHOUSE_URL"):
-            warehouse = WarehouseConfig(url=env["AGENTSAGA_WAREHOUSE_URL"].rstrip("/"))
+        if s.warehouse_url:
+            warehouse = WarehouseConfig(url=s.warehouse_url.rstrip("/"))
         return cls(http=http, stripe=stripe, jira=jira, zendesk=zendesk, email=email,
-                   warehouse=warehouse, http_tools=env.get("AGENTSAGA_HTTP_TOOLS") or None)
+                   warehouse=warehouse, http_tools=s.http_tools)

@@ -1,8 +1,10 @@
 """Email through a Resend-style HTTP API: drafts (reversible) and sends (irreversible).
 
 A send carries the step's key natively (`Idempotency-Key`) and as findable headers (R4):
-`X-Saga-Key` and a deterministic `Message-ID`; the lookup asks the provider's send log by
-header, which lags like a search index (R7). A draft is invisible to its recipients; deleting it
+`X-Saga-Key` and a deterministic `Message-ID`; the lookup pages through the provider's list of
+sent emails (`GET /emails`, newest first) for that `message_id`, which lags like a search index
+(R7). It reads at most `LOOKUP_PAGES` pages; past them it cannot say "not sent" and fails, so
+the step stays UNKNOWN for a human. A draft is invisible to its recipients; deleting it
 undoes it completely, and deleting one already gone is a success. Drafts cannot be looked up by
 key (the provider lists sent mail only), so an unknown draft create is settled by a human.
 """
@@ -15,10 +17,12 @@ from typing import Any
 
 from agentsaga.connectors.config import EmailConfig, HttpSettings
 from agentsaga.connectors.transport import JsonApi, with_backoff
-from agentsaga.errors import Rejected
+from agentsaga.errors import OutcomeUnknown, Rejected
 from agentsaga.registry import Effect
 
 KEY_HEADER = "X-Saga-Key"
+LOOKUP_PAGES = 10
+"""Pages of 100 sent emails a lookup reads before it gives up (it then fails: UNKNOWN)."""
 
 
 def message_id(key: str) -> str:
@@ -60,15 +64,24 @@ class EmailConnector:
                                    "message_id": message_id(key)})
 
     def find_many(self, keys: Sequence[str]) -> dict[str, Effect]:
+        wanted = {message_id(k): k for k in keys}
         found: dict[str, Effect] = {}
-        for key in dict.fromkeys(keys):
+        after: str | None = None
+        for _ in range(LOOKUP_PAGES):
+            params: dict[str, Any] = {"limit": 100} | ({"after": after} if after else {})
             page = with_backoff(
-                partial(self.api.call, "GET", "/emails", params={"header": f"{KEY_HEADER}:{key}"},
-                        search=True),
+                partial(self.api.call, "GET", "/emails", params=params, search=True),
                 self.api.settings, "email lookup")
             rows = page.get("data", [])
-            if rows:
-                found[key] = Effect(rows[0]["id"], {"id": rows[0]["id"], "to": rows[0].get("to"),
-                                                    "subject": rows[0].get("subject"),
-                                                    "message_id": message_id(key)})
-        return found
+            for row in rows:
+                key = wanted.get(row.get("message_id", ""))
+                if key is not None and key not in found:
+                    found[key] = Effect(row["id"], {"id": row["id"], "to": row.get("to"),
+                                                    "subject": row.get("subject"),
+                                                    "message_id": row["message_id"]})
+            if len(found) == len(wanted) or not page.get("has_more") or not rows:
+                return found
+            after = rows[-1]["id"]
+        raise OutcomeUnknown(f"email lookup: {len(wanted) - len(found)} key(s) not among the "
+                             f"newest {LOOKUP_PAGES * 100} sent emails; cannot tell whether "
+                             "they were sent")

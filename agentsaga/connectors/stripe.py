@@ -24,10 +24,20 @@ _CANCELABLE = ("requires_payment_method", "requires_confirmation", "requires_act
                "requires_capture", "processing")
 
 
+def reason(exc: stripe.StripeError) -> str:
+    """What Stripe said, with the error's `code` and `param` when it names them."""
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", None) or exc.code
+    param = getattr(error, "param", None) or getattr(exc, "param", None)
+    named = ", ".join(f"{k} {v}" for k, v in (("code", code), ("param", param)) if v)
+    text = exc.user_message or str(exc)
+    return f"{type(exc).__name__} ({named}): {text}" if named else f"{type(exc).__name__}: {text}"
+
+
 def classify(exc: stripe.StripeError, what: str) -> Exception:
     """R5 for the SDK's errors: Rejected (nothing happened) or OutcomeUnknown (maybe)."""
     status = exc.http_status
-    message = f"stripe {what}: {type(exc).__name__}: {exc.user_message or exc}"
+    message = f"stripe {what}: {reason(exc)}"
     if isinstance(exc, stripe.APIConnectionError):
         return OutcomeUnknown(message)
     if isinstance(exc, stripe.RateLimitError):

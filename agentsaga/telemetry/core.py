@@ -27,7 +27,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.metrics._internal import _ProxyMeterProvider
 
+from agentsaga.environment import load
 from agentsaga.errors import ConfigurationError
+from agentsaga.settings import TelemetrySettings
 from agentsaga.telemetry import payloads
 from agentsaga.telemetry.instruments import Instruments
 
@@ -63,8 +65,8 @@ class ExportConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ExportConfig:
-        payload = env.get("AGENTSAGA_TRACE_PAYLOADS", "").lower() in ("1", "true", "yes")
-        hook = env.get("AGENTSAGA_TRACE_REDACT", "")
+        spans = load(TelemetrySettings, env)
+        payload, hook = spans.trace_payloads, spans.trace_redact
         if env.get("OTEL_SDK_DISABLED", "").lower() == "true":
             return cls(record_payloads=payload, redact_hook=hook)
         endpoint = any(env.get(f"OTEL_EXPORTER_OTLP_{s}ENDPOINT") for s in ("", "TRACES_",

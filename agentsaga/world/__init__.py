@@ -11,8 +11,12 @@ ground-truth view. For tests and for `agentsaga world`; the product itself never
         assert len(world.truth()["payment_intents"]) == 1
 """
 
-from agentsaga.world.faults import FAULT_KINDS, Fault, FaultKind, FaultSet
-from agentsaga.world.index import ManualClock, WorldConfig
-from agentsaga.world.server import World
+from agentsaga.extras import require
+
+require("demo", "aiohttp", "aiosmtpd", what="the local world")
+
+from agentsaga.world.faults import FAULT_KINDS, Fault, FaultKind, FaultSet  # noqa: E402
+from agentsaga.world.index import ManualClock, WorldConfig  # noqa: E402
+from agentsaga.world.server import World  # noqa: E402
 
 __all__ = ["FAULT_KINDS", "Fault", "FaultKind", "FaultSet", "ManualClock", "World", "WorldConfig"]

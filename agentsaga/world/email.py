@@ -7,8 +7,9 @@ HTTP (JSON, any or no `Authorization`):
                                 -> 200 {"id"}; honours Idempotency-Key (replay: same id; same key,
                                 other payload: 409 invalid_idempotent_request)
     GET    /emails/{id}         -> the email
-    GET    /emails?header=Name:value   -> {"object":"list","data":[...]} from the send log, which
-                                lags like a search index (the world's search lag)
+    GET    /emails?limit=&after=  -> {"object":"list","has_more","data":[...]}: Resend's list,
+                                newest first, each with its `message_id`; it is read from the
+                                send log, which lags like a search index (the world's search lag)
     POST   /drafts              -> 201 {"id"}; a draft sends nothing (reversible)
     GET    /drafts/{id}         -> the draft
     DELETE /drafts/{id}         -> 200 {"id","object":"draft","deleted":true}
@@ -51,6 +52,14 @@ EMAIL_POLICY = IdempotencyPolicy(
                                             "The key must be between 1-256 chars.")),
     max_key_length=256,
 )
+
+
+def _email_view(sent: Obj) -> Obj:
+    """A sent email as Resend's `Email` object shows it (no nulls: absent instead)."""
+    headers = {k.lower(): v for k, v in sent["headers"].items()}
+    view = {**sent, "message_id": sent.get("message_id") or headers.get("message-id"),
+            "last_event": "delivered"}
+    return {k: v for k, v in view.items() if v is not None}
 
 
 def _recipients(value: Any) -> list[str]:
@@ -123,20 +132,38 @@ class EmailStandIn:
         return web.json_response({"id": sent["id"]})
 
     async def get(self, request: web.Request) -> web.Response:
+        refused = self._read_refused(request)
+        if refused is not None:
+            return refused
         sent = self.emails.get(request.match_info["id"])
         if sent is None:
             return _error(404, "not_found", "Email not found")
-        return web.json_response(sent)
+        return web.json_response(_email_view(sent))
 
     async def lookup(self, request: web.Request) -> web.Response:
-        wanted = request.query.get("header", "")
-        name, sep, value = wanted.partition(":")
-        if not sep:
-            return _error(422, "validation_error", "Use ?header=Name:value")
-        name, value = name.strip().lower(), value.strip()
-        rows = [e for e in self.index.visible()
-                if any(k.lower() == name and v == value for k, v in e["headers"].items())]
-        return web.json_response({"object": "list", "data": rows})
+        refused = self._read_refused(request)
+        if refused is not None:
+            return refused
+        unknown = sorted(set(request.query) - {"limit", "after", "before"})
+        if unknown:
+            return _error(422, "validation_error", f"Unknown query parameter `{unknown[0]}`.")
+        raw = request.query.get("limit", "20")
+        if not raw.isdigit() or not 1 <= int(raw) <= 100:
+            return _error(422, "validation_error", "`limit` must be between 1 and 100.")
+        rows = list(reversed(self.index.visible()))
+        after = request.query.get("after")
+        if after:
+            ids = [e["id"] for e in rows]
+            rows = rows[ids.index(after) + 1:] if after in ids else []
+        page = rows[:int(raw)]
+        return web.json_response({"object": "list", "has_more": len(rows) > len(page),
+                                  "data": [_email_view(e) for e in page]})
+
+    def _read_refused(self, request: web.Request) -> web.Response | None:
+        if self.config.accounts.email_full_access:
+            return None
+        return _error(401, "restricted_api_key",
+                      "This API key is restricted to only send emails.")
 
     async def create_draft(self, request: web.Request) -> web.Response:
         message = await self._message(request)

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentsaga.world.accounts import Accounts
+
 
 @dataclass
 class WorldConfig:
@@ -27,6 +29,8 @@ class WorldConfig:
     clock: Callable[[], float] = time.monotonic
     """The monotonic clock that the search lag and the rate limit are measured on (a seam: tests
     pass a `ManualClock` and advance it instead of sleeping)."""
+    accounts: Accounts = field(default_factory=Accounts)
+    """What each stand-in's account allows (`agentsaga.world.accounts`)."""
 
 
 @dataclass

@@ -10,7 +10,14 @@ create request has the label `draft` or `"status": {"name": "Draft"}` in `fields
 
 Rich text (description, comment body) must be Atlassian Document Format, as in v3. `GET issue` is
 read-after-write consistent; `search/jql` sees changes only after the world's search lag, except
-for ids passed in `reconcileIssues`. Any (or no) Basic auth is accepted.
+for ids passed in `reconcileIssues`. Any Basic auth is accepted; `myself` needs one.
+
+The account (`agentsaga.world.accounts`): projects exist only as listed in `jira_projects`, each
+with the issue types Task (10001) and Bug (10002); without `jira_done_transition` the workflow
+has no Done status and no transition into it; without `jira_labels` the create screen has no
+labels field, and a create that sets labels is refused as Jira refuses it. Read-only views of
+that setup: `myself`, `project/{key}`, `project/{key}/statuses`, and the create-screen fields at
+`issue/createmeta/{key}/issuetypes/{id}`.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ _CATEGORY = {
 _STATUS_IDS = {"Draft": "10000", "Open": "10001", "Done": "10002"}
 _TRANSITIONS = {"11": ("Open", ("Draft",), "Open"), "31": ("Done", ("Draft", "Open"), "Done"),
                 "41": ("Reopen", ("Done",), "Open")}
+_ISSUE_TYPES = {"10001": "Task", "10002": "Bug"}
 _NOT_FOUND = "Issue does not exist or you do not have permission to see it."
 _REMOVED = ("The requested API has been removed. Please migrate to the /rest/api/3/search/jql API. "
             "A full migration guideline is available at "
@@ -109,6 +117,10 @@ class JiraStandIn:
             Route("POST", base + "/issue/{key}/comment", self.comment),
             Route("GET", f"{base}/search/jql", self.search),
             Route("POST", f"{base}/search/jql", self.search),
+            Route("GET", f"{base}/myself", self.myself),
+            Route("GET", base + "/project/{project}", self.project),
+            Route("GET", base + "/project/{project}/statuses", self.statuses),
+            Route("GET", base + "/issue/createmeta/{project}/issuetypes/{type}", self.createmeta),
             Route("GET", f"{base}/search", self.removed),
             Route("POST", f"{base}/search", self.removed),
         ]
@@ -151,8 +163,12 @@ class JiraStandIn:
         summary = fields.get("summary")
         issuetype = fields.get("issuetype") or {}
         labels = fields.get("labels") or []
-        if not project:
+        accounts = self.config.accounts
+        if not project or project not in accounts.jira_projects:
             errors["project"] = "Specify a valid project ID or key"
+        if "labels" in fields and not accounts.jira_labels:
+            errors["labels"] = ("Field 'labels' cannot be set. It is not on the appropriate "
+                                "screen, or unknown.")
         if not summary:
             errors["summary"] = "You must specify a summary of the issue."
         elif len(summary) >= 255:
@@ -212,7 +228,8 @@ class JiraStandIn:
             {"id": tid, "name": name, "hasScreen": False, "isGlobal": False, "isInitial": False,
              "isAvailable": True, "isConditional": False, "isLooped": False,
              "to": {"id": _STATUS_IDS[to], "name": to, "statusCategory": _CATEGORY[to]}}
-            for tid, (name, sources, to) in _TRANSITIONS.items() if issue["status"] in sources
+            for tid, (name, sources, to) in self._transitions().items()
+            if issue["status"] in sources
         ]
         return web.json_response({"expand": "transitions", "transitions": out})
 
@@ -222,7 +239,7 @@ class JiraStandIn:
             return _error(404, [_NOT_FOUND])
         body = await request.json()
         tid = str((body.get("transition") or {}).get("id", ""))
-        spec = _TRANSITIONS.get(tid)
+        spec = self._transitions().get(tid)
         if spec is None or issue["status"] not in spec[1]:
             return _error(400, [f"Transition id '{tid}' is not valid for this issue."])
         issue["status"] = spec[2]
@@ -280,6 +297,81 @@ class JiraStandIn:
         if more:
             out["nextPageToken"] = str(start + limit)
         return web.json_response(out)
+
+    def _transitions(self) -> dict[str, tuple[str, tuple[str, ...], str]]:
+        if self.config.accounts.jira_done_transition:
+            return _TRANSITIONS
+        return {tid: t for tid, t in _TRANSITIONS.items() if t[2] != "Done" and t[0] != "Reopen"}
+
+    def _project(self, request: web.Request) -> str | None:
+        key = request.match_info["project"]
+        projects = self.config.accounts.jira_projects
+        return key if key in projects else None
+
+    async def myself(self, request: web.Request) -> web.Response:
+        auth = request.headers.get("Authorization", "")
+        if not auth.startswith("Basic "):
+            return web.json_response({"errorMessages": ["You are not authenticated. "
+                                                        "Authentication required to perform this "
+                                                        "operation."], "errors": {}}, status=401)
+        return web.json_response({
+            "accountId": "5b10a2844c20165700ede21g", "accountType": "atlassian", "active": True,
+            "displayName": "agentsaga", "timeZone": "Etc/UTC",
+            "self": f"{request.url.origin()}/rest/api/3/user?accountId=5b10a2844c20165700ede21g",
+        })
+
+    async def project(self, request: web.Request) -> web.Response:
+        key = self._project(request)
+        if key is None:
+            return _error(404, [f"No project could be found with key "
+                                f"'{request.match_info['project']}'."])
+        origin = request.url.origin()
+        return web.json_response({
+            "id": "10000", "key": key, "name": f"{key} support", "projectTypeKey": "software",
+            "self": f"{origin}/rest/api/3/project/10000", "simplified": False, "style": "classic",
+            "issueTypes": [{"id": tid, "name": name, "subtask": False,
+                            "self": f"{origin}/rest/api/3/issuetype/{tid}"}
+                           for tid, name in _ISSUE_TYPES.items()],
+        })
+
+    async def statuses(self, request: web.Request) -> web.Response:
+        key = self._project(request)
+        if key is None:
+            return _error(404, [f"No project could be found with key "
+                                f"'{request.match_info['project']}'."])
+        origin = request.url.origin()
+        names = ["Draft", "Open"] + (["Done"] if self.config.accounts.jira_done_transition else [])
+        statuses = [{"id": _STATUS_IDS[n], "name": n, "description": "",
+                     "iconUrl": f"{origin}/images/icons/statuses/generic.png",
+                     "self": f"{origin}/rest/api/3/status/{_STATUS_IDS[n]}",
+                     "statusCategory": {**_CATEGORY[n],
+                                        "self": f"{origin}/rest/api/3/statuscategory/"
+                                                f"{_CATEGORY[n]['id']}"}}
+                    for n in names]
+        return web.json_response([
+            {"id": tid, "name": name, "subtask": False, "statuses": statuses,
+             "self": f"{origin}/rest/api/3/issuetype/{tid}"}
+            for tid, name in _ISSUE_TYPES.items()])
+
+    async def createmeta(self, request: web.Request) -> web.Response:
+        key = self._project(request)
+        if key is None or request.match_info["type"] not in _ISSUE_TYPES:
+            return _error(404, ["Issue type with id "
+                                f"'{request.match_info['type']}' does not exist or is not "
+                                "available in this project."])
+        fields = [("summary", "Summary", True, {"type": "string", "system": "summary"}),
+                  ("issuetype", "Issue Type", True, {"type": "issuetype", "system": "issuetype"}),
+                  ("project", "Project", True, {"type": "project", "system": "project"}),
+                  ("description", "Description", False, {"type": "string",
+                                                         "system": "description"})]
+        if self.config.accounts.jira_labels:
+            fields.append(("labels", "Labels", False,
+                           {"type": "array", "items": "string", "system": "labels"}))
+        rows = [{"fieldId": fid, "key": fid, "name": name, "required": required,
+                 "hasDefaultValue": False, "operations": ["set"], "schema": schema}
+                for fid, name, required, schema in fields]
+        return web.json_response({"fields": rows, "maxResults": 50, "startAt": 0,
+                                  "total": len(rows)})
 
     async def removed(self, request: web.Request) -> web.Response:
         return _error(410, [_REMOVED])

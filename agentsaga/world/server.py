@@ -16,13 +16,16 @@ Control over HTTP (for other processes, e.g. `agentsaga world`):
     POST   /_world/faults             add a fault: JSON with the fields of `Fault` -> 201
     DELETE /_world/faults             remove all faults
     POST   /_world/reset              empty every stand-in, remove faults, default warehouse
-    GET    /_world/config             {"search_lag", "search_rate", "reject_reships"}
+    GET    /_world/config             {"search_lag", "search_rate", "reject_reships", and the
+                                       accounts' knobs (see `agentsaga.world.accounts`)}
     POST   /_world/config             change any of those fields
+    GET    /_world/exchanges          every request and answer at the HTTP edge (`exchanges`)
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import threading
 import time
@@ -34,7 +37,9 @@ from typing import Any, TypeVar
 from aiohttp import web
 from aiosmtpd.smtp import SMTP
 
+from agentsaga.world.accounts import Accounts
 from agentsaga.world.email import EmailStandIn, smtp_authenticator
+from agentsaga.world.exchanges import Exchange, ExchangeLog
 from agentsaga.world.faults import PRE_COMMIT_KINDS, Fault, FaultSet, after_commit
 from agentsaga.world.idempotency import FAULT, STOPPING, IdempotencyStore, Route, gate
 from agentsaga.world.index import WorldConfig
@@ -69,6 +74,7 @@ class World:
         self.email = EmailStandIn(self.config)
         self.warehouse = Warehouse()
         self.calls: Counter[str] = Counter()
+        self.exchange_log = ExchangeLog()
         self._host, self._port, self._smtp_port = host, port, smtp_port
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -135,6 +141,7 @@ class World:
                 route.method, route.path, gate(route.handler, self.idempotency, route.policy)
             )
         app.router.add_get("/_world/truth", self._http_truth)
+        app.router.add_get("/_world/exchanges", self._http_exchanges)
         app.router.add_get("/_world/faults", self._http_faults)
         app.router.add_post("/_world/faults", self._http_add_fault)
         app.router.add_delete("/_world/faults", self._http_clear_faults)
@@ -181,6 +188,12 @@ class World:
             return self._truth()
         return self._call(snapshot)
 
+    def exchanges(self) -> list[Exchange]:
+        """Every request the stand-ins received and their answers, oldest first."""
+        async def snapshot() -> list[Exchange]:
+            return self.exchange_log.list()
+        return self._call(snapshot)
+
     def reset(self) -> None:
         """Forget every object, saved idempotency key, counter and fault; keep the config."""
         async def reset() -> None:
@@ -190,6 +203,11 @@ class World:
     def set_search_lag(self, seconds: float) -> None:
         """Seconds before writes show in Stripe search, Jira JQL, Zendesk search, email lookup."""
         self.config.search_lag = float(seconds)
+
+    @property
+    def accounts(self) -> Accounts:
+        """What each stand-in's account allows; change a knob to break it on purpose."""
+        return self.config.accounts
 
     def set_search_rate(self, per_second: float) -> None:
         """Stripe search requests allowed per second before 429."""
@@ -204,6 +222,7 @@ class World:
             part.reset()
         self.idempotency.saved.clear()
         self.calls.clear()
+        self.exchange_log.clear()
         self.faults.clear()
 
     # --- HTTP ----------------------------------------------------------------------------------
@@ -217,20 +236,44 @@ class World:
         resource = request.match_info.route.resource
         pattern = resource.canonical if resource is not None else request.path
         self.calls[f"{request.method} {pattern}"] += 1
+        body = await request.read()
+        response: web.StreamResponse | None = None
+        try:
+            response = await self._faulted(request, handler)
+            return response
+        finally:
+            self._record(request, body, response)
+
+    async def _faulted(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         fault = self.faults.take(request.method, request.path)
         if fault is None:
             return await handler(request)
         if fault.kind in PRE_COMMIT_KINDS:
             request[FAULT] = fault
             return await handler(request)
-        await request.read()
         response = await handler(request)
         assert self._stopping is not None
         late = await after_commit(fault, request, self._stopping)
         return response if late is None else late
 
+    def _record(self, request: web.Request, body: bytes,
+                response: web.StreamResponse | None) -> None:
+        answer = response.body if isinstance(response, web.Response) else b""
+        self.exchange_log.add(Exchange(
+            method=request.method, path=request.path, query=tuple(request.query.items()),
+            headers=tuple(request.headers.items()), body=body,
+            status=response.status if response is not None else 0,
+            response_headers=tuple(response.headers.items()) if response is not None else (),
+            response_body=answer if isinstance(answer, bytes) else b"",
+        ))
+
     async def _http_truth(self, request: web.Request) -> web.Response:
         return web.json_response(self._truth())
+
+    async def _http_exchanges(self, request: web.Request) -> web.Response:
+        return web.json_response([e.to_dict() for e in self.exchange_log.list()])
 
     async def _http_faults(self, request: web.Request) -> web.Response:
         return web.json_response([f.to_dict() for f in self.faults.list()])
@@ -255,18 +298,23 @@ class World:
         if request.method == "POST":
             try:
                 body = await request.json()
-                unknown = set(body) - {"search_lag", "search_rate", "reject_reships"}
+                unknown = (set(body) - {"search_lag", "search_rate", "reject_reships"}
+                           - Accounts.knobs())
                 if unknown:
                     raise ValueError(f"unknown config fields: {sorted(unknown)}")
-                if "search_lag" in body:
-                    self.set_search_lag(float(body["search_lag"]))
-                if "search_rate" in body:
-                    self.set_search_rate(float(body["search_rate"]))
-                if "reject_reships" in body:
-                    self.warehouse.reject_reships(bool(body["reject_reships"]))
+                # read every field first: a bad one changes nothing
+                lag = float(body.get("search_lag", self.config.search_lag))
+                rate = float(body.get("search_rate", self.config.search_rate))
+                accounts = dataclasses.replace(self.accounts)
+                accounts.update(body)
             except (ValueError, TypeError, AttributeError) as exc:
                 return web.json_response({"error": str(exc)}, status=400)
+            self.set_search_lag(lag)
+            self.set_search_rate(rate)
+            if "reject_reships" in body:
+                self.warehouse.reject_reships(bool(body["reject_reships"]))
+            self.config.accounts = accounts
         return web.json_response({
             "search_lag": self.config.search_lag, "search_rate": self.config.search_rate,
-            "reject_reships": self.warehouse.rejecting,
+            "reject_reships": self.warehouse.rejecting, **self.accounts.to_dict(),
         })

@@ -5,6 +5,12 @@ Served under `/v1/`; point the official SDK at it with
 form-encoded with bracket keys, as the SDK sends them; answers carry `"object"` and the
 non-optional fields the SDK's typed objects need. Payment methods are not modelled: any `pm_...`
 authorises, except ids containing `declined` (`pm_card_chargeDeclined`): 402 `card_declined`.
+
+Strict where Stripe is strict: currencies outside Stripe's list and amounts below a currency's
+minimum are refused (`stripe_currencies`), so are parameters the stand-in does not model
+(`parameter_unknown`), a capture of an intent not in `requires_capture`, a refund above what is
+left, and search queries outside the documented grammar (`stripe_query`). The objects and errors
+are held to Stripe's OpenAPI description by tests/integration/test_contract_stripe.py.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from agentsaga.world.stripe_api import (
     stripe_json,
     true_param,
 )
+from agentsaga.world.stripe_currencies import MAXIMUM, MINIMUM, SUPPORTED, display
 from agentsaga.world.stripe_query import QueryError, parse_form, parse_search
 
 Obj = dict[str, Any]
@@ -36,6 +43,21 @@ Params = dict[str, Any]
 Endpoint = Callable[[Params, web.Request], Obj]
 
 
+# the parameters each endpoint models; any other is refused as Stripe refuses unknown ones
+_PARAMS: dict[str, frozenset[str]] = {
+    "create_intent": frozenset({"amount", "currency", "customer", "description", "metadata",
+                                "payment_method", "confirm", "capture_method"}),
+    "list_intents": frozenset({"customer", "created", "limit", "starting_after"}),
+    "search_intents": frozenset({"query", "limit", "page", "expand"}),
+    "retrieve_intent": frozenset(),
+    "update_intent": frozenset({"metadata", "description"}),
+    "confirm_intent": frozenset({"payment_method"}),
+    "capture_intent": frozenset({"amount_to_capture", "metadata"}),
+    "cancel_intent": frozenset({"cancellation_reason"}),
+    "create_refund": frozenset({"payment_intent", "charge", "amount", "reason", "metadata"}),
+    "list_refunds": frozenset({"payment_intent", "limit", "starting_after"}),
+    "retrieve_refund": frozenset(),
+}
 _CANCELABLE = ("requires_payment_method", "requires_capture", "requires_confirmation",
                "requires_action", "processing")
 
@@ -91,7 +113,12 @@ class StripeStandIn:
         if request.method == "POST":
             pairs = parse_qsl((await request.read()).decode(), keep_blank_values=True)
         try:
-            obj = fn(parse_form(pairs), request)
+            params = parse_form(pairs)
+            unknown = sorted(set(params) - _PARAMS[fn.__name__])
+            if unknown:
+                raise StripeError(400, f"Received unknown parameter: {unknown[0]}",
+                                  code="parameter_unknown", param=unknown[0])
+            obj = fn(params, request)
         except StripeError as exc:
             response = stripe_json(exc.status, {"error": exc.body})
             return response if exc.cache else uncached(response)
@@ -114,11 +141,12 @@ class StripeStandIn:
                               param="intent")
         return self.intents[pi_id]
 
-    def _unexpected(self, pi: Obj, action: str) -> StripeError:
+    def _unexpected(self, pi: Obj, done: str, allowed: tuple[str, ...]) -> StripeError:
         return StripeError(
             400,
-            f"This PaymentIntent's {action} could not be completed because it has a status of "
-            f"{pi['status']}.",
+            f"This PaymentIntent could not be {done} because it has a status of {pi['status']}. "
+            "Only a PaymentIntent with one of the following statuses may be "
+            f"{done}: {', '.join(allowed)}.",
             code="payment_intent_unexpected_state", cache=True, extra={"payment_intent": pi},
         )
 
@@ -127,16 +155,22 @@ class StripeStandIn:
     def create_intent(self, params: Params, request: web.Request) -> Obj:
         amount = int_param(params, "amount", required=True)
         assert amount is not None
-        if amount < 50 or amount > 99_999_999:
-            raise StripeError(400, "Amount must be at least 50 cents and at most 8 digits.",
-                              code="amount_too_small" if amount < 50 else "amount_too_large",
-                              param="amount")
-        currency = str(params.get("currency") or "")
-        if not currency:
+        raw_currency = str(params.get("currency") or "")
+        if not raw_currency:
             raise StripeError(400, "Missing required param: currency.", code="parameter_missing",
                               param="currency")
-        if len(currency) != 3 or not currency.isalpha():
-            raise StripeError(400, f"Invalid currency: {currency}.", param="currency")
+        currency = raw_currency.lower()
+        if currency not in SUPPORTED:
+            raise StripeError(400, f"Invalid currency: {raw_currency}. Stripe currently supports "
+                              f"these currencies: {', '.join(sorted(SUPPORTED))}",
+                              param="currency")
+        minimum = MINIMUM.get(currency, 1)
+        if amount < minimum:
+            raise StripeError(400, f"Amount must be at least {display(minimum, currency)}",
+                              code="amount_too_small", param="amount")
+        if amount > MAXIMUM:
+            raise StripeError(400, f"Amount must be no more than {display(MAXIMUM, currency)}",
+                              code="amount_too_large", param="amount")
         capture = str(params.get("capture_method") or "automatic")
         if capture not in ("automatic", "automatic_async", "manual"):
             raise StripeError(400, f"Invalid capture_method: {capture}.", param="capture_method")
@@ -148,7 +182,7 @@ class StripeStandIn:
             "automatic_payment_methods": None, "canceled_at": None, "cancellation_reason": None,
             "capture_method": capture, "client_secret": f"{pi_id}_secret_{secrets.token_hex(8)}",
             "confirmation_method": "automatic", "created": int(time.time()),
-            "currency": currency.lower(), "customer": params.get("customer") or None,
+            "currency": currency, "customer": params.get("customer") or None,
             "description": params.get("description") or None, "last_payment_error": None,
             "latest_charge": None, "livemode": False, "metadata": metadata_param(params),
             "next_action": None, "on_behalf_of": None, "payment_method": pm,
@@ -189,7 +223,8 @@ class StripeStandIn:
     def confirm_intent(self, params: Params, request: web.Request) -> Obj:
         pi = self._intent(request)
         if pi["status"] not in ("requires_payment_method", "requires_confirmation"):
-            raise self._unexpected(pi, "confirm")
+            raise self._unexpected(pi, "confirmed",
+                                   ("requires_payment_method", "requires_confirmation"))
         if params.get("payment_method"):
             pi["payment_method"] = params["payment_method"]
         if not pi["payment_method"]:
@@ -200,7 +235,7 @@ class StripeStandIn:
     def capture_intent(self, params: Params, request: web.Request) -> Obj:
         pi = self._intent(request)
         if pi["status"] != "requires_capture":
-            raise self._unexpected(pi, "capture")
+            raise self._unexpected(pi, "captured", ("requires_capture",))
         amount = int_param(params, "amount_to_capture")
         amount = pi["amount_capturable"] if amount is None else amount
         if amount <= 0 or amount > pi["amount_capturable"]:
@@ -214,7 +249,7 @@ class StripeStandIn:
     def cancel_intent(self, params: Params, request: web.Request) -> Obj:
         pi = self._intent(request)
         if pi["status"] not in _CANCELABLE:
-            raise self._unexpected(pi, "cancel")
+            raise self._unexpected(pi, "canceled", _CANCELABLE)
         reason = params.get("cancellation_reason") or None
         if reason not in (None, "duplicate", "fraudulent", "requested_by_customer", "abandoned"):
             raise StripeError(400, f"Invalid cancellation_reason: {reason}.",
@@ -263,6 +298,9 @@ class StripeStandIn:
         return {"object": "list", "url": url, "has_more": len(rows) > limit, "data": rows[:limit]}
 
     def search_intents(self, params: Params, request: web.Request) -> Obj:
+        if not self.config.accounts.stripe_search:
+            raise StripeError(400, "Search is not available for this account. Use the list "
+                              "API to find objects instead.", param="query")
         if not self.search_limiter.allow():
             raise StripeError(429, "Too many requests hit the API too quickly (search is limited "
                               f"to {self.config.search_rate:g} requests per second).",
@@ -305,18 +343,22 @@ class StripeStandIn:
         if remaining <= 0:
             raise StripeError(400, f"Charge {pi['latest_charge']} has already been refunded.",
                               code="charge_already_refunded", cache=True)
-        if amount <= 0 or amount > remaining:
-            raise StripeError(400, f"Refund amount ({amount}) is greater than unrefunded amount "
-                              f"on charge ({remaining}).", code="amount_too_large",
-                              param="amount", cache=True)
+        if amount <= 0:
+            raise StripeError(400, "Invalid positive integer", code="parameter_invalid_integer",
+                              param="amount")
+        if amount > remaining:
+            cur = pi["currency"]
+            raise StripeError(400, f"Refund amount ({display(amount, cur)}) is greater than "
+                              f"unrefunded amount on charge ({display(remaining, cur)})",
+                              code="amount_too_large", param="amount", cache=True)
         reason = params.get("reason") or None
         if reason not in (None, "duplicate", "fraudulent", "requested_by_customer"):
             raise StripeError(400, f"Invalid reason: {reason}.", param="reason")
         refund: Obj = {
             "id": "re_" + secrets.token_hex(12), "object": "refund", "amount": amount,
             "balance_transaction": None, "charge": pi["latest_charge"],
-            "created": int(time.time()), "currency": pi["currency"], "description": None,
-            "failure_reason": None, "metadata": metadata_param(params), "payment_intent": pi_id,
+            "created": int(time.time()), "currency": pi["currency"],
+            "metadata": metadata_param(params), "payment_intent": pi_id,
             "reason": reason, "receipt_number": None, "source_transfer_reversal": None,
             "status": "succeeded", "transfer_reversal": None,
             "idempotency_key": request.headers.get("Idempotency-Key"),

@@ -2,7 +2,10 @@
 internal notes, the consistent `?external_id=` list and the lagging Search API.
 
 Paths work with and without `.json` (`/api/v2/tickets` and `/api/v2/tickets.json`). Any (or no)
-auth is accepted. A ticket's status is `new` until it is updated; solving auto-assigns agent 1;
+auth is accepted, unless the account's knobs say otherwise (`agentsaga.world.accounts`): without
+API token access every request is a 401, and an end user (not an agent) gets 403 from the ticket
+endpoints; `GET /api/v2/users/me` says who the token belongs to.
+A ticket's status is `new` until it is updated; solving auto-assigns agent 1;
 `closed` tickets refuse updates other than tags, subject and priority (422).
 """
 
@@ -15,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentsaga.world.idempotency import IdempotencyPolicy, Route, uncached
+from agentsaga.world.idempotency import Handler, IdempotencyPolicy, Route, uncached
 from agentsaga.world.index import LaggedIndex, WorldConfig
 
 Obj = dict[str, Any]
@@ -63,14 +66,43 @@ class ZendeskStandIn:
         out = []
         for ext in ("", ".json"):
             out += [
-                Route("POST", f"/api/v2/tickets{ext}", self.create, ZENDESK_POLICY),
-                Route("GET", f"/api/v2/tickets{ext}", self.list_tickets),
-                Route("GET", "/api/v2/tickets/{id:\\d+}" + ext, self.get),
-                Route("PUT", "/api/v2/tickets/{id:\\d+}" + ext, self.update),
-                Route("GET", "/api/v2/tickets/{id:\\d+}/comments" + ext, self.list_comments),
-                Route("GET", f"/api/v2/search{ext}", self.search),
+                Route("POST", f"/api/v2/tickets{ext}", self._agent(self.create), ZENDESK_POLICY),
+                Route("GET", f"/api/v2/tickets{ext}", self._agent(self.list_tickets)),
+                Route("GET", "/api/v2/tickets/{id:\\d+}" + ext, self._agent(self.get)),
+                Route("PUT", "/api/v2/tickets/{id:\\d+}" + ext, self._agent(self.update)),
+                Route("GET", "/api/v2/tickets/{id:\\d+}/comments" + ext,
+                      self._agent(self.list_comments)),
+                Route("GET", f"/api/v2/search{ext}", self._agent(self.search)),
+                Route("GET", f"/api/v2/users/me{ext}", self._signed_in(self.me)),
             ]
         return out
+
+    def _signed_in(self, handler: Handler) -> Handler:
+        """Without API token access (Admin Center), every request is a 401."""
+        async def run(request: web.Request) -> web.StreamResponse:
+            if not self.config.accounts.zendesk_token_access:
+                return uncached(web.json_response({"error": "Couldn't authenticate you"},
+                                                  status=401))
+            return await handler(request)
+        return run
+
+    def _agent(self, handler: Handler) -> Handler:
+        """Ticket endpoints of the agent API refuse an end user (403)."""
+        async def run(request: web.Request) -> web.StreamResponse:
+            if not self.config.accounts.zendesk_agent:
+                return uncached(_error(403, "Forbidden", "You do not have access to this page. "
+                                       "Please contact the account owner of this help desk for "
+                                       "further help."))
+            return await handler(request)
+        return self._signed_in(run)
+
+    async def me(self, request: web.Request) -> web.Response:
+        agent = self.config.accounts.zendesk_agent
+        return web.json_response({"user": {
+            "id": 1 if agent else 100, "name": "agentsaga", "email": "agent@shop.example",
+            "role": "agent" if agent else "end-user", "active": True, "verified": True,
+            "url": f"{request.url.origin()}/api/v2/users/{1 if agent else 100}.json",
+        }})
 
     def _view(self, ticket: Obj, request: web.Request) -> Obj:
         view = {k: v for k, v in ticket.items() if k != "idempotency_key"}

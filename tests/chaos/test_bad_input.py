@@ -18,10 +18,10 @@ import pytest
 
 from agentsaga.client import SagaClient
 from agentsaga.v1 import sidecar_pb2 as pb
-from tests.ledger_tools import calls
-from tests.sidecar_fixtures import ROOT, SidecarProcess
+from sagatest.ledger_tools import calls
+from sagatest.sidecar_fixtures import ROOT, SidecarProcess
 
-TOOLS = "tests.ledger_tools"
+TOOLS = "sagatest.ledger_tools"
 TICKET = '{"summary": "Refund", "order_id": "1182"}'
 
 
@@ -180,9 +180,9 @@ def test_bad_approval_is_refused_and_records_nothing(sidecar: SagaClient, ledger
 
 @pytest.mark.parametrize(("kind", "env", "args", "says"), [
     ("a setting that is not a number", {"AGENTSAGA_MAX_ARGS_BYTES": "lots"}, [],
-     "AGENTSAGA_MAX_ARGS_BYTES='lots' is not a number"),
+     "AGENTSAGA_MAX_ARGS_BYTES must be a whole number, got 'lots'"),
     ("an unknown outcome-commit mode", {"AGENTSAGA_OUTCOME_COMMIT": "maybe"}, [],
-     "AGENTSAGA_OUTCOME_COMMIT='maybe'"),
+     "AGENTSAGA_OUTCOME_COMMIT must be one of sync, async, got 'maybe'"),
     ("a tools module that does not exist", {}, ["--tools", "no.such.module"],
      "cannot import tools module 'no.such.module'"),
     ("a secret file that cannot be read",

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from agentsaga.chaos import Answer, Campaign, CampaignConfig, check
-from tests.sidecar_fixtures import ROOT
+from sagatest.sidecar_fixtures import ROOT
 
 SECRET = "sk_test_PLANTED_9f3b1c7e5d"
 CARD_FORMS = ("4242 4242 4242 4242", "4242424242424242", "4242-4242-4242-4242")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from tests.ledger_tools import effects
-from tests.operator_fixtures import Cluster
+from sagatest.ledger_tools import effects
+from sagatest.operator_fixtures import Cluster
 
 RUN = "policy-run"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.chart_tools import CHART, FULL_VALUES, helm
-from tests.kube_fixtures import Kube, kube  # noqa: F401  (fixture)
+from sagatest.chart_tools import CHART, FULL_VALUES, helm
+from sagatest.kube_fixtures import Kube, kube  # noqa: F401  (fixture)
 
 
 def test_rendered_chart_applies_to_the_api(kube: Kube, tmp_path: Path) -> None:  # noqa: F811

@@ -11,8 +11,8 @@ import os
 import re
 import subprocess
 
-from tests.kube_fixtures import KUBECTL, ROOT, Kube
-from tests.plugin_tools import PLUGIN_DIR
+from sagatest.kube_fixtures import KUBECTL, ROOT, Kube
+from sagatest.plugin_tools import PLUGIN_DIR
 
 DOC = (ROOT / "docs" / "deploy.md").read_text()
 BLOCK = re.compile(r"```(sh|console)\n(.*?)```", re.S)

@@ -6,13 +6,14 @@ commit steps run, each through the log; nothing irreversible happened before the
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from agentsaga.client import ApprovalRequired
 from agentsaga.demo.world import connector_env
 from agentsaga.world import World
-from tests.operator_fixtures import Cluster
+from sagatest.operator_fixtures import Cluster
 
 RUN = "refund-1182"
 CUSTOMER = "dana@example.com"
@@ -39,9 +40,10 @@ def test_reordered_run_commits_after_one_kubectl_approval(cluster: Cluster, worl
         agent.dispatch(RUN, "send_email", email)
     assert world.truth()["emails"] == []
 
-    commit = [{"tool": "capture_payment", "args": {"payment_intent": charge["id"]}},
-              {"tool": "open_ticket", "args": {"ticket": ticket["id"]}},
-              {"tool": "send_email", "args": email}]
+    commit: list[dict[str, Any]] = [
+        {"tool": "capture_payment", "args": {"payment_intent": charge["id"]}},
+        {"tool": "open_ticket", "args": {"ticket": ticket["id"]}},
+        {"tool": "send_email", "args": email}]
     staged = agent.reach_pivot(RUN, commit)
     waiting = cluster.wait_phase(RUN, "AwaitingApproval")
     assert waiting["status"]["pivot"]["planHash"] == staged.plan_hash

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.test_operator_kubectl import RUN, staged_run
-from tests.kube_fixtures import Kube
-from tests.operator_fixtures import Cluster
-from tests.plugin_tools import kubectl_agentsaga
+from e2e.test_operator_kubectl import RUN, staged_run
+
+from sagatest.kube_fixtures import Kube
+from sagatest.operator_fixtures import Cluster
+from sagatest.plugin_tools import kubectl_agentsaga
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CARD = "4242 4242 4242 4242"

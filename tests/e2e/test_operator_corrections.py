@@ -8,9 +8,9 @@ import json
 from agentsaga import corrections, pivot
 from agentsaga.log import SagaLog
 from agentsaga.unwind import unwind_run
-from tests import ledger_tools
-from tests.ledger_tools import effects
-from tests.operator_fixtures import Cluster
+from sagatest import ledger_tools
+from sagatest.ledger_tools import effects
+from sagatest.operator_fixtures import Cluster
 
 RUN = "apology-7"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from agentsaga.client import SagaClient, ToolOutcomeUnknown
-from tests.ledger_tools import add_fault
-from tests.operator_fixtures import AR, Cluster, sidecar_template
+from sagatest.ledger_tools import add_fault
+from sagatest.operator_fixtures import AR, Cluster, sidecar_template
 
 
 def unknown_step(cluster: Cluster, agent: SagaClient, run: str) -> None:

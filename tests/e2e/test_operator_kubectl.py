@@ -9,7 +9,7 @@ import json
 from agentsaga.operator.jobs import job_name
 
 from agentsaga.log import SagaLog
-from tests.operator_fixtures import Cluster
+from sagatest.operator_fixtures import Cluster
 
 RUN = "refund-3001"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}

@@ -9,31 +9,12 @@ import time
 import grpc
 import pytest
 from agentsaga.operator.jobs import job_name
-from kubernetes import client, config
 
 from agentsaga.client import RunTakenOver
-from tests.ledger_tools import effects
-from tests.operator_fixtures import AR, Cluster
+from sagatest.ledger_tools import effects
+from sagatest.operator_fixtures import Cluster, agentrun, evict
 
 RUN = "refund-1182"
-
-
-def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, object]:
-    return {"apiVersion": AR, "kind": "AgentRun",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"agent": "refunder", "onOrphan": on_orphan,
-                     "orphanGracePeriodSeconds": grace}}
-
-
-def evict(cluster: Cluster, pod: str) -> None:
-    """Through the eviction subresource, with the real Python client."""
-    api = config.new_client_from_config(config_file=str(cluster.kube.kubeconfig))
-    try:
-        client.CoreV1Api(api).create_namespaced_pod_eviction(
-            pod, "default",
-            client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace="default")))
-    finally:
-        api.close()
 
 
 def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_once(

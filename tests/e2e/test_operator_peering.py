@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import time
 
-from tests.e2e.test_operator_orphans import agentrun, evict
-from tests.operator_fixtures import Cluster
-from tests.sidecar_fixtures import ROOT
+from sagatest.operator_fixtures import Cluster, agentrun, evict
+from sagatest.sidecar_fixtures import ROOT
 
 PEERING_CRDS = ROOT / "charts" / "agentsaga" / "crds" / "kopfpeerings.kopf.dev.yaml"
 PEERING = """

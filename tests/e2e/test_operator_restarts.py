@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from agentsaga.operator.jobs import job_name
 
-from tests.ledger_tools import effects
-from tests.operator_fixtures import AR, Cluster
+from sagatest.ledger_tools import effects
+from sagatest.operator_fixtures import AR, Cluster
 
 RUN = "refund-2001"
 

@@ -5,10 +5,8 @@ over real OTLP/gRPC from both processes to a collector stand-in)."""
 from __future__ import annotations
 
 from agentsaga import telemetry
-from tests.integration.test_telemetry_otlp import Collector, collector, otel_env
-from tests.operator_fixtures import Cluster
-
-__all__ = ["collector"]
+from sagatest.operator_fixtures import Cluster
+from sagatest.otlp_collector import Collector, otel_env
 
 RUN = "traced-run"
 

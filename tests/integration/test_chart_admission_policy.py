@@ -11,8 +11,9 @@ from typing import Any
 import celpy
 import pytest
 from celpy import celtypes
+from celpy.adapter import json_to_cel
 
-from tests.chart_tools import one, render
+from sagatest.chart_tools import one, render
 
 OPERATOR = "system:serviceaccount:agentsaga-system:saga-agentsaga-operator"
 SIDECAR = "system:serviceaccount:agentsaga-system:agentsaga-sidecar"
@@ -76,9 +77,9 @@ def admit(spec: dict[str, Any], username: str, old: dict[str, Any], new: dict[st
     env = celpy.Environment()
     functions = _authorizer_functions(username)
     activation: dict[str, Any] = {
-        "object": celpy.json_to_cel(new),
-        "oldObject": celpy.json_to_cel(old),
-        "request": celpy.json_to_cel(
+        "object": json_to_cel(new),
+        "oldObject": json_to_cel(old),
+        "request": json_to_cel(
             {
                 "operation": "UPDATE",
                 "subResource": "status",

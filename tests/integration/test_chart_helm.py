@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.chart_tools import (
+from sagatest.chart_tools import (
     CHART,
     EXAMPLE_VALUES,
     FULL_VALUES,

@@ -7,8 +7,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 import kopf
@@ -24,7 +25,7 @@ from agentsaga.operator.injection import (
     sidecar_patch,
 )
 
-from tests.chart_tools import CHART, EXAMPLE_VALUES, FULL_VALUES, render, sidecar_template
+from sagatest.chart_tools import CHART, EXAMPLE_VALUES, FULL_VALUES, render, sidecar_template
 
 
 def admission_review(pod: dict[str, Any]) -> dict[str, Any]:
@@ -114,6 +115,15 @@ def test_existing_init_containers_and_volumes_are_kept(template: dict[str, Any])
     assert names == ["scratch", *(v["name"] for v in template["volumes"])]
 
 
+# kopf's decorator types the handler as its full callback protocol (every kwarg kopf passes);
+# the tests call it with the ones it uses
+handle = cast(Callable[..., None], inject_sidecar)
+
+
+def raw(obj: dict[str, Any]) -> kopf.RawBody:
+    return cast(kopf.RawBody, obj)
+
+
 def test_kopf_handler_answers_with_the_same_patch(
     template: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,14 +134,14 @@ def test_kopf_handler_answers_with_the_same_patch(
     pod = admission_review(example_pod())["request"]["object"]
     assert pod["metadata"]["annotations"][INJECT_ANNOTATION] == "true"
 
-    patch = kopf.Patch(body=kopf.Body(pod))
-    inject_sidecar(body=kopf.Body(pod), patch=patch, logger=logging.getLogger("test"))
+    patch = kopf.Patch(body=kopf.Body(raw(pod)))
+    handle(body=kopf.Body(raw(pod)), patch=patch, logger=logging.getLogger("test"))
     via_kopf = jsonpatch.apply_patch(pod, patch.as_json_patch())
     direct = jsonpatch.apply_patch(pod, sidecar_patch(pod, template))
     assert via_kopf == direct
 
-    again = kopf.Patch(body=kopf.Body(via_kopf))
-    inject_sidecar(body=kopf.Body(via_kopf), patch=again, logger=logging.getLogger("test"))
+    again = kopf.Patch(body=kopf.Body(raw(via_kopf)))
+    handle(body=kopf.Body(raw(via_kopf)), patch=again, logger=logging.getLogger("test"))
     assert again.as_json_patch() == []
 
 
@@ -143,8 +153,8 @@ def test_unusable_template_denies_instead_of_injecting_garbage(
     monkeypatch.setenv(TEMPLATE_ENV, str(path))
     pod = example_pod()
     with pytest.raises(kopf.AdmissionError, match="must be named 'agentsaga-sidecar'"):
-        inject_sidecar(
-            body=kopf.Body(pod),
-            patch=kopf.Patch(body=kopf.Body(pod)),
+        handle(
+            body=kopf.Body(raw(pod)),
+            patch=kopf.Patch(body=kopf.Body(raw(pod))),
             logger=logging.getLogger("test"),
         )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentsaga.demo.world import connector_env
-from tests.chart_tools import EXAMPLE_VALUES, render, sidecar_template
+from sagatest.chart_tools import EXAMPLE_VALUES, render, sidecar_template
 
 LOAD = ("import json, os; from agentsaga.loading import load_tools; "
         "print(json.dumps(sorted(s.name for s in "

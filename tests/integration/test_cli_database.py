@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.cli_tools import agentsaga
+from sagatest.cli_tools import agentsaga
 
 UNREACHABLE = "postgresql://agentsaga@127.0.0.1:9/nothing"
 

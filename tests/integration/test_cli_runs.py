@@ -10,7 +10,7 @@ from pathlib import Path
 from agentsaga import pivot
 from agentsaga.log import SagaLog
 from agentsaga.registry import Registry
-from tests.cli_tools import agentsaga
+from sagatest.cli_tools import agentsaga
 
 
 def _staged_run(dsn: str, run_id: str) -> str:

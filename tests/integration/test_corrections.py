@@ -14,7 +14,7 @@ from agentsaga.registry import Registry
 from agentsaga.settings import Settings
 from agentsaga.unwind import unwind_run
 from agentsaga.world import Fault, World
-from tests.sidecar_fixtures import ROOT
+from sagatest.sidecar_fixtures import ROOT
 
 EMAIL = {"to": "dana@example.com", "subject": "Your refund", "body": "It is on its way.",
          "correction_template": "correction"}

@@ -12,8 +12,8 @@ from agentsaga.dispatch import Dispatcher
 from agentsaga.errors import CompensationUnavailable, InvalidArguments, RunEnded
 from agentsaga.log import SagaLog
 from agentsaga.settings import Settings
-from tests import ledger_tools
-from tests.ledger_tools import add_fault, calls, effects
+from sagatest import ledger_tools
+from sagatest.ledger_tools import add_fault, calls, effects
 
 
 @pytest.fixture

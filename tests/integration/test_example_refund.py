@@ -15,8 +15,8 @@ import pytest
 
 from agentsaga import subprocesses
 from agentsaga.world import World
-from tests.cli_tools import agentsaga
-from tests.sidecar_fixtures import ROOT
+from sagatest.cli_tools import agentsaga
+from sagatest.sidecar_fixtures import ROOT
 
 EXAMPLE = ROOT / "examples" / "refund"
 README = (EXAMPLE / "README.md").read_text()

@@ -6,16 +6,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import pytest
 
 from agentsaga.client import ApprovalRequired, SagaClient
-from tests import ledger_tools
-from tests.ledger_tools import calls, effects
-from tests.sidecar_fixtures import ROOT, SidecarProcess
+from sagatest import ledger_tools
+from sagatest.ledger_tools import calls, effects
+from sagatest.sidecar_fixtures import ROOT, SidecarProcess
 
-TOOLS = "tests.ledger_tools"
+TOOLS = "sagatest.ledger_tools"
 Factory = Callable[..., SidecarProcess]
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
@@ -140,7 +141,7 @@ def test_an_approved_commit_step_runs_once_even_when_settled_by_lookup(
         sidecar_factory: Factory, ledger: str) -> None:
     client = sidecar_factory(ledger, TOOLS).client()
     client.begin_run("once-run")
-    capture = {"tool": "capture_charge", "args": {"charge_ref": "CHARGE-1"}}
+    capture: dict[str, Any] = {"tool": "capture_charge", "args": {"charge_ref": "CHARGE-1"}}
     staged = client.reach_pivot("once-run", [capture])
     assert approve(ledger, "once-run", staged.plan_hash).returncode == 0
     ledger_tools.add_fault(ledger, "capture_charge", "unknown_after_commit")

@@ -13,10 +13,10 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from agentsaga.client import AsyncSagaClient, SidecarLost, StepUnresolved, ToolOutcomeUnknown
 from agentsaga.v1 import sidecar_pb2 as pb
-from tests.ledger_tools import add_fault, calls, effects
-from tests.sidecar_fixtures import SidecarProcess
+from sagatest.ledger_tools import add_fault, calls, effects
+from sagatest.sidecar_fixtures import SidecarProcess
 
-TOOLS = "tests.ledger_tools"
+TOOLS = "sagatest.ledger_tools"
 Factory = Callable[..., SidecarProcess]
 
 
@@ -181,7 +181,7 @@ def test_unreachable_postgres_at_start_is_a_clear_error_without_the_password() -
     import subprocess
     import sys
 
-    from tests.sidecar_fixtures import ROOT
+    from sagatest.sidecar_fixtures import ROOT
 
     result = subprocess.run(
         [sys.executable, "-m", "agentsaga.cli", "sidecar", "--tools", TOOLS, "--listen",
@@ -199,7 +199,7 @@ def test_malformed_dsn_is_named_without_its_secret() -> None:
     import subprocess
     import sys
 
-    from tests.sidecar_fixtures import ROOT
+    from sagatest.sidecar_fixtures import ROOT
 
     result = subprocess.run(
         [sys.executable, "-m", "agentsaga.cli", "log", "--run", "r"], capture_output=True,

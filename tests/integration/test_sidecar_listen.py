@@ -11,11 +11,11 @@ import pytest
 
 from agentsaga import subprocesses
 from agentsaga.client import ToolOutcomeUnknown
-from tests import ledger_tools
-from tests.cli_tools import agentsaga
-from tests.sidecar_fixtures import SidecarProcess
+from sagatest import ledger_tools
+from sagatest.cli_tools import agentsaga
+from sagatest.sidecar_fixtures import SidecarProcess
 
-TOOLS = "tests.ledger_tools"
+TOOLS = "sagatest.ledger_tools"
 Factory = Callable[..., SidecarProcess]
 ROOT = Path(__file__).resolve().parents[2]
 

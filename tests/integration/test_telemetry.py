@@ -173,7 +173,7 @@ def test_incident_run_is_one_span_tree_from_agent_to_compensation(
     assert compensate.attributes is not None
     assert compensate.attributes["agentsaga.outcome"] == "COMPENSATED"
     assert compensate.attributes["agentsaga.compensation.state"] == "sent"
-    calls = [(c.attributes or {}).get("http.request.method") + " "
+    calls = [str((c.attributes or {}).get("http.request.method")) + " "
              + str((c.attributes or {}).get("url.full")).split("/v1/", 1)[1]
              for c in http_children(compensate, spans)]
     assert calls == [f"GET payment_intents/{pi_id}", f"POST payment_intents/{pi_id}/cancel"]

@@ -11,7 +11,7 @@ import pytest
 
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
-from tests.cli_tools import agentsaga
+from sagatest.cli_tools import agentsaga
 
 HELLO = '''from agentsaga import tool
 

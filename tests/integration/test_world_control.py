@@ -37,7 +37,9 @@ def test_config_and_reset_over_http(world: World) -> None:
     with httpx.Client(base_url=world.url, timeout=5) as http:
         config = http.post("/_world/config", json={"search_lag": 1.5, "search_rate": 5,
                                                    "reject_reships": True}).json()
-        assert config == {"search_lag": 1.5, "search_rate": 5.0, "reject_reships": True}
+        assert {k: config[k] for k in ("search_lag", "search_rate", "reject_reships")} == {
+            "search_lag": 1.5, "search_rate": 5.0, "reject_reships": True}
+        assert config["stripe_search"] is True and config["jira_projects"] == ["SUP"]
         assert world.config.search_lag == 1.5
         rejected = http.post("/warehouse/reships", json={"order_id": "1182"})
         assert rejected.status_code == 422
@@ -47,6 +49,25 @@ def test_config_and_reset_over_http(world: World) -> None:
         truth = http.get("/_world/truth").json()
     assert truth["reships"] == [] and truth["calls"] == {}
     assert world.warehouse.rejecting is False
+
+
+def test_account_knobs_and_the_exchange_log_over_http(world: World) -> None:
+    with httpx.Client(base_url=world.url, timeout=5) as http:
+        changed = http.post("/_world/config", json={"jira_done_transition": False,
+                                                    "jira_projects": ["SUP", "OPS"]}).json()
+        assert changed["jira_done_transition"] is False and changed["jira_projects"] == [
+            "SUP", "OPS"]
+        assert world.accounts.jira_projects == ("SUP", "OPS")
+        wrong = http.post("/_world/config", json={"search_lag": 3, "stripe_search": "no"})
+        assert wrong.status_code == 400 and "stripe_search must be true or false" in wrong.text
+        assert world.accounts.stripe_search is True and world.config.search_lag == 0.0
+        assert http.get("/rest/api/3/project/OPS/statuses").status_code == 200
+        [exchange] = http.get("/_world/exchanges").json()
+        assert (exchange["method"], exchange["path"], exchange["status"]) == (
+            "GET", "/rest/api/3/project/OPS/statuses", 200)
+        assert "Done" not in exchange["response_body"]
+        http.post("/_world/reset")
+        assert http.get("/_world/exchanges").json() == []
 
 
 def test_warehouse_rejections_are_in_the_truth(world: World) -> None:

@@ -7,7 +7,7 @@ import pytest
 import stripe
 
 from agentsaga.world import Fault, World
-from tests.integration.test_world_stripe import authorise, client
+from sagatest.stripe_world import authorise, client
 
 ISSUE = {"fields": {"project": {"key": "SUP"}, "summary": "Refund order 1182",
                     "issuetype": {"name": "Task"}, "labels": ["saga-k2"]}}

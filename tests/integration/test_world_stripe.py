@@ -4,34 +4,21 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import stripe
 
 from agentsaga.world import Fault, ManualClock, World
-from tests.world_fixtures import poll_until
-
-
-def client(world: World, *, timeout: float = 5.0) -> stripe.StripeClient:
-    return stripe.StripeClient(
-        "sk_test_world", base_addresses={"api": world.url}, max_network_retries=0,
-        http_client=stripe.RequestsClient(timeout=timeout),
-    )
-
-
-def authorise(sc: stripe.StripeClient, key: str, amount: int = 500, **extra: Any) -> Any:
-    params: dict[str, Any] = {
-        "amount": amount, "currency": "usd", "capture_method": "manual", "confirm": True,
-        "payment_method": "pm_card_visa", "metadata": {"saga_key": key}, **extra,
-    }
-    return sc.v1.payment_intents.create(params=params, options={"idempotency_key": key})
+from sagatest.stripe_world import authorise, client
+from sagatest.world_fixtures import poll_until
 
 
 def only_intent(world: World) -> dict[str, Any]:
     intents = world.truth()["payment_intents"]
     assert len(intents) == 1
-    return intents[0]
+    intent: dict[str, Any] = intents[0]
+    return intent
 
 
 def test_manual_capture_authorises_then_captures(world: World) -> None:
@@ -118,7 +105,7 @@ def test_same_key_with_other_parameters_is_an_idempotency_error(world: World) ->
 def test_validation_errors_are_not_saved_under_the_key(world: World) -> None:
     sc = client(world)
     with pytest.raises(stripe.InvalidRequestError) as caught:
-        sc.v1.payment_intents.create(params={"amount": 500},
+        sc.v1.payment_intents.create(params=cast(Any, {"amount": 500}),  # no currency: invalid
                                      options={"idempotency_key": "k-fixed"})
     assert caught.value.param == "currency"
     pi = sc.v1.payment_intents.create(params={"amount": 500, "currency": "usd"},
@@ -146,7 +133,7 @@ def test_retry_while_the_first_request_is_in_flight_gets_409(world: World) -> No
     with pytest.raises(stripe.APIError) as caught:
         authorise(sc, "k-inflight")
     assert caught.value.http_status == 409
-    assert caught.value.json_body["error"]["code"] == "idempotency_key_in_use"
+    assert cast(dict[str, Any], caught.value.json_body)["error"]["code"] == "idempotency_key_in_use"
     worker.join()
     assert first[0].status == "requires_capture"
     assert authorise(sc, "k-inflight").id == first[0].id

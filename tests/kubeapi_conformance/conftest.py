@@ -1,5 +1,5 @@
 """The stand-in's fixtures, for its own conformance tests."""
 
-from tests.kube_fixtures import kube, kube_with_crds
+from sagatest.kube_fixtures import kube, kube_with_crds
 
 __all__ = ["kube", "kube_with_crds"]

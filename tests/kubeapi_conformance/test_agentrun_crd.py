@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.kube_fixtures import CRDS
+from sagatest.kube_fixtures import CRDS
 
 CRD_FILE = CRDS / "agentruns.agentsaga.io.yaml"
 

@@ -6,7 +6,7 @@ import base64
 import subprocess
 from pathlib import Path
 
-from tests.kube_fixtures import ROOT, Kube
+from sagatest.kube_fixtures import ROOT, Kube
 
 HELM = ROOT / "tools" / "bin" / "helm"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.kubeapi.patch import merge_patch, strategic_merge_patch
-from tests.kubeapi.selectors import field_selector, json_path, label_selector
-from tests.kubeapi.table import human_duration
+from sagatest.kubeapi.patch import merge_patch, strategic_merge_patch
+from sagatest.kubeapi.selectors import field_selector, json_path, label_selector
+from sagatest.kubeapi.table import human_duration
 
 
 @pytest.mark.parametrize(("seconds", "shown"), [

@@ -11,8 +11,8 @@ import kopf
 import pytest
 from kopf.testing import KopfRunner
 
-from tests.kube_fixtures import Kube
-from tests.kubeapi import RequestRecord
+from sagatest.kube_fixtures import Kube
+from sagatest.kubeapi import RequestRecord
 
 AR = "agentsaga.io/v1alpha1"
 FINALIZER = "agentsaga.io/test-finalizer"

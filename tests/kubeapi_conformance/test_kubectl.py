@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from tests.kube_fixtures import CRDS, KUBECTL, Kube
+from sagatest.kube_fixtures import CRDS, KUBECTL, Kube
 
 AR = "agentsaga.io/v1alpha1"
 CRD_FILE = str(CRDS / "agentruns.agentsaga.io.yaml")

@@ -3,26 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client, config, watch
 
-from tests.kube_fixtures import Kube
+from sagatest.kube_fixtures import Kube
 
 
 @pytest.fixture
 def core(kube: Kube) -> Iterator[client.CoreV1Api]:
-    api_client = config.new_client_from_config(config_file=str(kube.kubeconfig))
+    api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kube.kubeconfig))
     try:
         yield client.CoreV1Api(api_client)
     finally:
         api_client.close()
 
 
-def _pod(name: str) -> dict[str, object]:
+def _pod(name: str) -> Any:
+    """A plain dict: the client serialises dicts as it does its models (its annotations name
+    only the models)."""
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": {"agentsaga.io/run": "run1"}},
             "spec": {"containers": [{"name": "agent", "image": "example/agent:1"}]}}
+
+
+def _body(obj: dict[str, Any]) -> Any:
+    return obj
 
 
 def test_eviction_sets_disruption_target_and_deletes_the_pod(
@@ -81,13 +89,13 @@ def test_list_with_selectors_and_a_watch_stream(kube: Kube, core: client.CoreV1A
     core.create_namespaced_pod("default", other)
 
     by_label = core.list_namespaced_pod("default", label_selector="agentsaga.io/run=run2")
-    assert [p.metadata.name for p in by_label.items] == ["agent-1"]
+    assert [p.metadata and p.metadata.name for p in by_label.items] == ["agent-1"]
     by_name = core.list_pod_for_all_namespaces(field_selector="metadata.name=agent-0")
-    assert [p.metadata.name for p in by_name.items] == ["agent-0"]
+    assert [p.metadata and p.metadata.name for p in by_name.items] == ["agent-0"]
     by_phase = core.list_namespaced_pod("default", field_selector="status.phase=Running")
     assert by_phase.items == []
 
-    seen = [(e["type"], e["object"].metadata.name) for e in watch.Watch().stream(
+    seen = [(e["type"], e["object"].metadata.name) for e in watch.Watch().stream(  # type: ignore[no-untyped-call]
         core.list_namespaced_pod, "default", timeout_seconds=1)]
     assert seen == [("ADDED", "agent-0"), ("ADDED", "agent-1")]
 
@@ -95,11 +103,11 @@ def test_list_with_selectors_and_a_watch_stream(kube: Kube, core: client.CoreV1A
 def test_conflicting_update_is_409_and_duplicate_create_is_409(
         kube: Kube, core: client.CoreV1Api) -> None:
     created = core.create_namespaced_config_map(
-        "default", {"metadata": {"name": "c"}, "data": {"a": "1"}})
+        "default", _body({"metadata": {"name": "c"}, "data": {"a": "1"}}))
     with pytest.raises(client.ApiException) as duplicate:
-        core.create_namespaced_config_map("default", {"metadata": {"name": "c"}})
+        core.create_namespaced_config_map("default", _body({"metadata": {"name": "c"}}))
     assert duplicate.value.status == 409
-    assert '"reason":"AlreadyExists"' in duplicate.value.body.replace(" ", "")
+    assert '"reason":"AlreadyExists"' in str(duplicate.value.body).replace(" ", "")
 
     core.patch_namespaced_config_map("c", "default", {"data": {"a": "2"}})
     created.data = {"a": "3"}

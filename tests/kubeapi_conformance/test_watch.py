@@ -6,7 +6,7 @@ import json
 import urllib.request
 from typing import Any
 
-from tests.kube_fixtures import Kube
+from sagatest.kube_fixtures import Kube
 
 CM = "/api/v1/namespaces/default/configmaps"
 

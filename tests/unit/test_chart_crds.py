@@ -6,11 +6,12 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _sync_crds():  # tools/ is not a package
+def _sync_crds() -> ModuleType:  # tools/ is not a package
     spec = importlib.util.spec_from_file_location("sync_crds", ROOT / "tools" / "sync_crds.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

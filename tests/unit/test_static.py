@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -52,5 +53,7 @@ def test_help_lists_every_command_and_each_command_explains_itself() -> None:
     for name in COMMANDS:
         assert name in result.stdout
         parser = build_parser(only=name)
-        subparsers = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        action = parser._subparsers._group_actions[0]  # type: ignore[union-attr]
+        assert isinstance(action, argparse._SubParsersAction)
+        subparsers = action.choices
         assert subparsers[name].format_help().startswith(f"usage: agentsaga {name}")

@@ -1,4 +1,4 @@
-"""Pytest fixtures for the Kubernetes API stand-in (tests/kubeapi).
+"""Pytest fixtures for the Kubernetes API stand-in (sagatest.kubeapi).
 
 `kube` yields a running stand-in with a kubeconfig and a `kubectl()` runner (the real kubectl 1.37
 from tools/bin, with an isolated discovery cache); `kube_with_crds` is the same with every CRD of
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubeapi import KubeStandIn
-from tests.kubeapi.kubeconfig import write_kubeconfig
+from sagatest.kubeapi import KubeStandIn
+from sagatest.kubeapi.kubeconfig import write_kubeconfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # tests/support/sagatest/ -> the repository
 KUBECTL = ROOT / "tools" / "bin" / "kubectl"
 CRDS = ROOT / "crds"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # tests/support/sagatest/ -> the repository
 CHART = ROOT / "charts" / "agentsaga"
 HELM = ROOT / "tools" / "bin" / "helm"
 FULL_VALUES = CHART / "ci" / "full-values.yaml"

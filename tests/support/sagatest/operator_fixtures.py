@@ -21,16 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client, config
 
 from agentsaga import subprocesses
-from tests import ledger_tools
-from tests.kube_fixtures import Kube, kube, kube_with_crds
-from tests.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
+from sagatest import ledger_tools
+from sagatest.kube_fixtures import Kube, kube, kube_with_crds
+from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
 __all__ = ["Cluster", "OperatorProcess", "cluster", "kube", "kube_with_crds"]
 
 AR = "agentsaga.io/v1alpha1"
-TOOLS = "tests.ledger_tools"
+TOOLS = "sagatest.ledger_tools"
 SECRET = "agentsaga-postgres"
 Obj = dict[str, Any]
 
@@ -224,3 +225,21 @@ def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path) -> Iterator[Cluster]:
     finally:
         found.close()
 
+
+def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, object]:
+    return {"apiVersion": AR, "kind": "AgentRun",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"agent": "refunder", "onOrphan": on_orphan,
+                     "orphanGracePeriodSeconds": grace}}
+
+
+def evict(cluster: Cluster, pod: str) -> None:
+    """Through the eviction subresource, with the real Python client."""
+    api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(cluster.kube.kubeconfig))
+    try:
+        client.CoreV1Api(api).create_namespaced_pod_eviction(
+            pod, "default",
+            client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace="default")))
+    finally:
+        api.close()

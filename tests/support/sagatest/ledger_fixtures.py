@@ -1,11 +1,11 @@
 """`ledger`: a fresh database whose `ledger` tables hold the test tools' effects (the ground
-truth of the core tests; see tests/ledger_tools.py), with LEDGER_DSN set for them."""
+truth of the core tests; see sagatest/ledger_tools.py), with LEDGER_DSN set for them."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests import ledger_tools
+from sagatest import ledger_tools
 
 
 @pytest.fixture

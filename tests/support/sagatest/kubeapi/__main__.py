@@ -1,4 +1,5 @@
-"""`python -m tests.kubeapi --port 8001 [--crds crds]`: run the stand-in for manual use."""
+"""`PYTHONPATH=tests/support python -m sagatest.kubeapi --port 8001 [--crds crds]`: run the
+stand-in for manual use."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .standin import KubeStandIn
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m tests.kubeapi")
+    parser = argparse.ArgumentParser(prog="python -m sagatest.kubeapi")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
     parser.add_argument("--crds", help="create every CRD of this directory at start")
     args = parser.parse_args()

@@ -16,7 +16,7 @@ import pytest
 from agentsaga import subprocesses
 from agentsaga.client import SagaClient
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # tests/support/sagatest/ -> the repository
 LISTENING = re.compile(r"listening on (\S+)")
 
 
@@ -47,8 +47,8 @@ class SidecarProcess:
 
 def start_sidecar(dsn: str, tools: str, *, listen: str = "127.0.0.1:0",
                   env: dict[str, str] | None = None) -> SidecarProcess:
-    # `-m` from the repository root makes `tests.*` tool modules importable. (PYTHONPATH would
-    # not do: the root's operator/ folder would shadow the standard library's `operator`.)
+    # `sagatest.*` tool modules are importable through PYTHONPATH=tests/support (set for every
+    # process the tests start, in tests/conftest.py); the repository root is never on sys.path.
     full_env = {**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": "0.05", **(env or {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentsaga.cli", "sidecar", "--tools", tools, "--listen", listen,

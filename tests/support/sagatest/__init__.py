@@ -1,0 +1,7 @@
+"""The test suite's helpers and fixtures, a package of their own: importable from
+`tests/support` (pytest's `pythonpath`, and `PYTHONPATH` for the processes the tests start),
+never from the repository root, whose `operator/` folder would shadow the standard library's.
+
+`kubeapi` is the Kubernetes API stand-in; `*_fixtures` are the pytest plugins that
+`tests/conftest.py` loads; `ledger_tools` and the others are plain helpers.
+"""
