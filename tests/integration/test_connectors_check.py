@@ -10,12 +10,12 @@ import subprocess
 import sys
 
 import pytest
-from tests.sidecar_fixtures import ROOT
 
 from agentsaga.cli import main
 from agentsaga.demo.world import connector_env
 from agentsaga.world import World
 from tests.contracts.openapi import Contract
+from tests.sidecar_fixtures import ROOT
 
 CONTRACTS = {"/v1/": Contract.load("stripe"), "/rest/api/3/": Contract.load("jira"),
              "/api/v2/": Contract.load("zendesk"), "/emails": Contract.load("resend")}

@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import stripe
-from tests.sidecar_fixtures import SidecarProcess
 
 from agentsaga import pivot
 from agentsaga.client import SagaClient, ToolFailed
 from agentsaga.demo.world import connector_env
 from agentsaga.log import SagaLog
 from agentsaga.world import World
+from tests.sidecar_fixtures import SidecarProcess
 
 TOOLS = "agentsaga.connectors.tools"
 
