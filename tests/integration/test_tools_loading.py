@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from agentsaga import subprocesses
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
 from sagatest.cli_tools import agentsaga
@@ -33,8 +34,7 @@ def serve_once(tools: str, dsn: str, cwd: Path) -> tuple[int | None, str]:
     for line in proc.stdout:
         seen.append(line)
         if "listening on" in line:
-            proc.terminate()
-            proc.wait(timeout=30)
+            subprocesses.stop(proc)
             proc.stdout.close()
             return None, "".join(seen)
     proc.stdout.close()
