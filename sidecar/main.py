@@ -9,35 +9,48 @@ import signal
 import threading
 from typing import Any
 
-from agentsaga.sidecar.server import SidecarServicer, serve
+from agentsaga.sidecar.server import SidecarServicer, bind, start
 
 from agentsaga import telemetry
 from agentsaga.dispatch import RunPolicy
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
 from agentsaga.postgres import saga_log_dsn
+from agentsaga.registry import Registry
 from agentsaga.service import OnBegin, SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tools", help="comma-separated Python modules that register the tools "
-                        "(default: AGENTSAGA_TOOLS)")
+    parser.add_argument("--tools", help="comma-separated modules that register the tools: "
+                        "dotted names (found in the current directory too) or files such as "
+                        "./mytools.py (default: AGENTSAGA_TOOLS)")
     parser.add_argument("--listen", help="host:port or unix:/path (default: AGENTSAGA_LISTEN, "
                         "else 127.0.0.1:50051)")
     parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN, "
-                        "else an embedded Postgres under AGENTSAGA_DATA_DIR)")
+                        "else an embedded Postgres under AGENTSAGA_DATA_DIR, by default "
+                        "~/.local/share/agentsaga)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow listening on a non-loopback address (the agent and the "
                         "sidecar normally share the pod's loopback)")
 
 
 def check_listen(listen: str, allow_remote: bool) -> None:
-    """The sidecar serves its own pod: loopback or a unix socket unless explicitly allowed."""
-    if listen.startswith("unix:") or allow_remote:
+    """`host:port` or `unix:/path`; the sidecar serves its own pod: loopback or a unix socket
+    unless explicitly allowed."""
+    if listen.startswith("unix:"):
+        if len(listen) == len("unix:"):
+            raise ConfigurationError("--listen 'unix:' names no socket path: use unix:/path")
         return
-    host = listen.rsplit(":", 1)[0].strip("[]")
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigurationError(
+            f"--listen {listen!r} is not host:port (e.g. 127.0.0.1:50051, port 0 for any free "
+            "port) or unix:/path")
+    if allow_remote:
+        return
+    host = host.strip("[]")
     if host == "localhost":
         return
     try:
@@ -69,10 +82,11 @@ def open_log(settings: Settings) -> SagaLog:
                    hooks=telemetry.TelemetryHooks()).open(timeout=settings.db_wait_s)
 
 
-def build_service(saga_log: SagaLog, settings: Settings) -> SagaService:
+def build_service(saga_log: SagaLog, settings: Settings,
+                  registry: Registry | None = None) -> SagaService:
     """The saga service of this sidecar: its tools, telemetry around it, and in a pod the
     AgentRun binding of every run it begins (R12)."""
-    service = SagaService(saga_log, load_tools(settings.tools), settings,
+    service = SagaService(saga_log, registry or load_tools(settings.tools), settings,
                           interceptors=[telemetry.TracingInterceptor()])
     service.on_begin = agentrun_binding(service)
     return service
@@ -100,10 +114,17 @@ def run(args: argparse.Namespace) -> int:
     settings = build_settings(args)
     check_listen(settings.listen, args.allow_remote)
     telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
-    saga_log = open_log(settings)
+    registry = load_tools(settings.tools)  # a broken tools module is reported at once
+    # the port before the database: a taken port is reported at once, not after the wait
+    bound = bind(settings.listen, workers=settings.workers)
+    try:
+        saga_log = open_log(settings)
+    except BaseException:
+        bound.server.stop(None)
+        raise
     telemetry.observe_log(saga_log)
-    service = build_service(saga_log, settings)
-    serving = serve(SidecarServicer(service), settings.listen, workers=settings.workers)
+    service = build_service(saga_log, settings, registry)
+    serving = start(bound, SidecarServicer(service))
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
           f"{len(service.registry)} tools)", flush=True)
     stop = threading.Event()
