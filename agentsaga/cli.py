@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
+from agentsaga import logformat
 from agentsaga.errors import SagaError
 from agentsaga.extras import MissingExtra
 
@@ -16,6 +17,7 @@ from agentsaga.extras import MissingExtra
 COMMANDS: dict[str, tuple[str, str]] = {
     "sidecar": ("agentsaga.sidecar.main", "serve the gRPC sidecar for the agent in this pod"),
     "migrate": ("agentsaga.commands", "apply the saga-log schema migrations to the database"),
+    "runs": ("agentsaga.runlist", "list the runs in the saga log, newest first"),
     "log": ("agentsaga.commands", "print a run's saga log as a table"),
     "approve": ("agentsaga.commands", "approve or reject a run's staged plan (no Kubernetes)"),
     "corrections": ("agentsaga.commands", "list, approve or dismiss, and send a run's corrections"),
@@ -48,6 +50,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    parser.add_argument("--version", action="version", version=f"agentsaga {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
@@ -60,6 +63,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def version() -> str:
+    """The installed package's version."""
+    try:
+        return metadata.version("agentsaga")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
@@ -69,10 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentsaga {first}: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logformat.setup(args.verbose)
     module = importlib.import_module(args._module)
     run = getattr(module, f"run_{args.command}", None) or module.run
     try:

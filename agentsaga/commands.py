@@ -7,32 +7,31 @@ import getpass
 import json
 
 from agentsaga import corrections, pivot, telemetry
+from agentsaga.database import open_saga_log
 from agentsaga.loading import load_tools
-from agentsaga.postgres import saga_log_dsn
 from agentsaga.settings import Settings
 from agentsaga.store import PivotRecord, SagaLog, Step, StoreHooks
 
 
-def _add_dsn(parser: argparse.ArgumentParser) -> None:
+def add_dsn(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dsn", help="Postgres DSN (default: AGENTSAGA_DSN, else the embedded "
-                        "Postgres under AGENTSAGA_DATA_DIR)")
+                        "Postgres under AGENTSAGA_DATA_DIR, by default "
+                        "~/.local/share/agentsaga)")
 
 
-def open_log_from(args: argparse.Namespace, *, migrate: bool = True,
+def open_log_from(args: argparse.Namespace, *, check_schema: bool = True,
                   hooks: StoreHooks | None = None) -> SagaLog:
-    settings = Settings.from_env()
-    if args.dsn:
-        settings = settings.with_(dsn=args.dsn)
-    return SagaLog(saga_log_dsn(settings), min_size=1, max_size=2, hooks=hooks).open(
-        migrate=migrate)
+    """The saga log of `--dsn` (else AGENTSAGA_DSN, else the embedded one), waited for up to
+    AGENTSAGA_DB_WAIT_S; never migrated here (only `agentsaga migrate` and the sidecar do)."""
+    return open_saga_log(args.dsn, Settings.from_env(), check_schema=check_schema, hooks=hooks)
 
 
 def configure_migrate(parser: argparse.ArgumentParser) -> None:
-    _add_dsn(parser)
+    add_dsn(parser)
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    saga_log = open_log_from(args, migrate=False)
+    saga_log = open_log_from(args, check_schema=False)
     try:
         applied = saga_log.migrate()
     finally:
@@ -42,7 +41,7 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def configure_log(parser: argparse.ArgumentParser) -> None:
-    _add_dsn(parser)
+    add_dsn(parser)
     parser.add_argument("--run", required=True, help="the run id")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -55,8 +54,13 @@ def run_log(args: argparse.Namespace) -> int:
     finally:
         saga_log.close()
     if args.json:
+        record = run.pivot
         print(json.dumps({"run_id": run.run_id, "state": run.state, "owner_epoch":
-                          run.owner_epoch, "steps": [_step_json(s) for s in steps]},
+                          run.owner_epoch,
+                          "irreversible_before_pivot": run.irreversible_before_pivot,
+                          "plan_hash": None if record is None else record.plan_hash,
+                          "pivot": None if record is None else record.to_json(),
+                          "steps": [_step_json(s) for s in steps]},
                          default=str, indent=2))
         return 0
     print(f"run {run.run_id}  state={run.state}  epoch={run.owner_epoch}  "
@@ -99,14 +103,26 @@ def format_steps(steps: list[Step]) -> str:
 
 
 def configure_approve(parser: argparse.ArgumentParser) -> None:
-    _add_dsn(parser)
+    add_dsn(parser)
     parser.add_argument("--run", required=True, help="the run id")
     parser.add_argument("--plan-hash", required=True,
                         help="the hash of the staged plan you reviewed (see `agentsaga log`)")
-    parser.add_argument("--decision", required=True, choices=["Approved", "Rejected"])
+    parser.add_argument("--decision", required=True, type=_decision, metavar="DECISION",
+                        help="Approved (the commit steps may run) or Rejected (the run will be "
+                        "unwound); any case, approve/reject too")
     parser.add_argument("--approver", default=getpass.getuser(),
                         help="who decides (default: the current user)")
     parser.add_argument("--reason", default="", help="why, for the record")
+
+
+def _decision(text: str) -> str:
+    """'approved', 'APPROVE', 'reject' ... -> Approved / Rejected."""
+    word = text.strip().lower()
+    if word in ("approved", "approve"):
+        return "Approved"
+    if word in ("rejected", "reject"):
+        return "Rejected"
+    raise argparse.ArgumentTypeError(f"{text!r}: use Approved or Rejected")
 
 
 def run_approve(args: argparse.Namespace) -> int:
@@ -125,7 +141,7 @@ def run_approve(args: argparse.Namespace) -> int:
 
 
 def configure_corrections(parser: argparse.ArgumentParser) -> None:
-    _add_dsn(parser)
+    add_dsn(parser)
     parser.add_argument("--run", required=True, help="the run id")
     decide = parser.add_mutually_exclusive_group()
     decide.add_argument("--approve", type=int, metavar="STEP", help="approve this step's "
@@ -142,6 +158,7 @@ def run_corrections(args: argparse.Namespace) -> int:
     """List a run's corrections (internal first), decide one, or send the approved ones."""
     saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
     try:
+        saga_log.require_run(args.run)
         step = args.approve if args.approve is not None else args.dismiss
         if step is not None:
             decision = "Approved" if args.approve is not None else "Rejected"

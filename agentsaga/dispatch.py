@@ -120,7 +120,8 @@ class Dispatcher:
         return self._call(intended, spec, args, epoch)
 
     def _call(self, step: Step, spec: ToolSpec, args: JSON, epoch: int) -> DispatchResult:
-        extra = {"run_id": step.run_id, "step": step.step_idx, "key": step.idempotency_key}
+        extra = {"run_id": step.run_id, "step": step.step_idx, "tool": step.tool,
+                 "key": step.idempotency_key}
         effect = None
         error: str | None = None
         try:

@@ -10,7 +10,7 @@
     │   ├── InvalidArguments       arguments are not a JSON object, or too large
     │   ├── InvalidRunId           empty, too long or malformed run id
     │   ├── RunEnded               the run has ended; no more calls
-    │   ├── RunNotFound            no such run (BeginRun first)
+    │   ├── RunNotFound            no such run here (BeginRun first)
     │   ├── CompensationUnavailable  R6: the compensation cannot be built for these arguments
     │   ├── PermissionDenied       the run is bound to another pod; this sidecar may not serve it
     │   └── RateLimited            the run exceeds its calls per second (AGENTSAGA_MAX_CALLS_PER_S)
@@ -92,7 +92,18 @@ class RunEnded(RequestError):
 
 
 class RunNotFound(RequestError):
-    pass
+    """This process has no such run: not in the saga log at all, or (`in_log=True`) in it but
+    neither begun nor adopted here. Worded once, here."""
+
+    def __init__(self, run_id: str, *, in_log: bool = False) -> None:
+        if in_log:
+            message = (f"run {run_id!r} was not begun or adopted by this sidecar: BeginRun "
+                       "adopts it")
+        else:
+            message = (f"run {run_id!r} has not begun in this saga log: BeginRun starts a run "
+                       "(`agentsaga runs` lists the runs it holds)")
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class CompensationUnavailable(RequestError):

@@ -12,7 +12,8 @@ from typing import Any
 
 from agentsaga import telemetry
 from agentsaga.commands import open_log_from
-from agentsaga.loading import load_tools
+from agentsaga.errors import ConfigurationError
+from agentsaga.loading import CONNECTORS, load_tools
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_run, unwind_run
@@ -21,9 +22,10 @@ from agentsaga.settlement import reconcile_run, unwind_run
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="the run id")
     parser.add_argument("--dsn", help="Postgres DSN (default: AGENTSAGA_DSN, else the embedded "
-                        "Postgres under AGENTSAGA_DATA_DIR)")
+                        "Postgres under AGENTSAGA_DATA_DIR, by default ~/.local/share/agentsaga)")
     parser.add_argument("--tools", action="append", default=None, metavar="MODULE",
-                        help="modules that register the tools (default: AGENTSAGA_TOOLS, else "
+                        help="a module (or a file such as ./mytools.py) that registers the "
+                        "tools; repeat for more (default: AGENTSAGA_TOOLS, else "
                         "agentsaga.connectors.tools)")
     parser.add_argument("--owner", default="", help="who adopts the run (default: host:pid)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -36,8 +38,16 @@ configure_unwind = _configure
 def _settle(args: argparse.Namespace, action: str) -> int:
     settings = Settings.from_env()
     telemetry.setup(f"agentsaga-{action}")  # spans continue the run's trace (OTEL_* env)
-    modules = args.tools or list(settings.tools) or ["agentsaga.connectors.tools"]
-    registry = load_tools(modules)
+    modules = args.tools or list(settings.tools) or [CONNECTORS]
+    try:
+        registry = load_tools(modules)
+    except ConfigurationError as exc:
+        if args.tools or settings.tools:
+            raise
+        raise ConfigurationError(
+            f"{action} needs the run's tools to look its steps up by key: pass --tools MODULE "
+            "(the sidecar's AGENTSAGA_TOOLS; a module name or a file such as ./mytools.py). "
+            f"Tried the default: {exc}") from None
     owner = args.owner or f"{action}:{socket.gethostname()}:{os.getpid()}"
     saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
     try:

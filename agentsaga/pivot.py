@@ -60,10 +60,17 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy,
         used = taken()
         # the stored plan is what the approver saw: card numbers masked (agentsaga.redact)
         seen = redact_text(canonical(args))
-        for index, step in enumerate(pivot.commit):
-            if (index not in used and step.get("tool") == spec.name
-                    and canonical(step.get("args", {})) == seen):
+        matching = [index for index, step in enumerate(pivot.commit)
+                    if step.get("tool") == spec.name and canonical(step.get("args", {})) == seen]
+        for index in matching:
+            if index not in used:
                 return Admission(True, after_pivot=True, commit_index=index)
+        if matching:  # R10: each approved commit step runs once
+            return Admission(False, f"{spec.name} with these arguments already ran: it is "
+                                    f"commit step {matching[-1]} of the approved plan "
+                                    f"{pivot.plan_hash}, and each approved step runs "
+                                    "once. Its outcome is in the saga log (GetRun); do not "
+                                    "call it again")
         return Admission(False, f"{spec.name} with these arguments is not in the approved plan "
                                 f"{pivot.plan_hash}; a changed plan needs a new approval")
     if state == PivotState.REJECTED:

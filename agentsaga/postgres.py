@@ -1,8 +1,16 @@
-"""Where the saga log lives: a DSN, or an embedded Postgres (the `pgserver` wheel) by default."""
+"""Where the saga log lives: a DSN, or an embedded Postgres (the `pgserver` wheel) by default.
+
+The embedded server keeps its files in one directory per user, whatever the current directory:
+`$AGENTSAGA_DATA_DIR/pg`, by default `$XDG_DATA_HOME/agentsaga/pg` (`~/.local/share/agentsaga/pg`).
+Every process that uses it is counted; the last one to exit stops the server, so a one-shot
+command (`agentsaga log`, `runs`, ...) that had to start it leaves nothing running, and one
+started while a sidecar runs leaves the sidecar's server alone.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,23 +30,48 @@ def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
                 what="the embedded Postgres (used when no AGENTSAGA_DSN is set)")
         import pgserver
 
+        _forget_dead_users(data_dir)
         return pgserver.get_server(data_dir, cleanup_mode=cleanup_mode)  # type: ignore[attr-defined]
 
 
 def embedded_dsn(data_dir: Path) -> str:
     """Start (or reuse) a private Postgres server in `data_dir` and return its DSN.
 
-    The server is shared by every process that asks for the same directory and keeps running
-    while any of them is alive.
+    The server is shared by every process that asks for the same directory; the last of them
+    to exit stops it.
     """
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    dsn: str = get_server(data_dir).get_uri()
-    logger.info("embedded Postgres in %s", data_dir)
+    dsn: str = get_server(data_dir, cleanup_mode="stop").get_uri()
+    logger.debug("embedded Postgres in %s", data_dir)
     return dsn
 
 
 def saga_log_dsn(settings: Settings) -> str:
     """The saga log's DSN: `settings.dsn` (AGENTSAGA_DSN or --dsn), else an embedded Postgres
-    under `settings.data_dir`."""
-    return settings.dsn or embedded_dsn(Path(settings.data_dir) / "pg")
+    in `settings.embedded_dir` (per user, whatever the current directory)."""
+    return settings.dsn or embedded_dsn(settings.embedded_dir)
+
+
+def _forget_dead_users(data_dir: Path) -> None:
+    """pgserver counts the processes using a server in `.handle_pids.json` and stops it when the
+    last one exits; a process that was killed never takes itself off that list, and the server
+    would then outlive everyone. Drop the ids of processes that are gone."""
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    users = DiskList(data_dir.resolve() / ".handle_pids.json")
+    with PostgresServer._lock:
+        alive = [pid for pid in users.get() if _alive(pid)]
+        if alive != users.get():
+            users.put(alive)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -141,7 +141,8 @@ class Reconciler:
                 try:
                     answers.update(_look_up(spec, chunk))
                 except Exception as exc:  # a lookup that fails leaves its rows UNKNOWN (R7)
-                    logger.warning("lookup of %d %s keys failed: %s", len(chunk), spec.name, exc)
+                    logger.warning("lookup of %d %s keys failed: %s", len(chunk), spec.name, exc,
+                                   extra={"tool": spec.name})
                     answers.update(dict.fromkeys(
                         chunk, f"lookup failed: {type(exc).__name__}: {exc}"))
         return answers

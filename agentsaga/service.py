@@ -20,6 +20,7 @@ time per run in this process (a run lock): an unwind never settles a call in fli
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -44,9 +45,11 @@ from agentsaga.requests import check_run_id, end_state, parse_args
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
-from agentsaga.states import PivotState, RunState
+from agentsaga.states import DispatchOutcome, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog
 from agentsaga.tool_schema import input_schema
+
+logger = logging.getLogger(__name__)
 
 OnBegin = Callable[[str, str, bool], None]
 """Called after a run began or was adopted: (run id, agent, adopted)."""
@@ -149,9 +152,7 @@ class SagaService:
         if held is None:
             run = self.saga_log.require_run(run_id)
             self.check_bound(run)
-            raise RunNotFound(
-                f"run {run_id!r} was not begun or adopted by this sidecar; call BeginRun "
-                "first (it adopts the run)")
+            raise RunNotFound(run_id, in_log=True)
         return held
 
     def check_bound(self, run: Run) -> None:
@@ -193,7 +194,9 @@ class SagaService:
         proceed: Callable[[DispatchCall], DispatchResult] = self._dispatch
         for interceptor in reversed(self.interceptors):
             proceed = _bind(interceptor.dispatch, proceed)
-        return proceed(DispatchCall(run_id, tool, args, cls))
+        out = proceed(DispatchCall(run_id, tool, args, cls))
+        _log_outcome(run_id, tool, out)
+        return out
 
     def _dispatch(self, call: DispatchCall) -> DispatchResult:
         run_id = call.run_id
@@ -210,7 +213,7 @@ class SagaService:
             cursor = self.saga_log.cursor(run_id, epoch)
             run, newest = cursor if cursor is not None else self.saga_log.run_and_newest(run_id)
             if run is None:
-                raise RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
+                raise RunNotFound(run_id)
             self._check_open(run)
             return self.dispatcher.dispatch_logged(run, epoch, self.policy(run_id), spec,
                                                    call.args, newest)
@@ -245,6 +248,15 @@ class SagaService:
         with self.run_lock(run_id):
             return unwind_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
                                 recheck_pause_s=self.settings.recheck_pause_s, sleep=self.sleep)
+
+
+def _log_outcome(run_id: str, tool: str, out: DispatchResult) -> None:
+    """One line per call that did not simply happen (INFO), or per call (DEBUG, --verbose);
+    with the run, step, tool and key (`agentsaga.logformat`)."""
+    level = logging.DEBUG if out.outcome == DispatchOutcome.CONFIRMED else logging.INFO
+    if logger.isEnabledFor(level):
+        logger.log(level, "%s%s", out.outcome, f": {out.message}" if out.message else "",
+                   extra={"run_id": run_id, "step": out.step_idx, "tool": tool, "key": out.key})
 
 
 C = TypeVar("C")

@@ -28,6 +28,14 @@ __all__ = ["ConnectorSettings", "DebugSettings", "McpSettings", "OperatorSetting
 OutcomeCommit = Literal["sync", "async"]
 
 
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The per-user data directory (XDG base directories): `$XDG_DATA_HOME/agentsaga`, else
+    `~/.local/share/agentsaga`."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "agentsaga"
+
+
 @dataclass(frozen=True)
 class ConnectorSettings:
     """The real systems' endpoints and credentials. A system whose URL is unset is not
@@ -138,10 +146,13 @@ class Settings:
         "AGENTSAGA_DSN", None,
         "the saga log's Postgres; unset: an embedded Postgres under `AGENTSAGA_DATA_DIR` "
         "(needs `agentsaga[demo]`)", secret=True)
-    data_dir: Path = variable(
-        "AGENTSAGA_DATA_DIR", Path(".agentsaga"), "where the embedded Postgres keeps its files")
+    data_dir: Path | None = variable(
+        "AGENTSAGA_DATA_DIR", None,
+        "where the embedded Postgres keeps its files, whatever the current directory; unset: "
+        "the per-user `$XDG_DATA_HOME/agentsaga` (`~/.local/share/agentsaga`)")
     db_wait_s: float = variable(
-        "AGENTSAGA_DB_WAIT_S", 30.0, "how long to wait for Postgres at start", minimum=0)
+        "AGENTSAGA_DB_WAIT_S", 30.0, "how long every command waits for Postgres at start",
+        minimum=0)
     pool_min: int = variable(
         "AGENTSAGA_POOL_MIN", 2, "the saga log's smallest connection pool", minimum=1)
     pool_max: int = variable(
@@ -153,7 +164,9 @@ class Settings:
     listen: str = variable(
         "AGENTSAGA_LISTEN", "127.0.0.1:50051", "the sidecar's address: host:port or unix:/path")
     tools: tuple[str, ...] = variable(
-        "AGENTSAGA_TOOLS", (), "the Python modules that register the tools (comma-separated)")
+        "AGENTSAGA_TOOLS", (),
+        "the tools modules: dotted names (the current directory is searched too) or files such "
+        "as ./mytools.py, comma-separated")
     workers: int = variable("AGENTSAGA_WORKERS", 32, "gRPC worker threads", minimum=1)
     recheck_pause_s: float = variable(
         "AGENTSAGA_RECHECK_PAUSE_S", 2.0, "R7: the pause before re-checking an empty lookup",
@@ -187,6 +200,11 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Every setting from `env` (default: this process's environment)."""
         return load(cls, os.environ if env is None else env)
+
+    @property
+    def embedded_dir(self) -> Path:
+        """The embedded Postgres's folder: `AGENTSAGA_DATA_DIR/pg`, else the per-user one."""
+        return Path(self.data_dir or default_data_dir()) / "pg"
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -99,7 +99,9 @@ class Unwinder:
             return
         except Exception as exc:  # OutcomeUnknown and surprises: maybe; retry on next unwind
             level = logging.INFO if isinstance(exc, OutcomeUnknown) else logging.WARNING
-            logger.log(level, "compensation %s outcome unknown: %s", comp_tool, exc)
+            logger.log(level, "compensation %s outcome unknown: %s", comp_tool, exc,
+                       extra={"run_id": step.run_id, "step": step.step_idx, "tool": comp_tool,
+                              "key": comp_key})
             report.pending.append({**entry, "compensation": comp_tool,
                                    "why": f"{type(exc).__name__}: {exc}"})
             return

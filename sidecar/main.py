@@ -12,7 +12,7 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from agentsaga.sidecar.server import SidecarServicer, serve
+from agentsaga.sidecar.server import SidecarServicer, bind, start
 
 from agentsaga import telemetry
 from agentsaga.connectors.mcp import TOOLS_MODULE
@@ -30,12 +30,14 @@ if TYPE_CHECKING:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tools", help="comma-separated Python modules that register the tools "
-                        "(default: AGENTSAGA_TOOLS)")
+    parser.add_argument("--tools", help="comma-separated modules that register the tools: "
+                        "dotted names (found in the current directory too) or files such as "
+                        "./mytools.py (default: AGENTSAGA_TOOLS)")
     parser.add_argument("--listen", help="host:port or unix:/path (default: AGENTSAGA_LISTEN, "
                         "else 127.0.0.1:50051)")
     parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN, "
-                        "else an embedded Postgres under AGENTSAGA_DATA_DIR)")
+                        "else an embedded Postgres under AGENTSAGA_DATA_DIR, by default "
+                        "~/.local/share/agentsaga)")
     parser.add_argument("--mcp-listen",
                         help="also serve MCP (Streamable HTTP at /mcp) on host:port, e.g. "
                         "127.0.0.1:8765 (default: AGENTSAGA_MCP_LISTEN, else off)")
@@ -48,10 +50,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def check_listen(listen: str, allow_remote: bool) -> None:
-    """The sidecar serves its own pod: loopback or a unix socket unless explicitly allowed."""
-    if listen.startswith("unix:") or allow_remote:
+    """`host:port` or `unix:/path`; the sidecar serves its own pod: loopback or a unix socket
+    unless explicitly allowed."""
+    if listen.startswith("unix:"):
+        if len(listen) == len("unix:"):
+            raise ConfigurationError("--listen 'unix:' names no socket path: use unix:/path")
         return
-    host = listen.rsplit(":", 1)[0].strip("[]")
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigurationError(
+            f"--listen {listen!r} is not host:port (e.g. 127.0.0.1:50051, port 0 for any free "
+            "port) or unix:/path")
+    if allow_remote:
+        return
+    host = host.strip("[]")
     if host == "localhost":
         return
     try:
@@ -90,11 +102,12 @@ def open_log(settings: Settings) -> SagaLog:
                    hooks=telemetry.TelemetryHooks()).open(timeout=settings.db_wait_s)
 
 
-def build_service(saga_log: SagaLog, settings: Settings) -> SagaService:
+def build_service(saga_log: SagaLog, settings: Settings,
+                  registry: Registry | None = None) -> SagaService:
     """The saga service of this sidecar: its tools (the `--tools` modules and the declared
     tools of the upstream MCP servers), telemetry around it, and in a pod the AgentRun binding
     of every run it begins (R12)."""
-    service = SagaService(saga_log, build_registry(settings), settings,
+    service = SagaService(saga_log, registry or build_registry(settings), settings,
                           interceptors=[telemetry.TracingInterceptor()])
     service.on_begin = agentrun_binding(service)
     return service
@@ -150,14 +163,21 @@ def run(args: argparse.Namespace) -> int:
     if settings.mcp.listen:
         check_listen(settings.mcp.listen, args.allow_remote)
     telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
-    saga_log = open_log(settings)
+    registry = build_registry(settings)  # a broken tools module is reported at once
+    # the port before the database: a taken port is reported at once, not after the wait
+    bound = bind(settings.listen, workers=settings.workers)
+    try:
+        saga_log = open_log(settings)
+    except BaseException:
+        bound.server.stop(None)
+        raise
     telemetry.observe_log(saga_log)
-    service = build_service(saga_log, settings)
+    service = build_service(saga_log, settings, registry)
     telemetry.zero_tool_counters(telemetry.current().instruments,
                                  ((s.name, s.cls) for s in service.registry))
     # MCP first: once gRPC health says SERVING, both front ends answer
     mcp = serve_mcp_endpoint(service) if settings.mcp.listen else None
-    serving = serve(SidecarServicer(service), settings.listen, workers=settings.workers)
+    serving = start(bound, SidecarServicer(service))
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
           f"{len(service.registry)} tools)", flush=True)
     if mcp is not None:

@@ -18,7 +18,16 @@ from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sidecar"].full_name
 
-__all__ = ["SERVICE_NAME", "Serving", "SidecarServicer", "serve"]
+__all__ = ["SERVICE_NAME", "Serving", "SidecarServicer", "bind", "serve", "start"]
+
+
+def _bind_failure(listen: str) -> str:
+    if listen.startswith("unix:"):
+        return (f"cannot listen on {listen!r}: the socket is in use (another sidecar?) or its "
+                "folder is not writable")
+    port = listen.rsplit(":", 1)[-1]
+    return (f"cannot listen on {listen!r}: port {port} in use (another sidecar?); stop it or "
+            "choose another port with --listen / AGENTSAGA_LISTEN")
 
 
 @dataclass
@@ -33,24 +42,44 @@ class Serving:
         self.server.stop(grace).wait()
 
 
-def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32) -> Serving:
-    """Start the server on `listen` (host:port, port 0 for any, or unix:/path); SERVING once up."""
+def bind(listen: str, *, workers: int = 32) -> Serving:
+    """Take `listen` (host:port, port 0 for any, or unix:/path) before anything else, so that a
+    taken port is reported at once, not after the wait for Postgres. Nothing is served until
+    `start`; health says NOT_SERVING until then."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sidecar"),
-        options=[("grpc.max_receive_message_length", 8 << 20)],
+        # no SO_REUSEPORT: a second sidecar on a taken port must fail, not share it
+        options=[("grpc.max_receive_message_length", 8 << 20), ("grpc.so_reuseport", 0)],
         interceptors=telemetry.server_interceptors(),  # `traceparent` from the agent
     )
-    pb_grpc.add_SidecarServicer_to_server(servicer, server)
+    try:
+        port = server.add_insecure_port(listen)
+    except RuntimeError:  # grpcio >= 1.60 raises where older versions returned 0
+        port = 0
+    if port == 0:
+        server.stop(None)
+        raise ConfigurationError(_bind_failure(listen))
     health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    address = listen if listen.startswith("unix:") else f"{listen.rsplit(':', 1)[0]}:{port}"
+    return Serving(server, health_servicer, port, address)
+
+
+def start(bound: Serving, servicer: SidecarServicer) -> Serving:
+    """Serve `servicer` (and health, reflection) on the address `bind` took; SERVING once up."""
+    server = bound.server
+    pb_grpc.add_SidecarServicer_to_server(servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(bound.health, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
          reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(listen)
-    if port == 0 and not listen.startswith("unix:"):
-        raise ConfigurationError(f"cannot listen on {listen!r} (address in use?)")
     server.start()
     for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    address = listen if listen.startswith("unix:") else f"{listen.rsplit(':', 1)[0]}:{port}"
-    return Serving(server, health_servicer, port, address)
+        bound.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return bound
+
+
+def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32) -> Serving:
+    """Bind `listen` and serve `servicer` there at once."""
+    return start(bind(listen, workers=workers), servicer)

@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 
+from agentsaga.demo import story
 from agentsaga.demo.incident import run_both
 from agentsaga.demo.report import EXPECTED_AGENTSAGA, EXPECTED_NAIVE, log_table, table
 
@@ -33,22 +34,24 @@ def run(args: argparse.Namespace) -> int:
                           "naive_rollback": naive.notes, "agentsaga_notes": saga.notes},
                          indent=2, default=str))
         return 0 if ok else 1
-    print("The refund-and-reship run: Jira answers 504 after creating the ticket, the worker "
-          "dies right after\nStripe authorises, the warehouse rejects the reship, receipts are "
-          "off.\n")
-    print("naive harness rollback:", "; ".join(naive.notes))
-    print("agentsaga:", "; ".join(saga.notes), "\n")
+    corrections = saga.unwind.get("corrections", [])
+    print(story.SETUP, "\n")
+    print(story.naive_story(naive.outcome, naive.notes), "\n")
+    print(story.agentsaga_story(saga.outcome, saga.notes, corrections), "\n")
     print(table(naive.outcome, saga.outcome), "\n")
     print("agentsaga saga log:")
     print(log_table(saga.steps), "\n")
-    corrections = saga.unwind.get("corrections", [])
     for c in corrections:
         print(f"correction for step {c['step_idx']} {c['tool']}: {c['state']} "
               f"(audience {','.join(c['audience'])})")
+    print()
+    print(story.LEGEND)
     print("\nagentsaga outcome is exactly right" if saga.outcome == EXPECTED_AGENTSAGA
           else "\nagentsaga outcome is NOT right")
     if naive.outcome != EXPECTED_NAIVE:
         print("the naive harness did not reproduce the essay's failures")
+    print()
+    print(story.NEXT)
     return 0 if ok else 1
 
 

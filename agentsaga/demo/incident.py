@@ -99,19 +99,23 @@ def run_agentsaga(world: World, dsn: str, workdir: Path) -> Result:
                 client.dispatch(run_id, step.tool, step.args)
             except SidecarLost:  # before ToolOutcomeUnknown: it is one
                 proc.wait(timeout=10)
-                notes.append(f"{step.tool}: the sidecar died (exit {proc.returncode}) after "
-                             "the call, before its outcome was written")
+                notes.append(f"{step.tool}: the pod was evicted right after the call (the "
+                             f"sidecar died, exit {proc.returncode}) before its outcome was "
+                             "written; its row stays INTENDED")
                 break
             except ToolOutcomeUnknown:
-                notes.append(f"{step.tool}: outcome unknown; the model retries in new words")
+                notes.append(f"{step.tool}: outcome unknown (the 504); the model retried in new "
+                             "words, but the key comes from the run and the step, not the "
+                             "words: the same step, found by its key, no second ticket")
                 client.dispatch(run_id, retry_of(step).tool, retry_of(step).args)
     with sidecar(dsn, env, workdir) as (_, client):
         client.begin_run(run_id, agent="support-agent")  # adopts the run: a new epoch (R12)
         newest = client.get_run(run_id).steps[-1]
         if newest.status in ("INTENDED", "UNKNOWN"):  # resume from the log, not the transcript
             client.dispatch(run_id, newest.tool, json.loads(newest.args_json))
-            notes.append(f"resumed: step {newest.step_idx} {newest.tool} was {newest.status}; "
-                         "found by its key")
+            notes.append(f"a new sidecar adopted the run and read the saga log, not the "
+                         f"transcript: step {newest.step_idx} {newest.tool} was "
+                         f"{newest.status}, found by its key, not charged again")
         try:
             client.dispatch(run_id, RESHIP.tool, RESHIP.args)
         except ToolFailed as exc:

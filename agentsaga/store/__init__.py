@@ -2,7 +2,7 @@
 
     SagaLog          the log of one database (runs, steps, corrections, counts, waits)
     records          Run, Step, PivotRecord, Correction, Adoption
-    schema           the numbered migrations
+    schema           the numbered migrations; a read-only command's check that they are applied
     fencing          R12: the owner-epoch check of every write
     hooks            StoreHooks: who hears of outcomes, compensations, corrections
     provisioning     databases for the benchmark and the bulk rows it reconciles

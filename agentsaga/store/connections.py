@@ -39,6 +39,16 @@ def where(dsn: str) -> str:
     return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
 
 
+def describe(dsn: str) -> str:
+    """'the database agentsaga on db.example:5432', for messages (never the password)."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "the configured database"
+    host = info.get("host") or "localhost"
+    return f"the database {info.get('dbname') or '(default)'} on {host}:{info.get('port') or 5432}"
+
+
 def check_dsn(dsn: str) -> None:
     try:
         conninfo_to_dict(dsn)

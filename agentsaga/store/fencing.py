@@ -21,10 +21,6 @@ from agentsaga.store.connections import Connection
 OPEN_STATES_SQL = ", ".join(f"'{state}'" for state in sorted(OPEN_RUN_STATES))
 
 
-def not_begun(run_id: str) -> RunNotFound:
-    return RunNotFound(f"run {run_id!r} has not begun: call BeginRun first")
-
-
 def ended(run_id: str, state: str) -> RunEnded:
     return RunEnded(f"run {run_id!r} has ended ({state}); no more calls")
 
@@ -35,7 +31,7 @@ def check_epoch(conn: Connection, run_id: str, epoch: int, *, allow_ended: bool 
         "SELECT owner_epoch, state FROM saga_runs WHERE run_id = %s FOR SHARE", (run_id,)
     ).fetchone()
     if row is None:
-        raise not_begun(run_id)
+        raise RunNotFound(run_id)
     current, state = row
     if current != epoch:
         raise Fenced(run_id, epoch, current)
@@ -47,7 +43,7 @@ def check_answer(run_id: str, epoch: int, current: int | None, state: str | None
                  allow_ended: bool) -> None:
     """What `fenced_sql`'s statement found about the run: raises as `check_epoch` does."""
     if current is None or state is None:
-        raise not_begun(run_id)
+        raise RunNotFound(run_id)
     if current != epoch:
         raise Fenced(run_id, epoch, current)
     if not allow_ended and state not in OPEN_RUN_STATES:

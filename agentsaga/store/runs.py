@@ -10,7 +10,7 @@ from psycopg.rows import tuple_row
 from agentsaga.errors import Fenced, RunNotFound
 from agentsaga.states import PivotState, RunState
 from agentsaga.store.base import StoreBase, to_json
-from agentsaga.store.fencing import check_epoch, not_begun
+from agentsaga.store.fencing import check_epoch
 from agentsaga.store.records import (
     RUN_COLUMNS,
     RUN_WIDTH,
@@ -53,7 +53,7 @@ class RunStatements(StoreBase):
                 (owner, pod_uid, namespace, run_id),
             ).fetchone()
         if row is None:  # deleted between the two statements: nothing to adopt
-            raise not_begun(run_id)
+            raise RunNotFound(run_id)
         return Adoption(run_from_row(row), adopted=True)
 
     def adopt(self, run_id: str, owner: str) -> Run:
@@ -66,7 +66,7 @@ class RunStatements(StoreBase):
                 (owner, run_id),
             ).fetchone()
         if row is None:
-            raise RunNotFound(f"run {run_id!r} is not in the saga log")
+            raise RunNotFound(run_id)
         return run_from_row(row)
 
     def run(self, run_id: str) -> Run | None:
@@ -79,7 +79,7 @@ class RunStatements(StoreBase):
     def require_run(self, run_id: str) -> Run:
         found = self.run(run_id)
         if found is None:
-            raise not_begun(run_id)
+            raise RunNotFound(run_id)
         return found
 
     def require_owner(self, run_id: str, epoch: int) -> Run:
@@ -128,7 +128,7 @@ class RunStatements(StoreBase):
                  None if state is None else str(state), 1 if count_irreversible else 0, run_id),
             ).fetchone()
         if row is None:
-            raise not_begun(run_id)
+            raise RunNotFound(run_id)
         return run_from_row(row)
 
     def decide_pivot(self, run_id: str, decided: PivotRecord, state: RunState) -> bool:

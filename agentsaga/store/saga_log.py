@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from agentsaga.store import schema
-from agentsaga.store.connections import Database
+from agentsaga.store.connections import Database, describe
 from agentsaga.store.correction_rows import CorrectionStatements
 from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
@@ -74,3 +74,12 @@ class SagaLog(RunStatements, StepStatements, CorrectionStatements, CountStatemen
         for name in applied:
             logger.info("applied migration %s", name)
         return applied
+
+    def require_schema(self, where: str | None = None) -> None:
+        """For a command that only reads or decides: ConfigurationError, naming the database
+        (`where`, else its host and name) and `agentsaga migrate`, unless the schema is there
+        and current. Reads only: it never creates a table in a database that is not ours."""
+        with self.db.connection() as conn:
+            missing = schema.pending(conn)
+        if missing:
+            raise schema.missing_schema(where or describe(self.dsn), missing)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from importlib import resources
 
+from agentsaga.errors import ConfigurationError
 from agentsaga.store.connections import Connection
 
 # Any constant works; it only has to be the same for every process that migrates.
@@ -29,6 +30,15 @@ def is_current(conn: Connection) -> bool:
         return False
     done = {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
     return wanted <= done
+
+
+def pending(conn: Connection) -> list[str]:
+    """The migrations this database lacks (all of them when it has no schema); reads only."""
+    table = conn.execute("SELECT to_regclass('schema_migrations')").fetchone()
+    if table is None or table[0] is None:
+        return [name for _, name, _ in available()]
+    done = {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+    return [name for version, name, _ in available() if version not in done]
 
 
 def migrate(conn: Connection) -> list[str]:
@@ -62,3 +72,17 @@ def check_constraints(conn: Connection) -> dict[str, str]:
         " WHERE contype = 'c' AND conrelid IN ('saga_runs'::regclass, 'saga_log'::regclass,"
         " 'corrections'::regclass)").fetchall()
     return {str(name): str(definition) for name, definition in rows}
+
+
+def missing_schema(where: str, missing: list[str]) -> ConfigurationError:
+    """What a command that only reads says about a database whose schema is absent or behind:
+    it changed nothing, and `agentsaga migrate` creates or updates the schema."""
+    if len(missing) == len(available()):
+        return ConfigurationError(
+            f"{where} has no saga log (no agentsaga schema); nothing was read or changed. "
+            "Check that --dsn / AGENTSAGA_DSN (or AGENTSAGA_DATA_DIR) names the sidecar's "
+            "database; to create the schema there, run `agentsaga migrate` with the same "
+            "settings.")
+    return ConfigurationError(
+        f"the saga log in {where} is older than this agentsaga ({', '.join(missing)} not "
+        "applied); run `agentsaga migrate` with the same settings first.")

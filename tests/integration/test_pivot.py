@@ -66,7 +66,7 @@ def test_reordered_run_commits_only_after_approval(sidecar_factory: Factory, led
     charge_ref = f"CHARGE-{effects(ledger, 'charge')[0]['id']}"
     client.dispatch("refund-1182", "capture_charge", {"charge_ref": charge_ref})
     client.dispatch("refund-1182", "send_email", EMAIL)
-    with pytest.raises(ApprovalRequired):  # approval is consumed: no second email
+    with pytest.raises(ApprovalRequired, match="already ran"):  # consumed: no second email
         client.dispatch("refund-1182", "send_email", EMAIL)
     assert len(effects(ledger, "email")) == 1 and len(effects(ledger, "capture")) == 1
     run = client.get_run("refund-1182")
@@ -148,6 +148,6 @@ def test_an_approved_commit_step_runs_once_even_when_settled_by_lookup(
     with pytest.raises(Exception, match="outcome unknown"):
         client.dispatch("once-run", "capture_charge", capture["args"])
     client.dispatch("once-run", "capture_charge", capture["args"])  # found by its key
-    with pytest.raises(ApprovalRequired, match="not in the approved plan"):
+    with pytest.raises(ApprovalRequired, match="already ran: it is commit step 0"):
         client.dispatch("once-run", "capture_charge", capture["args"])
     assert len(effects(ledger, "capture")) == 1

@@ -1,0 +1,155 @@
+"""The plugin's subcommands, one function each: `(kubectl, args) -> text to print`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from agentsaga.plugin.kube import Kubectl, PluginError
+from agentsaga.redact import redact_text
+
+Subcommand = Callable[[Kubectl, argparse.Namespace], str]
+SECRET_WORDS = ("password", "secret", "token", "api_key", "apikey", "credential")
+MAX_VALUE = 48
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("   ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in [header, *rows])
+
+
+def runs(kube: Kubectl, args: argparse.Namespace) -> str:
+    """AgentRuns across namespaces (or in -n NAMESPACE)."""
+    scope = () if kube.namespace else ("--all-namespaces",)
+    items = kube.json("get", "agentruns", *scope)["items"]
+    if not items:
+        return "no AgentRuns" + (f" in namespace {kube.namespace}" if kube.namespace else "")
+    rows = []
+    for item in items:
+        status, meta = item.get("status") or {}, item["metadata"]
+        steps = status.get("steps") or {}
+        rows.append((meta.get("namespace", ""), meta["name"], status.get("phase", "-"),
+                     str(steps.get("total", 0)), str(steps.get("unknown", 0)),
+                     (status.get("pivot") or {}).get("state", "-"),
+                     str(len(status.get("corrections") or {})),
+                     _age(meta.get("creationTimestamp", ""))))
+    return table(("NAMESPACE", "NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "CORRECTIONS",
+                  "AGE"), rows)
+
+
+def plan(kube: Kubectl, args: argparse.Namespace) -> str:
+    """The staged plan of RUN as an approver reads it."""
+    run = kube.agentrun(args.run)
+    pivot = (run.get("status") or {}).get("pivot") or {}
+    if not pivot.get("planHash"):
+        raise PluginError(f"agentrun {args.run} has no staged plan yet (phase "
+                          f"{(run.get('status') or {}).get('phase', 'Pending')})")
+    lines = [f"agentrun {run['metadata'].get('namespace', '')}/{args.run}: pivot "
+             f"{pivot.get('state')}, plan hash {pivot['planHash']}"]
+    done = pivot.get("steps") or []
+    if done:
+        lines += ["", "done before the pivot:", table(
+            ("STEP", "TOOL", "CLASS", "AUDIENCE", "REF"),
+            [(str(s.get("step", "")), s["tool"], s.get("class", ""),
+              ",".join(s.get("audience") or []) or "-", s.get("externalRef") or "-")
+             for s in done])]
+    lines += ["", "commit steps to approve:", table(
+        ("#", "TOOL", "CLASS", "AUDIENCE", "ARGUMENTS"),
+        [(str(i), s["tool"], s.get("class", ""), ",".join(s.get("audience") or []) or "-",
+          masked(s.get("args") or {})) for i, s in enumerate(pivot.get("commit") or [])])]
+    if pivot.get("decision"):
+        lines += ["", f"decided: {pivot['decision']} by {pivot.get('decidedBy')} at "
+                      f"{pivot.get('decidedAt')} ({pivot.get('reason') or 'no reason given'})"]
+    elif pivot.get("state") == "AwaitingApproval":
+        lines += ["", f"approve: kubectl agentsaga approve {args.run} --reason '...'",
+                  f"reject:  kubectl agentsaga reject {args.run} --reason '...'"]
+    return "\n".join(lines)
+
+
+def approve(kube: Kubectl, args: argparse.Namespace) -> str:
+    return _decide(kube, args, "Approved")
+
+
+def reject(kube: Kubectl, args: argparse.Namespace) -> str:
+    return _decide(kube, args, "Rejected")
+
+
+def _decide(kube: Kubectl, args: argparse.Namespace, decision: str) -> str:
+    """The same status patch a human writes by hand: the current plan hash, one's own name."""
+    run = kube.agentrun(args.run)
+    pivot = (run.get("status") or {}).get("pivot") or {}
+    if pivot.get("state") != "AwaitingApproval":
+        raise PluginError(f"agentrun {args.run} is not awaiting approval (pivot state: "
+                          f"{pivot.get('state') or 'none staged'}); nothing was written")
+    approver = args.approver or kube.username()
+    approval = {"planHash": pivot["planHash"], "decision": decision, "approver": approver,
+                "reason": args.reason}
+    kube.run("patch", "agentrun", args.run, "--subresource=status", "--type=merge", "-p",
+             json.dumps({"status": {"approval": approval}}))
+    condition = "PivotApproved" if decision == "Approved" else "PivotRejected"
+    namespace = run["metadata"].get("namespace", "")
+    return (f"agentrun {namespace}/{args.run}: plan {pivot['planHash']} {decision} by "
+            f"{approver}\nthe operator records it; wait with: kubectl wait agentrun/{args.run}"
+            f" -n {namespace} --for=condition={condition}")
+
+
+def trace(kube: Kubectl, args: argparse.Namespace) -> str:
+    """The run's trace id (from the `agentsaga.io/traceparent` annotation) and where to open
+    it."""
+    run = kube.agentrun(args.run)
+    traceparent = ((run["metadata"].get("annotations") or {})
+                   .get("agentsaga.io/traceparent", ""))
+    parts = traceparent.split("-")
+    if len(parts) != 4 or len(parts[1]) != 32:
+        raise PluginError(f"agentrun {args.run} carries no trace (annotation "
+                          "agentsaga.io/traceparent); is OpenTelemetry enabled (otel.enabled)?")
+    trace_id = parts[1]
+    jaeger = (args.jaeger or "http://<jaeger>").rstrip("/")
+    grafana = (args.grafana or "http://<grafana>").rstrip("/")
+    return "\n".join([
+        f"trace id: {trace_id}",
+        f"Jaeger:   {jaeger}/trace/{trace_id}",
+        f"Tempo:    {grafana}/explore (Tempo data source, TraceQL): {trace_id}",
+        f'          or {{ span.agentsaga.run_id = "{args.run}" }}',
+    ])
+
+
+def masked(args: dict[str, Any]) -> str:
+    """Arguments as one line: card numbers masked, secret-looking values hidden, long values
+    cut."""
+    shown = []
+    for name, value in args.items():
+        if any(word in name.lower() for word in SECRET_WORDS):
+            text = "****"
+        else:
+            text = redact_text(value if isinstance(value, str) else json.dumps(value))
+            if len(text) > MAX_VALUE:
+                text = text[: MAX_VALUE - 1] + "…"
+        shown.append(f"{name}={text}")
+    return " ".join(shown) or "-"
+
+
+def _age(stamp: str) -> str:
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "-"
+    seconds = int((datetime.now(UTC) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+SUBCOMMANDS: dict[str, tuple[Subcommand, str]] = {
+    "runs": (runs, "list AgentRuns across namespaces (or in -n NAMESPACE)"),
+    "plan": (plan, "show a run's staged plan: commit steps, tools, masked arguments, "
+                   "audiences, plan hash"),
+    "approve": (approve, "approve a run's staged plan (its current hash, as you)"),
+    "reject": (reject, "reject a run's staged plan (the run is unwound)"),
+    "trace": (trace, "print a run's trace id and links for Jaeger and Tempo"),
+}

@@ -1,0 +1,72 @@
+"""The example's agent loop: what a model would decide, as plain code, through the sidecar.
+
+    python agent.py RUN_ID
+
+It quotes the fee (pure), puts a hold on the card (compensatable), reaches the pivot with the
+one step a human must approve (the receipt to the customer), waits for the decision, and then
+runs exactly the approved step, with the same arguments, and ends the run. A rejection unwinds
+the run: the hold is released. AGENTSAGA_ADDRESS says where the sidecar listens.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from agentsaga.client import SagaClient, ToolCallError
+
+ADDRESS = os.environ.get("AGENTSAGA_ADDRESS", "127.0.0.1:50051")
+CUSTOMER, EMAIL, ORDER = "cus_1182", "dana@example.com", "1182"
+
+
+def wait_for_decision(client: SagaClient, run_id: str) -> str:
+    """Approved or Rejected; waits up to EXAMPLE_APPROVAL_TIMEOUT_S (default 600) seconds."""
+    deadline = time.monotonic() + float(os.environ.get("EXAMPLE_APPROVAL_TIMEOUT_S", "600"))
+    while True:
+        state = client.await_decision(run_id, timeout=30).state
+        if state in ("Approved", "Rejected"):
+            return state
+        if time.monotonic() > deadline:
+            sys.exit(f"no decision on run {run_id} in time; it still awaits approval")
+
+
+def main(run_id: str) -> int:
+    with SagaClient(ADDRESS) as client:
+        client.wait_ready()
+        client.begin_run(run_id, agent="refund-example")
+        quote = client.dispatch(run_id, "quote_fee", {"order_id": ORDER})
+        hold = client.dispatch(run_id, "charge_fee", {
+            "customer_id": CUSTOMER, "order_id": ORDER, "amount": quote["amount"]})
+        print(f"hold {hold['id']} for {quote['amount']} cents", flush=True)
+
+        receipt = {"to": EMAIL, "subject": f"Your order {ORDER}",
+                   "body": f"We put a hold of {quote['amount'] / 100:.2f} USD on your card "
+                           "for the re-shipping."}
+        plan = [{"tool": "send_receipt", "args": receipt}]
+        staged = client.reach_pivot(run_id, plan)
+        print(f"waiting for approval of plan {staged.plan_hash}:\n"
+              f"  agentsaga approve --run {run_id} --plan-hash {staged.plan_hash} "
+              "--decision approved", flush=True)
+        decided = wait_for_decision(client, run_id)
+        if decided != "Approved":
+            print(f"plan {decided}: unwinding", flush=True)
+            report = client.unwind(run_id)
+            print("unwound" if report.settled else "unwound, with steps left for a human")
+            return 1
+        try:
+            for step in plan:  # exactly the approved calls, with the same arguments (R10)
+                client.dispatch(run_id, step["tool"], step["args"])
+        except ToolCallError as exc:
+            print(f"commit step failed: {exc}", flush=True)
+            client.end_run(run_id, "Failed")
+            return 1
+        client.end_run(run_id, "Succeeded")
+        print(f"run {run_id} succeeded: the receipt went out once", flush=True)
+        return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python agent.py RUN_ID")
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,112 @@
+"""docs/deploy.md, run as written: every `sh` block, in order, through bash with the real
+kubectl and helm (tools/bin) and the kubectl plugin on PATH, against the API stand-in. Where a
+real cluster's sidecar and operator would act between two blocks (staging the plan, recording
+the decision), the test writes what they write. `console` blocks need Docker: only `docker`
+commands may hide there."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+from sagatest.kube_fixtures import KUBECTL, ROOT, Kube
+from sagatest.plugin_tools import PLUGIN_DIR
+
+DOC = (ROOT / "docs" / "deploy.md").read_text()
+BLOCK = re.compile(r"```(sh|console)\n(.*?)```", re.S)
+RUN, NAMESPACE = "refund-1182", "support-agents"
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def commands(text: str) -> list[str]:
+    joined = text.replace("\\\n", " ")
+    return [line.strip() for line in joined.splitlines() if line.strip()]
+
+
+def test_only_docker_commands_are_left_unrun() -> None:
+    kinds = [kind for kind, _ in BLOCK.findall(DOC)]
+    assert kinds.count("sh") >= 8 and "console" in kinds
+    for kind, text in BLOCK.findall(DOC):
+        if kind == "console":
+            for command in commands(text):
+                assert command.startswith("docker "), command
+
+
+def _stage(kube: Kube) -> None:
+    """What the sidecar and the operator write when the agent reaches the pivot."""
+    created = kube.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
+        "metadata": {"name": RUN, "namespace": NAMESPACE,
+                     "annotations": {"agentsaga.io/traceparent": TRACEPARENT}},
+        "spec": {"agent": "refund-agent"}}))
+    assert created.returncode == 0, created.stderr
+    status = {"status": {"phase": "AwaitingApproval", "steps": {"total": 1, "unknown": 0},
+                         "pivot": {"state": "AwaitingApproval", "planHash": "0d4938282fe22e19",
+                                   "commit": [{"tool": "send_receipt", "class": "irreversible",
+                                               "audience": ["customer"],
+                                               "args": {"to": "dana@example.com"}}]}}}
+    patched = kube.kubectl("-n", NAMESPACE, "patch", "agentrun", RUN, "--subresource=status",
+                           "--type=merge", "-p", json.dumps(status))
+    assert patched.returncode == 0, patched.stderr
+
+
+def _decide(kube: Kube) -> None:
+    """What the operator writes when it accepts the approval (tests/e2e/test_operator_kubectl
+    tests that it does)."""
+    run = json.loads(kube.kubectl("-n", NAMESPACE, "get", "agentrun", RUN, "-o", "json").stdout)
+    approval = run["status"]["approval"]
+    status = {"status": {"approval": None, "phase": "Committing",
+                         "pivot": {"state": "Approved", "decision": approval["decision"],
+                                   "decidedBy": approval["approver"]},
+                         "conditions": [{"type": "PivotApproved", "status": "True",
+                                         "reason": "Approved", "message": "approved",
+                                         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    patched = kube.kubectl("-n", NAMESPACE, "patch", "agentrun", RUN, "--subresource=status",
+                           "--type=merge", "-p", json.dumps(status))
+    assert patched.returncode == 0, patched.stderr
+
+
+def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube) -> None:
+    env = kube.env()
+    env["PATH"] = os.pathsep.join([str(KUBECTL.parent), str(PLUGIN_DIR), env["PATH"]])
+    outputs = []
+    for kind, text in BLOCK.findall(DOC):
+        if kind != "sh":
+            continue
+        if "kubectl agentsaga runs" in text:
+            _stage(kube)
+        if "--for=condition=PivotApproved" in text:
+            _decide(kube)
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, f"{text}\n---\n{done.stdout}\n{done.stderr}"
+        outputs.append(done.stdout)
+
+    for namespace in ("agentsaga-system", NAMESPACE):
+        secret = kube.kubectl("-n", namespace, "get", "secret", "agentsaga-postgres", "-o", "json")
+        assert secret.returncode == 0, secret.stderr
+    operator = json.loads(kube.kubectl("-n", "agentsaga-system", "get", "deployment",
+                                       "agentsaga-operator", "-o", "json").stdout)
+    assert operator["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.example.com/agentsaga/operator:0.1.0")
+    template = json.loads(kube.kubectl("-n", "agentsaga-system", "get", "configmap",
+                                       "agentsaga-sidecar-template", "-o", "json").stdout)
+    sidecar = json.loads(template["data"]["sidecar.json"])["container"]
+    assert sidecar["image"] == "registry.example.com/agentsaga/sidecar-refunds:0.1.0"
+    assert {"name": "AGENTSAGA_TOOLS", "value": "refund_tools,agentsaga.connectors.tools"} in (
+        sidecar["env"])
+    agent = json.loads(kube.kubectl("-n", NAMESPACE, "get", "deployment", "refund-agent", "-o",
+                                    "json").stdout)
+    assert agent["spec"]["template"]["metadata"]["annotations"]["agentsaga.io/inject"] == "true"
+    binding = json.loads(kube.kubectl("-n", NAMESPACE, "get", "rolebinding", "alice-approves",
+                                      "-o", "json").stdout)
+    assert binding["roleRef"]["name"] == "agentsaga-approver"
+    assert binding["subjects"][0]["name"] == "alice"
+    joined = "\n".join(outputs)
+    assert "plan hash 0d4938282fe22e19" in joined
+    assert "plan 0d4938282fe22e19 Approved by tester" in joined
+    assert "trace id: 4bf92f3577b34da6a3ce929d0e0e4736" in joined
+    run = json.loads(kube.kubectl("-n", NAMESPACE, "get", "agentrun", RUN, "-o", "json").stdout)
+    assert run["status"]["pivot"]["decidedBy"] == "alice"  # the by-hand patch came last

@@ -1,0 +1,108 @@
+"""`kubectl agentsaga` with the real kubectl against the API stand-in: the runs table, the
+staged plan, approve (through the real operator) and reject, the trace."""
+
+from __future__ import annotations
+
+import json
+
+from sagatest.kube_fixtures import Kube
+from sagatest.operator_fixtures import Cluster
+from sagatest.plugin_tools import kubectl_agentsaga
+
+RUN = "refund-3001"
+EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+CARD = "4242 4242 4242 4242"
+
+
+def staged_run(cluster: Cluster) -> str:
+    """A run that reached its pivot through a real sidecar and the operator; its plan hash."""
+    cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=30)
+    cluster.start_operator("--standalone")
+    agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
+    agent.begin_run(RUN, agent="refunder")
+    agent.dispatch(RUN, "create_draft", {"body": "draft of the apology"})
+    charge = agent.dispatch(RUN, "charge_card", {"customer_id": "cus_1", "amount": 500})
+    staged = agent.reach_pivot(RUN, [
+        {"tool": "capture_charge", "args": {"charge_ref": charge["id"]}},
+        {"tool": "send_email", "args": EMAIL},
+    ])
+    cluster.wait_phase(RUN, "AwaitingApproval")
+    return str(staged.plan_hash)
+
+
+def test_runs_plan_and_approve_through_the_operator(cluster: Cluster) -> None:
+    plan_hash = staged_run(cluster)
+    kube = cluster.kube
+
+    runs = kubectl_agentsaga(kube, "runs")
+    assert runs.returncode == 0, runs.stderr
+    header, row = runs.stdout.splitlines()
+    assert header.split() == ["NAMESPACE", "NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT",
+                              "CORRECTIONS", "AGE"]
+    assert row.split()[:6] == ["default", RUN, "AwaitingApproval", "2", "0", "AwaitingApproval"]
+
+    plan = kubectl_agentsaga(kube, "plan", RUN)
+    assert plan.returncode == 0, plan.stderr
+    assert f"plan hash {plan_hash}" in plan.stdout
+    commit = plan.stdout.split("commit steps to approve:")[1].splitlines()
+    assert commit[2].split()[:4] == ["0", "capture_charge", "compensatable", "finance"]
+    assert commit[3].split()[:4] == ["1", "send_email", "irreversible", "customer"]
+
+    approved = kubectl_agentsaga(kube, "approve", RUN, "--reason", "plan reviewed")
+    assert approved.returncode == 0, approved.stderr
+    assert f"plan {plan_hash} Approved by tester" in approved.stdout
+    waited = kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved",
+                          "--timeout=30s")
+    assert waited.returncode == 0, waited.stderr
+    pivot = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])["status"]["pivot"]
+    assert (pivot["decision"], pivot["decidedBy"], pivot["reason"]) == (
+        "Approved", "tester", "plan reviewed")
+
+    again = kubectl_agentsaga(kube, "approve", RUN)
+    assert again.returncode == 1
+    assert "is not awaiting approval (pivot state: Approved); nothing was written" in (
+        again.stderr)
+
+
+def _staged_by_hand(kube: Kube, name: str) -> None:
+    created = kube.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
+        "metadata": {"name": name, "namespace": "default",
+                     "annotations": {"agentsaga.io/traceparent": TRACEPARENT}},
+        "spec": {"agent": "refunds"}}))
+    assert created.returncode == 0, created.stderr
+    status = {"status": {"phase": "AwaitingApproval", "pivot": {
+        "state": "AwaitingApproval", "planHash": "9f2c41d7e0b3a6c5",
+        "commit": [{"tool": "send_email", "class": "irreversible", "audience": ["customer"],
+                    "args": {"to": "dana@example.com", "body": f"Refunded to {CARD}.",
+                             "api_token": "tok_live_123"}}]}}}
+    patched = kube.kubectl("patch", "agentrun", name, "--subresource=status", "--type=merge",
+                           "-p", json.dumps(status))
+    assert patched.returncode == 0, patched.stderr
+
+
+def test_plan_masks_arguments_and_reject_writes_the_current_hash(kube_with_crds: Kube) -> None:
+    kube = kube_with_crds
+    _staged_by_hand(kube, "refund-77")
+    plan = kubectl_agentsaga(kube, "plan", "refund-77", "-n", "default")
+    assert plan.returncode == 0, plan.stderr
+    assert CARD not in plan.stdout and "[card ****4242]" in plan.stdout
+    assert "tok_live_123" not in plan.stdout and "api_token=****" in plan.stdout
+
+    rejected = kubectl_agentsaga(kube, "reject", "refund-77", "--reason", "wrong customer")
+    assert rejected.returncode == 0, rejected.stderr
+    run = json.loads(kube.kubectl("get", "agentrun", "refund-77", "-o", "json").stdout)
+    assert run["status"]["approval"] == {"planHash": "9f2c41d7e0b3a6c5", "decision": "Rejected",
+                                         "approver": "tester", "reason": "wrong customer"}
+
+
+def test_trace_prints_the_trace_id_and_links(kube_with_crds: Kube) -> None:
+    _staged_by_hand(kube_with_crds, "traced-1")
+    done = kubectl_agentsaga(kube_with_crds, "trace", "traced-1", "--jaeger",
+                             "http://jaeger.example:16686")
+    assert done.returncode == 0, done.stderr
+    assert "trace id: 4bf92f3577b34da6a3ce929d0e0e4736" in done.stdout
+    assert "http://jaeger.example:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736" in done.stdout
+    missing = kubectl_agentsaga(kube_with_crds, "plan", "nobody")
+    assert missing.returncode == 1 and "not found" in missing.stderr

@@ -1,0 +1,83 @@
+"""Where the commands find the saga log: one per-user embedded Postgres (whatever the current
+directory), stopped by the last command that used it; read-only commands never create the
+schema; AGENTSAGA_DB_WAIT_S bounds the wait for every command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from sagatest.cli_tools import agentsaga
+
+UNREACHABLE = "postgresql://agentsaga@127.0.0.1:9/nothing"
+
+
+def _empty_database(pg_server: str, name: str) -> str:
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    params = conninfo_to_dict(pg_server)
+    params["dbname"] = name
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def _tables(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        return [r[0] for r in rows]
+
+
+def test_embedded_postgres_is_per_user_and_stopped_by_the_command_that_started_it(
+        tmp_path: Path) -> None:
+    home = tmp_path / "xdg"
+    env = {"XDG_DATA_HOME": str(home), "AGENTSAGA_DATA_DIR": "", "AGENTSAGA_DSN": ""}
+    first, second = tmp_path / "project", tmp_path / "elsewhere"
+    first.mkdir()
+    second.mkdir()
+    migrated = agentsaga("migrate", cwd=first, env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "applied: 001_saga_log.sql" in migrated.stdout
+    pgdata = home / "agentsaga" / "pg"
+    assert (pgdata / "PG_VERSION").exists()
+    assert not (first / ".agentsaga").exists()
+    assert not (pgdata / "postmaster.pid").exists(), "migrate left its Postgres running"
+    # pgserver's and initdb's own output stays out of a command's output
+    assert "initdb" not in migrated.stderr and "pg_ctl" not in migrated.stderr
+
+    listed = agentsaga("runs", cwd=second, env=env)  # another folder: the same saga log
+    assert listed.returncode == 0, listed.stderr
+    assert "no runs in this saga log yet" in listed.stdout
+    assert not (second / ".agentsaga").exists()
+    assert not (pgdata / "postmaster.pid").exists(), "runs left its Postgres running"
+
+
+def test_read_only_commands_on_a_database_without_the_schema_say_so_and_create_nothing(
+        pg_server: str, tmp_path: Path) -> None:
+    dsn = _empty_database(pg_server, "not_a_saga_log")
+    for args in (["log", "--run", "mtg-1"], ["runs"],
+                 ["approve", "--run", "mtg-1", "--plan-hash", "abc", "--decision", "approved"],
+                 ["corrections", "--run", "mtg-1"],
+                 ["reconcile", "--run", "mtg-1", "--tools", "agentsaga.connectors.tools"]):
+        done = agentsaga(*args, "--dsn", dsn, cwd=tmp_path,
+                         env={"AGENTSAGA_WAREHOUSE_URL": "http://127.0.0.1:9"})
+        assert done.returncode == 2, (args, done.stderr)
+        assert "the database not_a_saga_log on" in done.stderr, done.stderr
+        assert "has no saga log" in done.stderr and "agentsaga migrate" in done.stderr
+        assert _tables(dsn) == [], f"{args[0]} created tables"
+    assert agentsaga("migrate", "--dsn", dsn, cwd=tmp_path).returncode == 0
+    assert "saga_log" in _tables(dsn)
+
+
+def test_every_command_waits_as_long_as_db_wait_says(tmp_path: Path) -> None:
+    """The error states the wait it gave up after: the setting's, not the default 30 s."""
+    for args in (["log", "--run", "x"], ["runs"], ["migrate"],
+                 ["approve", "--run", "x", "--plan-hash", "h", "--decision", "Approved"],
+                 ["reconcile", "--run", "x", "--tools", "agentsaga.connectors.tools"]):
+        done = agentsaga(*args, "--dsn", UNREACHABLE, cwd=tmp_path,
+                         env={"AGENTSAGA_DB_WAIT_S": "1",
+                              "AGENTSAGA_WAREHOUSE_URL": "http://127.0.0.1:9"})
+        assert done.returncode == 2, (args, done.stderr)
+        assert "cannot reach the saga log's Postgres at 127.0.0.1:9/nothing after 1s" in (
+            done.stderr), (args, done.stderr)

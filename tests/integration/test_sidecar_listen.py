@@ -1,0 +1,65 @@
+"""The sidecar's address and log as a first user meets them: a taken port is an error naming
+it (no silent sharing through SO_REUSEPORT), `--listen foo` is not host:port, and log lines say
+which run, step and tool they are about."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentsaga import subprocesses
+from agentsaga.client import ToolOutcomeUnknown
+from sagatest import ledger_tools
+from sagatest.cli_tools import agentsaga
+from sagatest.sidecar_fixtures import SidecarProcess
+
+TOOLS = "sagatest.ledger_tools"
+Factory = Callable[..., SidecarProcess]
+ROOT = Path(__file__).resolve().parents[2]
+UNREACHABLE = "postgresql://agentsaga@127.0.0.1:9/nothing"
+
+
+def test_a_second_sidecar_on_a_taken_port_fails_naming_the_port(sidecar_factory: Factory,
+                                                                ledger: str) -> None:
+    first = sidecar_factory(ledger, TOOLS)
+    port = first.address.rsplit(":", 1)[1]
+    second = agentsaga("sidecar", "--tools", TOOLS, "--dsn", ledger, "--listen",
+                       f"127.0.0.1:{port}", cwd=ROOT)
+    assert second.returncode == 2, second.stdout
+    assert f"port {port} in use (another sidecar?)" in second.stderr
+    assert "listening on" not in second.stdout
+    # the port is taken before the database is waited for: no wait, whatever the database
+    unreachable = agentsaga("sidecar", "--tools", TOOLS, "--dsn", UNREACHABLE, "--listen",
+                            f"127.0.0.1:{port}", cwd=ROOT, env={"AGENTSAGA_DB_WAIT_S": "20"})
+    assert unreachable.returncode == 2, unreachable.stdout
+    assert f"port {port} in use (another sidecar?)" in unreachable.stderr
+    assert "saga log's Postgres" not in unreachable.stderr, "it waited for the database first"
+    client = first.client()  # the first one still serves, alone
+    client.begin_run("still-mine")
+    assert client.get_run("still-mine").state == "running"
+
+
+@pytest.mark.parametrize("listen", ["foo", "127.0.0.1", "localhost:http", ":50051"])
+def test_listen_that_is_not_host_port_says_so(listen: str, tmp_path: Path) -> None:
+    done = agentsaga("sidecar", "--tools", TOOLS, "--listen", listen, "--dsn",
+                     "postgresql://x@127.0.0.1:9/x", cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"--listen {listen!r} is not host:port" in done.stderr
+
+
+def test_sidecar_log_lines_name_run_step_and_tool(sidecar_factory: Factory,
+                                                  ledger: str) -> None:
+    sidecar = sidecar_factory(ledger, TOOLS)
+    client = sidecar.client()
+    client.begin_run("logged-run")
+    client.dispatch("logged-run", "search_orders", {"order_id": "1"})
+    ledger_tools.add_fault(ledger, "charge_card", "unknown_after_commit")
+    with pytest.raises(ToolOutcomeUnknown):
+        client.dispatch("logged-run", "charge_card", {"customer_id": "c", "amount": 5})
+    subprocesses.stop(sidecar.proc)
+    assert sidecar.proc.stdout is not None
+    lines = [line for line in sidecar.proc.stdout.read().splitlines() if "UNKNOWN" in line]
+    assert lines, "no log line for the unknown outcome"
+    assert "run=logged-run step=0 tool=charge_card key=" in lines[0], lines[0]
