@@ -171,6 +171,11 @@ class Settings:
     recheck_pause_s: float = variable(
         "AGENTSAGA_RECHECK_PAUSE_S", 2.0, "R7: the pause before re-checking an empty lookup",
         minimum=0)
+    time_contracts: str = variable(
+        "AGENTSAGA_TIME_CONTRACTS", "",
+        "R7: per-tool time contract overrides, JSON: "
+        '`{"create_ticket": {"call_timeout_s": 10, "visible_within_s": 90, "dedupes_for_s": 0}}`'
+        " (unset: each connector's documented defaults)")
     max_args_bytes: int = variable(
         "AGENTSAGA_MAX_ARGS_BYTES", 1 << 20, "the largest accepted arguments JSON", minimum=2)
     max_calls_per_s: float = variable(
