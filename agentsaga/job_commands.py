@@ -56,7 +56,7 @@ def _settle(args: argparse.Namespace, action: str) -> int:
     modules = args.tools or list(settings.tools) or [CONNECTORS]
     try:
         registry = load_tools(modules)
-        registry.override_timing(parse_overrides(settings.time_contracts))
+        registry.override_timing(parse_overrides(settings.connectors.time_contracts))
     except ConfigurationError as exc:
         if args.tools or settings.tools:
             raise

@@ -68,7 +68,7 @@ class SagaService:
         self.settings = settings
         self.sleep = sleep
         self.on_begin = on_begin
-        registry.override_timing(parse_overrides(settings.time_contracts))  # R7
+        registry.override_timing(parse_overrides(settings.connectors.time_contracts))  # R7
         self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s, sleep)
         self.dispatcher = Dispatcher(saga_log, registry, self.reconciler)
         self.limiter = RunRateLimiter(settings.max_calls_per_s, clock=clock)

@@ -29,7 +29,10 @@ from agentsaga.errors import ConfigurationError
 
 @dataclass(frozen=True)
 class TimeContract:
-    call_timeout_s: float = 30.0
+    """A tool registered without one (`timing=`) is taken as answering within its call and
+    visible at once to its lookup: declare the real bounds for anything else."""
+
+    call_timeout_s: float = 0.0
     visible_within_s: float = 0.0
     dedupes_for_s: float = 0.0
 

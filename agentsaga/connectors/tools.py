@@ -297,6 +297,7 @@ def register_all(registry: Registry, env: Mapping[str, str] = os.environ) -> Reg
                        config.http.timeout_s)
     if config.http_tools:
         generic_http.register_file(registry, config.http_tools, config.http, env)
+    registry.override_timing(config.time_contracts)  # configuration over the defaults (R7)
     return registry
 
 
