@@ -27,6 +27,7 @@ from agentsaga.chaos import faults as fk
 from agentsaga.chaos.agent import Agent
 from agentsaga.chaos.invariants import Answer, Violation, check
 from agentsaga.chaos.processes import EmbeddedPostgres, Output, Processes, Sidecar
+from agentsaga.connectors.tools import SEARCHED_TOOLS
 from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.world import Fault, World
@@ -35,9 +36,6 @@ TOOLS = "agentsaga.connectors.tools"
 CARD = "4242 4242 4242 4242"
 """A card number planted in every charge's arguments; it must never be stored or printed."""
 COMP_TOOLS = ("cancel_or_refund_payment", "close_ticket")
-SEARCHED_TOOLS = ("charge_card", "capture_payment", "create_ticket", "create_ticket_draft",
-                  "send_email", "send_correction")
-"""Tools whose lookup is a search of the world's lagging index."""
 
 
 @dataclass(frozen=True)

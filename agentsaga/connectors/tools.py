@@ -63,6 +63,11 @@ EMAIL_LOOKUP_LAG_S = 60.0
 """The send log lags like a search index (the email stand-in's documented behaviour)."""
 
 
+SEARCHED_TOOLS = ("charge_card", "capture_payment", "create_ticket", "create_ticket_draft",
+                  "send_email", "send_correction")
+"""The tools whose lookup is a search (it lags): their `visible_within_s` is the index's lag."""
+
+
 def ticket_timing(system: str, timeout_s: float) -> TimeContract:
     if system == "jira":
         return TimeContract(timeout_s, JIRA_SEARCH_LAG_S, JIRA_DEDUPES_S)
