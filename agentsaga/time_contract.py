@@ -50,6 +50,12 @@ class TimeContract:
             raise ConfigurationError(
                 f"time contract: unknown field(s) {', '.join(unknown)}; use "
                 f"{', '.join(sorted(known))}")
+        bad = {k: v for k, v in changes.items()
+               if not isinstance(v, (int, float)) or isinstance(v, bool)}
+        if bad:
+            raise ConfigurationError(
+                f"time contract: {', '.join(sorted(bad))} must be a number of seconds, got "
+                f"{', '.join(repr(v) for v in bad.values())}")
         return replace(self, **{k: float(v) for k, v in changes.items()})
 
 
