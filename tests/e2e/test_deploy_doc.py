@@ -99,7 +99,7 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube) -> None:
         sidecar["env"])
     agent = json.loads(kube.kubectl("-n", NAMESPACE, "get", "deployment", "refund-agent", "-o",
                                     "json").stdout)
-    assert agent["spec"]["template"]["metadata"]["annotations"]["agentsaga.io/inject"] == "true"
+    assert agent["spec"]["template"]["metadata"]["labels"]["agentsaga.io/inject"] == "true"
     binding = json.loads(kube.kubectl("-n", NAMESPACE, "get", "rolebinding", "alice-approves",
                                       "-o", "json").stdout)
     assert binding["roleRef"]["name"] == "agentsaga-approver"

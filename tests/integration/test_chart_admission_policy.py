@@ -259,12 +259,13 @@ def test_corrections_are_approved_the_same_way(policy: dict[str, Any]) -> None:
     assert verdict.messages == ["approvers may not add or remove status.corrections entries"]
 
 
-def test_operator_and_sidecar_service_accounts_are_not_matched(policy: dict[str, Any]) -> None:
+def test_only_the_operator_is_not_matched(policy: dict[str, Any]) -> None:
     old = staged_run()
     new = with_status(old, phase="Committing", approval=approval("someone-else"))
-    for username in (OPERATOR, SIDECAR):
+    verdict = admit(policy, OPERATOR, old, new)
+    assert verdict == Verdict(applied=False, allowed=True, messages=[])
+    # the agents' ServiceAccount (the sidecar's) is matched and denied, as is a look-alike of the
+    # operator in another namespace
+    for username in (SIDECAR, "system:serviceaccount:team-x:saga-agentsaga-operator"):
         verdict = admit(policy, username, old, new)
-        assert verdict == Verdict(applied=False, allowed=True, messages=[])
-    # a look-alike service account in another namespace is matched (and denied)
-    impostor = "system:serviceaccount:team-x:agentsaga-sidecar"
-    assert not admit(policy, impostor, old, new).allowed
+        assert verdict.applied and not verdict.allowed

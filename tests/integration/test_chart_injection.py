@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from agentsaga.operator.injection import (
-    INJECT_ANNOTATION,
+    INJECT_LABEL,
     SIDECAR_NAME,
     TEMPLATE_ENV,
     inject_sidecar,
@@ -132,7 +132,7 @@ def test_kopf_handler_answers_with_the_same_patch(
     assert load_template(path) == template
     monkeypatch.setenv(TEMPLATE_ENV, str(path))
     pod = admission_review(example_pod())["request"]["object"]
-    assert pod["metadata"]["annotations"][INJECT_ANNOTATION] == "true"
+    assert pod["metadata"]["labels"][INJECT_LABEL] == "true"
 
     patch = kopf.Patch(body=kopf.Body(raw(pod)))
     handle(body=kopf.Body(raw(pod)), patch=patch, logger=logging.getLogger("test"))
