@@ -142,6 +142,7 @@ class Admission:
     objects: Mapping[tuple[str, str], Mapping[tuple[str, str], Obj]]
     authorizer: Authorizer
     audit: list[AuditRecord] = field(default_factory=list)
+    enabled: bool = True  # False: as with --disable-admission-plugins=ValidatingAdmissionPolicy
     _env: celpy.Environment = field(default_factory=celpy.Environment)
     _compiled: dict[str, Any] = field(default_factory=dict)
 
@@ -155,6 +156,8 @@ class Admission:
     def validate(self, req: Request) -> list[str]:
         """Raise ApiError for a Deny; return the Warning header values."""
         warnings: list[str] = []
+        if not self.enabled:
+            return warnings
         for binding in self._bindings():
             spec = binding.get("spec") or {}
             policy = self._policies().get(("", spec.get("policyName", "")))

@@ -242,6 +242,13 @@ class KubeStandIn:
         """Forget the watch history: resuming a watch from any RV seen so far gets 410 Gone."""
         self._call(lambda s: s.compact())
 
+    def enforce_admission_policies(self, enabled: bool = True) -> None:
+        """False: keep ValidatingAdmissionPolicies as objects but evaluate none of them, as a
+        server started with --disable-admission-plugins=ValidatingAdmissionPolicy."""
+        def set_(s: Store) -> None:
+            s.admission.enabled = enabled
+        self._call(set_)
+
     def block_evictions(self, blocked: bool = True) -> None:
         """Make evictions fail with 429, as a PodDisruptionBudget would."""
         def set_(s: Store) -> None:
