@@ -20,6 +20,7 @@ from .store import RequestContext, Store
 from .watch import serve_watch
 
 log = logging.getLogger(__name__)
+AUTHZ = "authorization.k8s.io"
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's limit on a request body
 CONTEXT = web.RequestKey("context", RequestContext)
 
@@ -119,11 +120,37 @@ class ApiServer:
             if len(parts) == 3 and parts[0] == "apis":
                 found = discovery.resource_list(registry, parts[1], parts[2])
                 return _json(found) if found else _json(_not_found().body, 404)
+        if request.method == "POST" and parts[:3] == ["apis", AUTHZ, "v1"] and len(parts) == 4:
+            return await self._access_review(request, parts[3])
         if len(parts) >= 3 and parts[0] == "api":
             return await self._resource(request, "", parts[1], parts[2:])
         if len(parts) >= 4 and parts[0] == "apis":
             return await self._resource(request, parts[1], parts[2], parts[3:])
         raise _not_found()
+
+    async def _access_review(self, request: web.Request, kind: str) -> web.Response:
+        """SelfSubjectAccessReview (`kubectl auth can-i`) and SubjectAccessReview."""
+        body = await self._body(request) or {}
+        spec = body.get("spec") or {}
+        if kind == "selfsubjectaccessreviews":
+            who = _ctx(request).user
+        elif kind == "subjectaccessreviews":
+            self.store.authorizer.require(_ctx(request).user, Attributes(
+                "create", AUTHZ, kind))
+            who = UserInfo(spec.get("user", ""), tuple(spec.get("groups") or []),
+                           spec.get("uid", ""))
+        else:
+            raise _not_found()
+        resource = spec.get("resourceAttributes")
+        if resource is not None:
+            attrs = Attributes(resource.get("verb", ""), resource.get("group", ""),
+                               resource.get("resource", ""), resource.get("subresource", ""),
+                               resource.get("namespace", ""), resource.get("name", ""))
+        else:
+            other = spec.get("nonResourceAttributes") or {}
+            attrs = Attributes(other.get("verb", ""), path=other.get("path", ""))
+        allowed = self.store.authorizer.allowed(who, attrs)
+        return _json({**body, "status": {"allowed": allowed}}, 201)
 
     def _openapi(self, rest: list[str]) -> web.Response:
         if not rest:
