@@ -393,3 +393,21 @@ def test_the_sidecar_serves_mcp_with_its_upstreams_when_asked(tmp_path: Path) ->
     notes = helm("install", "saga", str(CHART), "--dry-run=client", "-n", "agentsaga-system",
                  "-f", str(values)).stdout
     assert "http://127.0.0.1:8765/mcp" in notes and "Agentsaga-Run-Id" in notes
+
+
+def test_the_charts_jobs_have_no_token_a_deadline_and_a_ttl() -> None:
+    """The operator's Job settings as the chart renders them, through the operator's own code."""
+    from agentsaga.operator.config import OperatorConfig
+    from agentsaga.operator.job_manifests import build_job
+
+    deployment = one(render(), "Deployment")
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0][
+        "env"] if "value" in e and e["name"].startswith("AGENTSAGA_JOB")}
+    config = OperatorConfig.from_env({**env, "AGENTSAGA_SIDECAR_IMAGE": "sidecar:1"})
+    run = {"metadata": {"name": "refund-1182", "namespace": "agents", "uid": "u-1"}}
+    job = build_job(run, "unwind", "agentsaga-refund-1182-unwind-e2", "refund-1182", config, None)
+    assert job["spec"]["activeDeadlineSeconds"] == 1800
+    assert job["spec"]["ttlSecondsAfterFinished"] == 86400
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == "agentsaga-sidecar"

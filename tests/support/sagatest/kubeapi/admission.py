@@ -21,6 +21,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
 
 from .auth import Attributes, Authorizer, UserInfo
 from .errors import ApiError
@@ -172,7 +173,7 @@ class Admission:
             binding_name = binding["metadata"]["name"]
             try:
                 failure = self._evaluate(pspec, req)
-            except celpy.CELEvalError as exc:
+            except CELEvalError as exc:
                 if pspec.get("failurePolicy", "Fail") == "Ignore":
                     continue
                 failure = (f"expression failed to evaluate: {exc}", "Invalid")
@@ -215,7 +216,7 @@ class Admission:
 
         def evaluate(expression: str) -> Any:
             result = self._program(expression, functions).evaluate(activation)
-            if isinstance(result, celpy.CELEvalError):
+            if isinstance(result, CELEvalError):
                 raise result
             return result
 
@@ -228,8 +229,10 @@ class Admission:
             variables[celtypes.StringType(variable["name"])] = evaluate(variable["expression"])
         activation["variables"] = celtypes.MapType(variables)
         for validation in spec.get("validations") or []:
-            if evaluate(validation["expression"]) is True or evaluate(
-                    validation["expression"]) == celtypes.BoolType(True):
+            result = evaluate(validation["expression"])
+            if not isinstance(result, celtypes.BoolType):
+                raise CELEvalError(f"{validation['expression']!r} gave {result!r}, not a bool")
+            if result:
                 continue
             if "messageExpression" in validation:
                 message = str(evaluate(validation["messageExpression"]))

@@ -105,7 +105,8 @@ def _subject_matches(subject: Obj, who: UserInfo, binding_namespace: str) -> boo
 
 
 def _matches(values: list[str] | None, wanted: str) -> bool:
-    return bool(values) and ("*" in values or wanted in (values or []))
+    found = values or []
+    return "*" in found or wanted in found
 
 
 def _resource_matches(resources: list[str], attrs: Attributes) -> bool:

@@ -21,6 +21,7 @@ from .watch import serve_watch
 
 log = logging.getLogger(__name__)
 AUTHZ = "authorization.k8s.io"
+AUTHN = "authentication.k8s.io"
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's limit on a request body
 CONTEXT = web.RequestKey("context", RequestContext)
 
@@ -122,6 +123,10 @@ class ApiServer:
                 return _json(found) if found else _json(_not_found().body, 404)
         if request.method == "POST" and parts[:3] == ["apis", AUTHZ, "v1"] and len(parts) == 4:
             return await self._access_review(request, parts[3])
+        if request.method == "POST" and parts == ["apis", AUTHN, "v1", "selfsubjectreviews"]:
+            return _json({"apiVersion": f"{AUTHN}/v1", "kind": "SelfSubjectReview",
+                          "metadata": {}, "status": {"userInfo": _ctx(request).user.as_dict()}},
+                         201)  # `kubectl auth whoami`
         if len(parts) >= 3 and parts[0] == "api":
             return await self._resource(request, "", parts[1], parts[2:])
         if len(parts) >= 4 and parts[0] == "apis":

@@ -277,7 +277,11 @@ class Store:
             problems = schema.errors(rt.schema, obj)
             if problems:
                 shown = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
-                raise errors.invalid(rt, name, shown)
+                causes = [{"reason": "FieldValueInvalid", "field": field, "message": message}
+                          for field, _, message in (p.partition(": ") for p in problems)]
+                raise ApiError(422, f'{rt.kind}.{rt.group} "{name}" is invalid: {shown}',
+                               "Invalid", {"name": name, "group": rt.group, "kind": rt.kind,
+                                           "causes": causes})
         if len(json.dumps(obj, separators=(",", ":"))) > MAX_OBJECT_BYTES:
             raise ApiError(413, "etcdserver: request is too large", "RequestEntityTooLarge",
                            {"name": name, "group": rt.group, "kind": rt.plural})
