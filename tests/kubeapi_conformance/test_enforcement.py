@@ -132,6 +132,12 @@ def test_custom_resources_are_pruned_and_validated(kube_with_crds: Kube) -> None
            '"reconcile", "wait"' in refused.stderr
     assert "spec.orphanGracePeriodSeconds: Invalid value" in refused.stderr
     assert kube_with_crds.get(AR, "agentruns", "default", "r2") is None
+    # the CRD's CEL rule: spec.runId is immutable once set
+    kube_with_crds.patch(AR, "agentruns", "default", "r1", {"spec": {"runId": "run-1"}})
+    changed = kube_with_crds.kubectl("patch", "agentrun", "r1", "--type=merge", "-p",
+                                     '{"spec":{"runId":"run-2"}}')
+    assert changed.returncode != 0
+    assert 'spec.runId: Invalid value: "run-2": runId is immutable' in changed.stderr
 
 
 def test_objects_over_etcds_limit_are_refused(kube_with_crds: Kube) -> None:

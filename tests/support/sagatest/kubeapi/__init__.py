@@ -19,14 +19,15 @@ Enforced as a real server does (`auth`, `admission`, `schema`): bearer tokens (`
 the stored Roles, ClusterRoles and bindings for every request, and `kubectl auth can-i`;
 ValidatingAdmissionPolicies with their bindings (Deny, Warn, Audit) evaluated with cel-python and
 the request's real userInfo, `authorizer` checks answered by the same RBAC; pruning and
-validation of custom resources against the CRD's structural schema; request bodies over 3 MiB
-(413) and objects over etcd's 1.5 MiB. The Python API (`create`, `patch`, …) writes the ground
-truth directly: no authorization and no admission, but the schema and the size limit still apply.
+validation of custom resources against the CRD's structural schema and its CEL rules; request
+bodies over 3 MiB (413) and objects over etcd's 1.5 MiB. The Python API (`create`, `patch`, …)
+writes the ground truth directly: no authorization and no admission, but the schema and the size
+limit still apply.
 
 Not served: protobuf bodies of other kinds (415: use `kubectl apply -f` / `create -f`), CBOR,
-field ownership and apply conflicts, admission webhooks, mutating admission policies, CEL rules
-of CRDs (`x-kubernetes-validations`), aggregated ClusterRoles, garbage collection by
-ownerReferences, and kubelets or controllers (pods and Jobs never run: tests set their status).
+field ownership and apply conflicts, admission webhooks, mutating admission policies, aggregated
+ClusterRoles, garbage collection by ownerReferences, and kubelets or controllers (pods and Jobs
+never run: tests set their status).
 """
 
 from .errors import ApiError

@@ -5,13 +5,20 @@ as kube-apiserver does before storing; `apiVersion`, `kind` and `metadata` are k
 checks type, required, enum, minimum/maximum, minLength/maxLength, pattern, minItems/maxItems,
 nullable and `x-kubernetes-int-or-string`, and reports every violation the way the server does
 (`spec.onOrphan: Unsupported value: "x": supported values: "unwind", "reconcile"`), as one 422.
-`x-kubernetes-validations` (CEL rules) are not evaluated.
+`x-kubernetes-validations` (CEL rules) are evaluated with cel-python, `self` the value and
+`oldSelf` its previous value (a transition rule is skipped when there is none).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
 
 Obj = dict[str, Any]
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -119,4 +126,40 @@ def errors(schema: Obj, value: Any, path: str = "", root: bool = True) -> list[s
                 out += errors(properties[key], item, child, root=False)
             elif isinstance(extra, dict):
                 out += errors(extra, item, child, root=False)
+    return out
+
+
+@functools.cache
+def _rule(expression: str) -> Any:
+    env = celpy.Environment()
+    return env.program(env.compile(expression))
+
+
+def rule_errors(schema: Obj, value: Any, old: Any, path: str = "", root: bool = True) -> list[str]:
+    """Violations of the `x-kubernetes-validations` rules below `schema` (old: None on create)."""
+    out: list[str] = []
+    where = path or "<root>"
+    for rule in schema.get("x-kubernetes-validations") or []:
+        expression = rule["rule"]
+        if "oldSelf" in expression and old is None:
+            continue
+        try:
+            result = _rule(expression).evaluate({"self": json_to_cel(value),
+                                                 "oldSelf": json_to_cel(old)})
+        except CELEvalError as exc:
+            result = exc
+        if result is not True and result != celtypes.BoolType(True):
+            message = rule.get("message") or f"failed rule: {expression}"
+            out.append(f"{where}: Invalid value: {_quote(value)}: {message}")
+    if isinstance(value, dict):
+        properties: Obj = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        olds = old if isinstance(old, dict) else {}
+        for key, item in value.items():
+            if root and key in ("apiVersion", "kind", "metadata"):
+                continue
+            child = f"{path}.{key}" if path else key
+            sub = properties.get(key) or (extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                out += rule_errors(sub, item, olds.get(key), child, root=False)
     return out

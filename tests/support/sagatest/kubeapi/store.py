@@ -271,10 +271,10 @@ class Store:
         if rt.custom and rt.schema:
             schema.prune(rt.schema, obj)
 
-    def _check(self, rt: ResourceType, obj: Obj, name: str) -> None:
+    def _check(self, rt: ResourceType, obj: Obj, name: str, old: Obj | None = None) -> None:
         """Schema validation of custom resources, and etcd's object size limit."""
         if rt.custom and rt.schema:
-            problems = schema.errors(rt.schema, obj)
+            problems = schema.errors(rt.schema, obj) or schema.rule_errors(rt.schema, obj, old)
             if problems:
                 shown = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
                 causes = [{"reason": "FieldValueInvalid", "field": field, "message": message}
@@ -335,7 +335,7 @@ class Store:
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
         self._prune(rt, new)
         defaults.prepare_update(rt, old, new)
-        self._check(rt, new, name)
+        self._check(rt, new, name, old)
         self._admit(rt, "UPDATE", subresource, meta.get("namespace"), name, old, new, ctx,
                     dry_run)
         if _spec_part(new, rt) != _spec_part(old, rt):
