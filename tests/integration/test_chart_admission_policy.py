@@ -269,3 +269,22 @@ def test_only_the_operator_is_not_matched(policy: dict[str, Any]) -> None:
     for username in (SIDECAR, "system:serviceaccount:team-x:saga-agentsaga-operator"):
         verdict = admit(policy, username, old, new)
         assert verdict.applied and not verdict.allowed
+
+
+def test_the_operator_trusts_approvals_only_under_the_charts_policy_in_deny() -> None:
+    from agentsaga.operator.approval_trust import untrusted
+
+    docs = render()
+    vap, binding = one(docs, "ValidatingAdmissionPolicy"), one(
+        docs, "ValidatingAdmissionPolicyBinding")
+    assert untrusted([vap], [binding]) is None
+    warn = copy.deepcopy(binding)
+    warn["spec"]["validationActions"] = ["Warn", "Audit"]
+    assert "not bound with validationActions Deny" in str(untrusted([vap], [warn]))
+    assert "no ValidatingAdmissionPolicy" in str(untrusted([], []))
+    # a policy on AgentRuns that does not check who the approver is does not count
+    loose = copy.deepcopy(vap)
+    loose["spec"]["validations"] = [{"expression": "true"}]
+    assert "no ValidatingAdmissionPolicy" in str(untrusted([loose], [binding]))
+    off = render("--set", "admissionPolicy.enabled=false")
+    assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
