@@ -11,6 +11,7 @@ from agentsaga.database import open_saga_log
 from agentsaga.loading import load_tools
 from agentsaga.settings import Settings
 from agentsaga.store import PivotRecord, SagaLog, Step, StoreHooks
+from agentsaga.store.timing import Attempt, Observation
 
 
 def add_dsn(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +52,8 @@ def run_log(args: argparse.Namespace) -> int:
     try:
         run = saga_log.require_run(args.run)
         steps = saga_log.steps(args.run)
+        attempts = saga_log.attempts(args.run)
+        observations = saga_log.observations(args.run)
     finally:
         saga_log.close()
     if args.json:
@@ -60,12 +63,18 @@ def run_log(args: argparse.Namespace) -> int:
                           "irreversible_before_pivot": run.irreversible_before_pivot,
                           "plan_hash": None if record is None else record.plan_hash,
                           "pivot": None if record is None else record.to_json(),
-                          "steps": [_step_json(s) for s in steps]},
+                          "steps": [_step_json(s) for s in steps],
+                          "attempts": [vars(a) for a in attempts],
+                          "observations": [vars(o) for o in observations]},
                          default=str, indent=2))
         return 0
     print(f"run {run.run_id}  state={run.state}  epoch={run.owner_epoch}  "
           f"irreversible_before_pivot={run.irreversible_before_pivot}")
     print(format_steps(steps))
+    if attempts:
+        print(format_attempts(steps, attempts))
+    if observations:
+        print(format_observations(observations))
     if run.pivot:
         print(format_pivot(run.pivot))
     return 0
@@ -75,6 +84,30 @@ def _step_json(step: Step) -> dict[str, object]:
     return {k: getattr(step, k) for k in (
         "step_idx", "tool", "tool_class", "idempotency_key", "status", "external_ref",
         "audience", "args", "result", "compensation", "comp_status", "error")}
+
+
+def format_attempts(steps: list[Step], attempts: list[Attempt]) -> str:
+    """Re-sent steps: the arguments first sent (kept in the row), then each later attempt's."""
+    lines = ["re-sent steps (the row keeps the arguments first sent):"]
+    for step in steps:
+        mine = [a for a in attempts if a.step_idx == step.step_idx]
+        if not mine:
+            continue
+        lines.append(f"  step {step.step_idx} {step.tool}  attempt 1 (first sent): "
+                     f"{json.dumps(step.args, sort_keys=True)}")
+        lines += [f"  step {step.step_idx} {step.tool}  attempt {a.attempt} at "
+                  f"{a.created_at:%Y-%m-%d %H:%M:%S}: {json.dumps(a.args, sort_keys=True)}"
+                  for a in mine]
+    return "\n".join(lines)
+
+
+def format_observations(observations: list[Observation]) -> str:
+    """What calls saw after their writer was fenced or their row settled by someone else."""
+    lines = ["observed by calls that returned too late to write their outcome:"]
+    lines += [f"  step {o.step_idx}  {o.outcome}  ref={o.external_ref or '-'}  "
+              f"epoch={o.writer_epoch}  at {o.observed_at:%Y-%m-%d %H:%M:%S}"
+              + (f"  ({o.error})" if o.error else "") for o in observations]
+    return "\n".join(lines)
 
 
 def format_pivot(record: PivotRecord) -> str:

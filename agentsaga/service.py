@@ -47,6 +47,7 @@ from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
 from agentsaga.states import DispatchOutcome, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog
+from agentsaga.time_contract import parse_overrides
 from agentsaga.tool_schema import input_schema
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class SagaService:
         self.settings = settings
         self.sleep = sleep
         self.on_begin = on_begin
+        registry.override_timing(parse_overrides(settings.connectors.time_contracts))  # R7
         self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s, sleep)
         self.dispatcher = Dispatcher(saga_log, registry, self.reconciler)
         self.limiter = RunRateLimiter(settings.max_calls_per_s, clock=clock)

@@ -44,11 +44,26 @@ class SettleReport:
             elif step.status == StepStatus.NOT_EXECUTED and out.finding != "already_settled":
                 self.reconciled.append({**entry, "now": "NOT_EXECUTED"})
             elif step.status == StepStatus.UNKNOWN:
-                self.unsettled.append({**entry, "now": "UNKNOWN", "why": out.detail})
+                more: dict[str, Any] = {}
+                if out.retry_after_s is not None:
+                    more = {"retry_after_s": round(out.retry_after_s, 3),
+                            "certain_at": out.certain_at.isoformat() if out.certain_at else ""}
+                self.unsettled.append({**entry, "now": "UNKNOWN", "why": out.detail, **more})
+
+    @property
+    def wait_s(self) -> float | None:
+        """Seconds until waiting alone settles what is left (R7: every unsettled row only waits
+        for its certainty); None when something needs a human or another run of the job."""
+        if self.settled or self.failed or self.pending:
+            return None
+        waits = [u.get("retry_after_s") for u in self.unsettled]
+        if any(w is None for w in waits):
+            return None
+        return max(float(w) for w in waits if w is not None)
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "action": self.action, "epoch": self.epoch,
                 "settled": self.settled, "state": self.state, "reconciled": self.reconciled,
                 "compensated": self.compensated, "queued": self.queued, "failed": self.failed,
                 "pending": self.pending, "unsettled": self.unsettled, "skipped": self.skipped,
-                "corrections": self.corrections}
+                "corrections": self.corrections, "wait_s": self.wait_s}

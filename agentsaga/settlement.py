@@ -7,7 +7,10 @@
                                      Jobs, `agentsaga reconcile|unwind`, the demo): the
                                      legitimate way to take a run over
 
-Each returns a `SettleReport`.
+Each returns a `SettleReport`. With `wait=`, a run whose only unsettled rows wait for their
+certainty (R7: an empty lookup before the deadline plus the lag proves nothing) is settled again
+once that time has come, `wait(seconds, report)` doing the waiting (the command line shows a
+countdown); without it the report says how long (`wait_s`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from agentsaga.store import SagaLog
 from agentsaga.unwind import Unwinder
 
 Sleep = Callable[[float], None]
+Wait = Callable[[float, SettleReport], None]
 
 
 def reconcile_owned(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, *,
@@ -40,19 +44,28 @@ def unwind_owned(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
 
 def reconcile_run(saga_log: SagaLog, registry: Registry, run_id: str,
                   owner: str = "reconcile", *, recheck_pause_s: float = 2.0,
-                  sleep: Sleep = time.sleep) -> SettleReport:
+                  sleep: Sleep = time.sleep, wait: Wait | None = None) -> SettleReport:
     """Adopt the run (bumping its epoch, R12) and settle its unsettled rows by key (R7)."""
     epoch = saga_log.adopt(run_id, owner).owner_epoch
-    return reconcile_owned(saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s,
-                           sleep=sleep)
+    return _until_certain(lambda: reconcile_owned(
+        saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s, sleep=sleep), wait)
 
 
 def unwind_run(saga_log: SagaLog, registry: Registry, run_id: str, owner: str = "unwind", *,
-               recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
+               recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep,
+               wait: Wait | None = None) -> SettleReport:
     """Adopt the run (R12), reconcile, then compensate backwards and queue corrections."""
     epoch = saga_log.adopt(run_id, owner).owner_epoch
-    return unwind_owned(saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s,
-                        sleep=sleep)
+    return _until_certain(lambda: unwind_owned(
+        saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s, sleep=sleep), wait)
+
+
+def _until_certain(settle: Callable[[], SettleReport], wait: Wait | None) -> SettleReport:
+    report = settle()
+    while wait is not None and report.wait_s is not None:
+        wait(max(report.wait_s, 0.05), report)
+        report = settle()
+    return report
 
 
 def _settle(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, action: Action,

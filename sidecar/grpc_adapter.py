@@ -131,7 +131,8 @@ def dispatch_message(out: DispatchResult) -> pb.DispatchResponse:
     return pb.DispatchResponse(
         outcome=pb.Outcome.Value(str(out.outcome)), step_idx=out.step_idx,
         idempotency_key=out.key, result_json=_dumps(out.result),
-        external_ref=out.external_ref or "", message=out.message, status=str(out.status))
+        external_ref=out.external_ref or "", message=out.message, status=str(out.status),
+        retry_after_s=out.retry_after_s)
 
 
 def step_message(step: Step) -> pb.Step:

@@ -40,7 +40,13 @@ class ToolCallError(errors.SagaError):
 
 
 class ToolOutcomeUnknown(ToolCallError):
-    pass
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds until the harness can be certain whether the call happened (call the same
+        tool again then); None when only a human can tell."""
+        if self.response.HasField("retry_after_s"):
+            return float(self.response.retry_after_s)
+        return None
 
 
 class SidecarLost(ToolOutcomeUnknown):

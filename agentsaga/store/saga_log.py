@@ -17,13 +17,14 @@ from agentsaga.store.cursors import Cursors
 from agentsaga.store.hooks import NoHooks, StoreHooks
 from agentsaga.store.runs import RunStatements
 from agentsaga.store.steps import StepStatements
+from agentsaga.store.timing import TimingStatements
 from agentsaga.store.waits import WaitStatements
 
 logger = logging.getLogger(__name__)
 
 
-class SagaLog(RunStatements, StepStatements, CorrectionStatements, CountStatements,
-              WaitStatements):
+class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStatements,
+              CountStatements, WaitStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 

@@ -158,6 +158,7 @@ class DispatchResponse(_message.Message):
     EXTERNAL_REF_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    RETRY_AFTER_S_FIELD_NUMBER: _builtins.int
     outcome: Global___Outcome.ValueType
     step_idx: _builtins.int
     """-1 for pure tools, which have no step"""
@@ -168,6 +169,10 @@ class DispatchResponse(_message.Message):
     """human- and model-readable explanation"""
     status: _builtins.str
     """the saga-log row's status after this call"""
+    retry_after_s: _builtins.float
+    """UNKNOWN: seconds until reconcile can be certain whether the call happened (R7: the
+    deadline plus the time its effect takes to show); unset when only a human can tell.
+    """
     def __init__(
         self,
         *,
@@ -178,12 +183,15 @@ class DispatchResponse(_message.Message):
         external_ref: _builtins.str = ...,
         message: _builtins.str = ...,
         status: _builtins.str = ...,
+        retry_after_s: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_retry_after_s", b"_retry_after_s", "retry_after_s", b"retry_after_s"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["external_ref", b"external_ref", "idempotency_key", b"idempotency_key", "message", b"message", "outcome", b"outcome", "result_json", b"result_json", "status", b"status", "step_idx", b"step_idx"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_retry_after_s", b"_retry_after_s", "external_ref", b"external_ref", "idempotency_key", b"idempotency_key", "message", b"message", "outcome", b"outcome", "result_json", b"result_json", "retry_after_s", b"retry_after_s", "status", b"status", "step_idx", b"step_idx"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__retry_after_s: _TypeAlias = _typing.Literal["retry_after_s"]  # noqa: Y015
+    _WhichOneofArgType__retry_after_s: _TypeAlias = _typing.Literal["_retry_after_s", b"_retry_after_s"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retry_after_s) -> _WhichOneofReturnType__retry_after_s | None: ...
 
 Global___DispatchResponse: _TypeAlias = DispatchResponse  # noqa: Y015
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from agentsaga.demo.world import connector_env
 from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_run, unwind_run
 from agentsaga.store import SagaLog
 from agentsaga.world import Fault, World
@@ -66,12 +68,27 @@ def test_reconcile_settles_unknown_rows_through_a_lagging_index(
     assert saga_log.require_run("r1").owner_epoch == 2  # adopted (R12)
 
 
-def test_reconcile_marks_not_executed_when_nothing_is_found(
-        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+def test_reconcile_marks_not_executed_only_once_it_is_certain(
+        world: World, saga_log: SagaLog) -> None:
+    """R7: an empty lookup proves absence only after the call's deadline plus the lag."""
+    env = {**connector_env(world.url), "AGENTSAGA_TIME_CONTRACTS":
+           '{"create_ticket": {"call_timeout_s": 0.3, "visible_within_s": 0.2}}'}
+    registry = register_all(Registry(), env)
+    dispatcher = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
     dispatcher.begin_run("r2")
     world.faults.add(Fault("POST", "/rest/api/3/issue", "fail_before_commit_502", on_call=1))
-    assert dispatcher.dispatch("r2", "create_ticket", TICKET).outcome == "UNKNOWN"
-    report = reconcile_run(saga_log, registry, "r2", "job", recheck_pause_s=0.01)
+    answer = dispatcher.dispatch("r2", "create_ticket", TICKET)
+    assert answer.outcome == "UNKNOWN" and answer.retry_after_s is not None
+    early = reconcile_run(saga_log, registry, "r2", "job", recheck_pause_s=0.01)
+    if early.wait_s is not None:  # still inside deadline + lag: not settled, and says when
+        assert not early.settled and early.unsettled[0]["retry_after_s"] <= 0.5
+    waited: list[float] = []
+
+    def wait(seconds: float, report: SettleReport) -> None:
+        waited.append(seconds)
+        time.sleep(seconds)  # the condition is the database's clock, re-read by reconcile
+
+    report = reconcile_run(saga_log, registry, "r2", "job", recheck_pause_s=0.01, wait=wait)
     assert report.settled and world.truth()["tickets"] == []
     assert statuses(saga_log, "r2") == [("create_ticket", "NOT_EXECUTED", None)]
 
