@@ -12,6 +12,8 @@ before anything is retried or undone.
     def create_ticket(summary: str, order_id: str, idempotency_key: str) -> dict: ...
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agentsaga.errors import (
     CompensationUnavailable,
     ConfigurationError,
@@ -77,6 +79,7 @@ __all__ = [
     "RunNotFound",
     "SagaError",
     "ToolError",
+    "ToolNeedsHuman",
     "ToolSpec",
     "UnknownTool",
     "compensation_key",
@@ -86,3 +89,16 @@ __all__ = [
     "step_key",
     "tool",
 ]
+
+if TYPE_CHECKING:
+    from agentsaga.client.errors import ToolNeedsHuman
+
+
+def __getattr__(name: str) -> Any:
+    """The agent-side `ToolNeedsHuman`, imported on first use (it brings gRPC along, which a
+    tools module importing `agentsaga` does not need)."""
+    if name == "ToolNeedsHuman":
+        from agentsaga.client.errors import ToolNeedsHuman
+
+        return ToolNeedsHuman
+    raise AttributeError(f"module 'agentsaga' has no attribute {name!r}")

@@ -2,14 +2,18 @@
 
     pure tool ............................................. call it; no row (R2)
     newest row unsettled, other tool ...................... STEP_UNRESOLVED, nothing called (R3)
+                                                            (NEEDS_HUMAN if only a person can
+                                                            settle it)
     newest row unsettled, same tool ....................... reconcile by key first (R7):
         found .......................................... CONFIRMED, the found result
         not found ...................................... run the same step again, same key
         unknown ........................................ UNKNOWN again
+        no lookup can tell ............................. NEEDS_HUMAN: stop, a person settles it
     otherwise ............................................. a new step: next index, its key
     gate (pivot, approval) ................................ NEEDS_APPROVAL, no row (R6, R10)
     compensation + audience built, INTENDED committed ..... then the call (R2, R6, R9)
-    the call: result -> CONFIRMED, Rejected -> FAILED, anything else -> UNKNOWN (R5)
+    the call: result -> CONFIRMED, Rejected -> FAILED, anything else -> UNKNOWN (R5),
+              NEEDS_HUMAN when the tool has no lookup (it is handed to a person)
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from agentsaga import crashpoints, pivot, telemetry
 from agentsaga.calls import DispatchResult
 from agentsaga.errors import InvalidArguments, LogUnavailable, OutcomeUnknown, Rejected
 from agentsaga.keys import step_key
-from agentsaga.reconcile import Reconciler
+from agentsaga.reconcile import Reconciler, no_lookup_why, settle_command
 from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import Run, SagaLog, Step
@@ -35,6 +39,12 @@ logger = logging.getLogger(__name__)
 UNKNOWN_MESSAGE = (
     "outcome unknown: the call may or may not have happened. Do not retry with new arguments "
     "and do not assume it failed; call the same tool again to let the harness resolve it."
+)
+
+NEEDS_HUMAN_MESSAGE = (
+    "only a person can settle this step: its outcome is unknown and the tool has no lookup. "
+    "Do not call {tool} again and do not work around it with other tools; tell the user what "
+    "you were doing and end your turn. A person records what happened with `{command}`."
 )
 
 
@@ -77,6 +87,8 @@ class Dispatcher:
             retry_of = newest  # R3: settled as never happened (by a job); same step, same key
         elif newest is not None and not newest.settled:
             if newest.tool != spec.name:
+                if newest.status == StepStatus.UNKNOWN and self._no_lookup(newest.tool):
+                    return _needs_human(newest)
                 return DispatchResult(
                     DispatchOutcome.STEP_UNRESOLVED, newest.step_idx, newest.idempotency_key,
                     status=newest.status,
@@ -84,7 +96,10 @@ class Dispatcher:
                              f"call {newest.tool} again to resolve it before anything else"),
                 )
             self.saga_log.require_owner(run_id, epoch)  # R12 before asking a real system
-            settled = self.reconciler.settle(newest, epoch).step  # R7 before any retry
+            reconciled = self.reconciler.settle(newest, epoch)  # R7 before any retry
+            settled = reconciled.step
+            if reconciled.needs_human:
+                return _needs_human(settled)
             if settled.status == StepStatus.CONFIRMED:
                 return _confirmed(settled, "already happened: found by its idempotency key")
             if settled.status != StepStatus.NOT_EXECUTED:
@@ -156,9 +171,20 @@ class Dispatcher:
             return DispatchResult(DispatchOutcome.FAILED, step.step_idx, step.idempotency_key,
                                   message=error or "",
                                   status=row.status if row else StepStatus.FAILED)
+        if outcome == StepStatus.UNKNOWN and row is not None and spec.lookup is None:
+            # no lookup will ever tell: hand the step to a person, and tell the agent to stop
+            try:
+                self.saga_log.ask_human(row.run_id, epoch, row.step_idx, row.idempotency_key,
+                                        no_lookup_why(row))
+            except LogUnavailable as exc:  # the next reconcile of the step asks again
+                logger.warning("step not handed to a human yet: %s", exc, extra=extra)
+            return _needs_human(row)
         if outcome == StepStatus.UNKNOWN or row is None:
             return _unknown(row or step)
         return _confirmed(row, "")
+
+    def _no_lookup(self, tool: str) -> bool:
+        return tool in self.registry and self.registry.get(tool).lookup is None
 
 
 
@@ -167,6 +193,14 @@ class Dispatcher:
 def _confirmed(step: Step, message: str) -> DispatchResult:
     return DispatchResult(DispatchOutcome.CONFIRMED, step.step_idx, step.idempotency_key,
                           step.result, step.external_ref, message, step.status)
+
+
+def _needs_human(step: Step) -> DispatchResult:
+    message = NEEDS_HUMAN_MESSAGE.format(
+        tool=step.tool, command=settle_command(step.run_id, step.step_idx))
+    return DispatchResult(DispatchOutcome.NEEDS_HUMAN, step.step_idx, step.idempotency_key,
+                          message=f"step {step.step_idx} ({step.tool}): {message}",
+                          status=step.status)
 
 
 def _unknown(step: Step) -> DispatchResult:

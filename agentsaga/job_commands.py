@@ -1,6 +1,12 @@
 """`agentsaga reconcile --run RUN` and `agentsaga unwind --run RUN`: one-shot jobs from the same
 image as the sidecar (the operator starts them for orphaned runs). Both adopt the run (R12),
-print what they found, compensated and queued, and exit 1 while anything is left unsettled."""
+print what they found, compensated and queued, and exit 0 only when nothing is left:
+
+    0   settled, and nothing waits for a person
+    1   something is left unsettled that running the command again may settle
+    3   only a person can go on: a step no lookup can settle, or a correction to decide or
+        send (each is printed with the command that does it)
+"""
 
 from __future__ import annotations
 
@@ -58,23 +64,39 @@ def _settle(args: argparse.Namespace, action: str) -> int:
         saga_log.close()
         telemetry.shutdown()  # flush before the Job's container exits
     print(json.dumps(report.to_json(), indent=2, default=str) if args.json else render(report))
+    return exit_code(report)
+
+
+NEEDS_HUMAN_EXIT = 3
+"""The exit code of a reconcile or unwind after which only a person can go on."""
+
+
+def exit_code(report: SettleReport) -> int:
+    if report.needs_human:
+        return NEEDS_HUMAN_EXIT
     return 0 if report.settled else 1
 
 
 def render(report: SettleReport) -> str:
     """The report as a person reads it: what was found, compensated, queued, left."""
-    lines = [f"{report.action} of run {report.run_id} (epoch {report.epoch}): "
-             + ("settled" if report.settled else "NOT settled")]
+    done = "settled" if report.settled else "NOT settled"
+    if report.needs_human:
+        done += f", WAITING FOR A PERSON ({len(report.waiting)})"
+    lines = [f"{report.action} of run {report.run_id} (epoch {report.epoch}): {done}"]
     sections = [("found by key", report.reconciled), ("compensated", report.compensated),
                 ("queued as corrections", report.queued),
                 ("compensation failed (needs a human)", report.failed),
                 ("compensation outcome unknown (run unwind again)", report.pending),
-                ("still unknown (needs a human)", report.unsettled),
+                ("still unknown", report.unsettled),
                 ("corrections (internal first)", report.corrections)]
     for title, items in sections:
         if items:
             lines.append(f"  {title}:")
             lines += [f"    {_line(item)}" for item in items]
+    if report.waiting:
+        lines.append("  waiting for a person (the run is not done until each is settled):")
+        lines += [f"    step {w['step_idx']} {w['tool']}: {w['what']}; run: {w['command']}"
+                  for w in report.waiting]
     return "\n".join(lines)
 
 

@@ -211,6 +211,8 @@ class SagaService:
             # read once, used for the pivot too; no read at all while this process holds the
             # run's epoch and wrote its newest step itself (SagaLog.cursor)
             cursor = self.saga_log.cursor(run_id, epoch)
+            if cursor is not None and cursor[1] is not None and not cursor[1].settled:
+                cursor = None  # a person may have settled it since (agentsaga settle): read
             run, newest = cursor if cursor is not None else self.saga_log.run_and_newest(run_id)
             if run is None:
                 raise RunNotFound(run_id)
