@@ -35,6 +35,7 @@ from agentsaga.errors import (
     RunEnded,
     RunNotFound,
     SagaError,
+    SettlementError,
     ToolError,
     UnknownTool,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "RunEnded",
     "RunNotFound",
     "SagaError",
+    "SettlementError",
     "ToolError",
     "ToolNeedsHuman",
     "ToolSpec",

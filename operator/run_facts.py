@@ -17,6 +17,9 @@ class RunFacts:
     run: Run | None
     steps: list[Step] = field(default_factory=list)
     corrections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    awaiting_human: list[int] = field(default_factory=list)
+    """Steps no lookup can settle, waiting for a person (`agentsaga settle`, or
+    status.settlements)."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -45,7 +48,14 @@ def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
     pending = sorted(saga_log.corrections(run_id, pending_only=True),
                      key=lambda c: (c.rank, c.step_idx))
     corrections = {str(c.step_idx): _shown(c) for c in pending}
-    return RunFacts(run, steps, corrections)
+    waiting = [s.step_idx for s in saga_log.settlements(run_id, waiting_only=True)]
+    return RunFacts(run, steps, corrections, waiting)
+
+
+def awaiting_human_column(steps: list[int]) -> str | None:
+    """The AgentRun's `status.awaitingHuman` (printer column Human): the steps waiting for a
+    person, as `3` or `3,5`; None when none waits."""
+    return ",".join(str(s) for s in steps) or None
 
 
 def _shown(correction: Correction) -> dict[str, Any]:

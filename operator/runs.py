@@ -103,6 +103,9 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
             patch["ownerEpoch"] = db.owner_epoch
         if status.get("irreversibleBeforePivot") != db.irreversible_before_pivot:
             patch["irreversibleBeforePivot"] = db.irreversible_before_pivot
+        human = run_facts.awaiting_human_column(facts.awaiting_human)
+        if status.get("awaitingHuman") != human:
+            patch["awaitingHuman"] = human
         old = status.get("corrections") or {}
         if old != facts.corrections:
             patch["corrections"] = {**{k: None for k in old if k not in facts.corrections},
