@@ -27,7 +27,13 @@ from typing import Any
 
 from agentsaga import crashpoints, pivot, telemetry
 from agentsaga.calls import DispatchResult
-from agentsaga.errors import InvalidArguments, LogUnavailable, OutcomeUnknown, Rejected
+from agentsaga.errors import (
+    CompensationUnavailable,
+    InvalidArguments,
+    LogUnavailable,
+    OutcomeUnknown,
+    Rejected,
+)
 from agentsaga.keys import step_key
 from agentsaga.reconcile import Reconciler, no_lookup_why, settle_command
 from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
@@ -114,6 +120,12 @@ class Dispatcher:
             return DispatchResult(DispatchOutcome.NEEDS_APPROVAL, step_idx, key,
                                   message=admission.reason)
         compensation = spec.build_compensation(args, key)  # R6: before the call, or refuse
+        if compensation is not None and compensation.tool not in self.registry:
+            raise CompensationUnavailable(
+                f"tool {spec.name!r}: its compensation names the tool {compensation.tool!r}, "
+                "which is not registered in this process, so an unwind could never run it; "
+                "the call was refused and nothing was written or sent. Register "
+                f"{compensation.tool!r} in the same tools module (--tools)")
         audience = spec.audience(args)  # R9
         comp_json = None if compensation is None else compensation.to_json()
         if retry_of is not None:

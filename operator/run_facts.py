@@ -20,6 +20,9 @@ class RunFacts:
     awaiting_human: list[int] = field(default_factory=list)
     """Steps no lookup can settle, waiting for a person (`agentsaga settle`, or
     status.settlements)."""
+    human_steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The same as the AgentRun's `status.humanSteps` shows them: tool, stepKey (to copy into
+    a settlement), why."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -48,8 +51,11 @@ def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
     pending = sorted(saga_log.corrections(run_id, pending_only=True),
                      key=lambda c: (c.rank, c.step_idx))
     corrections = {str(c.step_idx): _shown(c) for c in pending}
-    waiting = [s.step_idx for s in saga_log.settlements(run_id, waiting_only=True)]
-    return RunFacts(run, steps, corrections, waiting)
+    waiting = saga_log.settlements(run_id, waiting_only=True)
+    tools = {s.step_idx: s.tool for s in steps}
+    shown = {str(w.step_idx): {"tool": tools.get(w.step_idx, ""), "stepKey": w.step_key,
+                               "why": w.why} for w in waiting}
+    return RunFacts(run, steps, corrections, [w.step_idx for w in waiting], shown)
 
 
 def awaiting_human_column(steps: list[int]) -> str | None:

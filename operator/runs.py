@@ -106,6 +106,10 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
         human = run_facts.awaiting_human_column(facts.awaiting_human)
         if status.get("awaitingHuman") != human:
             patch["awaitingHuman"] = human
+        shown = status.get("humanSteps") or {}
+        if shown != facts.human_steps:
+            patch["humanSteps"] = {**{k: None for k in shown if k not in facts.human_steps},
+                                   **facts.human_steps} or None
         old = status.get("corrections") or {}
         if old != facts.corrections:
             patch["corrections"] = {**{k: None for k in old if k not in facts.corrections},

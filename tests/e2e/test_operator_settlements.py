@@ -1,6 +1,7 @@
 """A step no lookup can settle, on Kubernetes: the agent is told NEEDS_HUMAN, the run's printer
 columns show the step waiting for a person, the unwind Job stops for one (exit 3, no retry), an
-approver settles the step with `kubectl patch` of status.settlements (real kubectl and kopf
+approver settles the step with `kubectl patch` of status.settlements (by hand, and through
+`kubectl agentsaga settle`) (real kubectl and kopf
 against the API stand-in, real Postgres and sidecar), the operator records it once, refuses a
 wrong step key with a condition, and starts the unwind again, which then finishes."""
 
@@ -18,6 +19,7 @@ from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.store import SagaLog
 from sagatest.ledger_tools import add_fault, effects
 from sagatest.operator_fixtures import Cluster, agentrun, evict
+from sagatest.plugin_tools import kubectl_agentsaga
 
 Obj = dict[str, Any]
 RUN = "sms-3001"
@@ -79,8 +81,11 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
     assert "1" not in (refused["status"].get("settlements") or {})  # consumed
     assert refused["status"]["awaitingHuman"] == "1"
 
-    settle(cluster, 1, outcome="NotHappened", settler="alice", reason="not in the SMS log",
-           stepKey=key)
+    assert refused["status"]["humanSteps"]["1"]["stepKey"] == key
+    settled = kubectl_agentsaga(cluster.kube, "settle", RUN, "1", "--not-happened", "--reason",
+                                "not in the SMS log")
+    assert settled.returncode == 0, settled.stderr
+    assert "step 1 (send_email) settled as NotHappened by tester" in settled.stdout
     recorded = cluster.wait_run(RUN, lambda o: ((o["status"].get("settlements") or {}).get(
         "1") or {}).get("state") == "Recorded")
     assert (condition(recorded, "StepsSettled") or {})["status"] == "True"
@@ -88,7 +93,7 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
         step = saga_log.step(RUN, 1)
         [item] = saga_log.settlements(RUN)
     assert step is not None and step.status == "NOT_EXECUTED"
-    assert (item.settler, item.outcome, item.reason) == ("alice", "NotHappened",
+    assert (item.settler, item.outcome, item.reason) == ("tester", "NotHappened",
                                                          "not in the SMS log")
 
     # nothing waits any more: the operator starts the unwind again (the next epoch's Job)
@@ -99,6 +104,10 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
     assert done.returncode == 0, done.stdout + done.stderr
     cluster.finish_job(again["metadata"]["name"])
     unwound = cluster.wait_phase(RUN, "Unwound")
-    assert "awaitingHuman" not in unwound["status"]
+    assert "awaitingHuman" not in unwound["status"] and "humanSteps" not in unwound["status"]
+    not_waiting = kubectl_agentsaga(cluster.kube, "settle", RUN, "1", "--happened", "--reason",
+                                    "late")
+    assert not_waiting.returncode == 1
+    assert "is not waiting for a person (steps waiting: none)" in not_waiting.stderr
     assert [t["closed"] for t in effects(cluster.dsn, "ticket")] == [True]
     assert effects(cluster.dsn, "email") == []
