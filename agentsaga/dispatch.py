@@ -18,10 +18,7 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +26,6 @@ from agentsaga import crashpoints, pivot, telemetry
 from agentsaga.calls import DispatchResult
 from agentsaga.errors import (
     CompensationUnavailable,
-    InvalidArguments,
     LogUnavailable,
     OutcomeUnknown,
     Rejected,
@@ -219,39 +215,6 @@ def _unknown(step: Step) -> DispatchResult:
     detail = f" ({step.error})" if step.error else ""
     return DispatchResult(DispatchOutcome.UNKNOWN, step.step_idx, step.idempotency_key,
                           message=UNKNOWN_MESSAGE + detail, status=step.status)
-
-
-@functools.lru_cache(maxsize=1024)
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
-    """A tool's signature, read once per function (inspect.signature is slow on every call)."""
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-def check_signature(spec: ToolSpec, args: JSON) -> None:
-    """Refuse arguments the tool cannot take before anything is written."""
-    if "idempotency_key" in args:
-        raise InvalidArguments("idempotency_key is set by the harness, never by the agent (R3)")
-    problem = _binding_problem(spec.fn, spec.cls == "pure", tuple(args))
-    if problem:
-        raise InvalidArguments(f"tool {spec.name!r}: {problem}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _binding_problem(fn: Callable[..., Any], pure: bool, names: tuple[str, ...]) -> str:
-    """Why the tool cannot be called with these keyword arguments ('' if it can). Binding
-    keywords depends on their names only, so the answer is kept per tool and names."""
-    signature = _signature(fn)
-    if signature is None:
-        return ""
-    extra = () if pure else ("idempotency_key",)
-    try:
-        signature.bind(**dict.fromkeys((*names, *extra)))
-    except TypeError as exc:
-        return str(exc)
-    return ""
 
 
 def _jsonable(value: Any) -> Any:

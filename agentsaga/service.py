@@ -36,7 +36,7 @@ from agentsaga.calls import (
     RunView,
     ToolInfo,
 )
-from agentsaga.dispatch import Dispatcher, RunPolicy, check_signature
+from agentsaga.dispatch import Dispatcher, RunPolicy
 from agentsaga.errors import PermissionDenied, PivotError, RunEnded, RunNotFound
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler
@@ -47,7 +47,7 @@ from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
 from agentsaga.states import DispatchOutcome, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog
-from agentsaga.tool_schema import input_schema
+from agentsaga.tool_schema import check_arguments, input_schema
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class SagaService:
         run_id = call.run_id
         check_run_id(run_id)
         spec = self.registry.get(call.tool)
-        check_signature(spec, call.args)
+        check_arguments(spec, call.args)  # typed, before anything is written (R2)
         if not spec.logged:
             self._check_open(self.saga_log.require_run(run_id))
             return self.dispatcher.call_pure(spec, call.args)
