@@ -6,6 +6,7 @@ Read-only: the operator never writes a step and never holds a run's epoch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from agentsaga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
@@ -20,6 +21,8 @@ class RunFacts:
     awaiting_human: list[int] = field(default_factory=list)
     """Steps no lookup can settle, waiting for a person (`agentsaga settle`, or
     status.settlements)."""
+    last_settled_at: datetime | None = None
+    """When a person last settled a step of the run (by either way)."""
     human_steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The same as the AgentRun's `status.humanSteps` shows them: tool, stepKey (to copy into
     a settlement), why."""
@@ -51,11 +54,14 @@ def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
     pending = sorted(saga_log.corrections(run_id, pending_only=True),
                      key=lambda c: (c.rank, c.step_idx))
     corrections = {str(c.step_idx): _shown(c) for c in pending}
-    waiting = saga_log.settlements(run_id, waiting_only=True)
+    handed = saga_log.settlements(run_id)
+    waiting = saga_log.settlements(run_id, waiting_only=True) if handed else []
     tools = {s.step_idx: s.tool for s in steps}
     shown = {str(w.step_idx): {"tool": tools.get(w.step_idx, ""), "stepKey": w.step_key,
                                "why": w.why} for w in waiting}
-    return RunFacts(run, steps, corrections, [w.step_idx for w in waiting], shown)
+    settled = [h.settled_at for h in handed if h.settled_at is not None]
+    return RunFacts(run, steps, corrections, [w.step_idx for w in waiting],
+                    max(settled, default=None), shown)
 
 
 def awaiting_human_column(steps: list[int]) -> str | None:

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import correction_approval, pods, run_facts, run_jobs
+from agentsaga.operator import correction_approval, pods, run_facts, run_jobs, settlements
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import (
@@ -82,6 +82,8 @@ def resync_once(ctx: Context, namespace: str, name: str) -> Obj | None:
         run_jobs.follow_job(ctx, run)
     if facts is not None:  # an approved correction whose Job was never created (a crash)
         correction_approval.ensure_jobs(ctx, run, facts)
+    if facts is not None and current == RunPhase.FAILED:  # settled by `agentsaga settle`
+        settlements.resume(ctx, run, facts)
     written = ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
     return written or run
 

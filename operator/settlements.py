@@ -21,7 +21,7 @@ import kopf
 from agentsaga.operator import job_manifests, run_facts, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
-from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
+from agentsaga.operator.status import Obj, generation, parse, run_id, stamp, with_condition
 
 from agentsaga import human_settlement
 from agentsaga.errors import SettlementError
@@ -74,14 +74,17 @@ def record(ctx: Context, namespace: str, name: str, step: str, entry: Obj) -> No
         resume(ctx, written)
 
 
-def resume(ctx: Context, run: Obj) -> None:
+def resume(ctx: Context, run: Obj, facts: run_facts.RunFacts | None = None) -> None:
     """Once nothing waits for a person, start the reconcile or unwind Job again if the last
-    one stopped for one (its phase is Failed; the next Job adopts the run, R12)."""
+    one stopped for one and a person settled a step since it ended (here, or with `agentsaga
+    settle`; its phase is Failed; the next Job adopts the run, R12)."""
     if ctx.saga_log is None:
         return
-    facts = run_facts.facts(ctx.saga_log, run_id(run))
+    facts = facts or run_facts.facts(ctx.saga_log, run_id(run))
     job = (run.get("status") or {}).get("job") or {}
-    if facts.awaiting_human or job.get("state") != "Failed":
+    finished = parse(job.get("finishedAt"))
+    if (facts.awaiting_human or job.get("state") != "Failed" or finished is None
+            or facts.last_settled_at is None or facts.last_settled_at <= finished):
         return
     kind: job_manifests.JobKind = "reconcile" if job.get("kind") == "reconcile" else "unwind"
     run_jobs.start_job(ctx, run, kind, frozenset({"Failed"}),
