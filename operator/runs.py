@@ -108,10 +108,12 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
         human = run_facts.awaiting_human_column(facts.awaiting_human)
         if status.get("awaitingHuman") != human:
             patch["awaitingHuman"] = human
-        shown = status.get("humanSteps") or {}
-        if shown != facts.human_steps:
+        if "humanSteps" in status and not facts.human_steps:
+            patch["humanSteps"] = None  # nothing waits: the field goes
+        elif (status.get("humanSteps") or {}) != facts.human_steps:
+            shown = status.get("humanSteps") or {}
             patch["humanSteps"] = {**{k: None for k in shown if k not in facts.human_steps},
-                                   **facts.human_steps} or None
+                                   **facts.human_steps}
         old = status.get("corrections") or {}
         if old != facts.corrections:
             patch["corrections"] = {**{k: None for k in old if k not in facts.corrections},
