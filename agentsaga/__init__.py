@@ -12,6 +12,8 @@ before anything is retried or undone.
     def create_ticket(summary: str, order_id: str, idempotency_key: str) -> dict: ...
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agentsaga.errors import (
     CompensationUnavailable,
     ConfigurationError,
@@ -33,6 +35,7 @@ from agentsaga.errors import (
     RunEnded,
     RunNotFound,
     SagaError,
+    SettlementError,
     ToolError,
     UnknownTool,
 )
@@ -76,7 +79,9 @@ __all__ = [
     "RunEnded",
     "RunNotFound",
     "SagaError",
+    "SettlementError",
     "ToolError",
+    "ToolNeedsHuman",
     "ToolSpec",
     "UnknownTool",
     "compensation_key",
@@ -86,3 +91,16 @@ __all__ = [
     "step_key",
     "tool",
 ]
+
+if TYPE_CHECKING:
+    from agentsaga.client.errors import ToolNeedsHuman
+
+
+def __getattr__(name: str) -> Any:
+    """The agent-side `ToolNeedsHuman`, imported on first use (it brings gRPC along, which a
+    tools module importing `agentsaga` does not need)."""
+    if name == "ToolNeedsHuman":
+        from agentsaga.client.errors import ToolNeedsHuman
+
+        return ToolNeedsHuman
+    raise AttributeError(f"module 'agentsaga' has no attribute {name!r}")

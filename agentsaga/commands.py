@@ -1,4 +1,5 @@
-"""Small commands: `migrate`, `log --run RUN`, `approve` (the pivot) and `corrections`."""
+"""Small commands: `migrate`, `log --run RUN`, `approve` (the pivot), `settle` (a step no lookup
+can settle) and `corrections`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import getpass
 import json
 
-from agentsaga import corrections, pivot, telemetry
+from agentsaga import corrections, human_settlement, pivot, telemetry
 from agentsaga.database import open_saga_log
 from agentsaga.loading import load_tools
 from agentsaga.settings import Settings
@@ -170,6 +171,44 @@ def run_approve(args: argparse.Namespace) -> int:
           f"{record.decided_by} at {record.decided_at}")
     if record.decision == "Rejected":
         print(f"the run will not commit; unwind it with `agentsaga unwind --run {args.run}`")
+    return 0
+
+
+def configure_settle(parser: argparse.ArgumentParser) -> None:
+    add_dsn(parser)
+    parser.add_argument("--run", required=True, help="the run id")
+    parser.add_argument("--step", required=True, type=int, help="the step to settle (see "
+                        "`agentsaga log --run RUN`)")
+    said = parser.add_mutually_exclusive_group(required=True)
+    said.add_argument("--happened", action="store_const", dest="outcome", const="Happened",
+                      help="its effect exists in the real system")
+    said.add_argument("--not-happened", action="store_const", dest="outcome",
+                      const="NotHappened", help="it never took effect")
+    parser.add_argument("--ref", default=None, help="the effect's id in the real system "
+                        "(with --happened; an unwind uses it)")
+    parser.add_argument("--reason", required=True, help="how you know, for the record")
+    parser.add_argument("--settler", "--by", default=getpass.getuser(),
+                        help="who settles (default: the current user)")
+    parser.add_argument("--key", default=None, help="the step's idempotency key, checked "
+                        "against the log (guards against settling the wrong step)")
+
+
+def run_settle(args: argparse.Namespace) -> int:
+    """A person's settlement of an UNKNOWN step, through the same validation as the
+    operator's `status.settlements`."""
+    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
+    try:
+        done = human_settlement.settle(
+            saga_log, args.run, args.step, human_settlement.outcome(args.outcome),
+            settler=args.settler, reason=args.reason, ref=args.ref, step_key=args.key)
+    finally:
+        saga_log.close()
+    item, step = done.settlement, done.step
+    verb = "settled" if done.recorded else "was settled before (nothing changed)"
+    print(f"run {args.run} step {step.step_idx} {step.tool}: {verb} as {item.outcome} by "
+          f"{item.settler}; the step is {step.status}"
+          + (f" (ref {step.external_ref})" if step.external_ref else ""))
+    print(f"continue with `agentsaga unwind --run {args.run}` (or let the agent call again)")
     return 0
 
 

@@ -2,6 +2,8 @@
 
     pure tool ............................................. call it; no row (R2)
     newest row unsettled, other tool ...................... STEP_UNRESOLVED, nothing called (R3)
+                                                            (NEEDS_HUMAN if only a person can
+                                                            settle it)
     newest row unsettled, same tool ....................... reconcile by key first (R7):
         found (or observed by a late call) ............. CONFIRMED, the found result
         certainly not executed ......................... run the same step again, same key
@@ -9,6 +11,7 @@
                                                          this attempt is recorded beside it)
         not yet certain ................................ UNKNOWN, retry after N seconds
         unknown ........................................ UNKNOWN again
+        no lookup can tell ............................. NEEDS_HUMAN: stop, a person settles it
     otherwise ............................................. a new step: next index, its key
     gate (pivot, approval) ................................ NEEDS_APPROVAL, no row (R6, R10)
     compensation + audience built, INTENDED committed ..... then the call (R2, R6, R9)
@@ -16,29 +19,27 @@
     the call returned, but its writer was fenced or
     its row settled by someone else ...................... what it saw is recorded as an
                                                             observation (never thrown away)
+    the call unknown, and the tool has no lookup .......... NEEDS_HUMAN: a person settles it
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from agentsaga import crashpoints, pivot, telemetry
 from agentsaga.calls import DispatchResult
 from agentsaga.errors import (
+    CompensationUnavailable,
     Fenced,
-    InvalidArguments,
     LogUnavailable,
     OutcomeUnknown,
     Rejected,
     RunEnded,
 )
 from agentsaga.keys import step_key
-from agentsaga.reconcile import Reconciler
+from agentsaga.reconcile import Reconciler, no_lookup_why, settle_command
 from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import Run, SagaLog, Step
@@ -48,6 +49,12 @@ logger = logging.getLogger(__name__)
 UNKNOWN_MESSAGE = (
     "outcome unknown: the call may or may not have happened. Do not retry with new arguments "
     "and do not assume it failed; call the same tool again to let the harness resolve it."
+)
+
+NEEDS_HUMAN_MESSAGE = (
+    "only a person can settle this step: its outcome is unknown and the tool has no lookup. "
+    "Do not call {tool} again and do not work around it with other tools; tell the user what "
+    "you were doing and end your turn. A person records what happened with `{command}`."
 )
 
 
@@ -90,6 +97,8 @@ class Dispatcher:
             retry_of = newest  # R3: settled as never happened (by a job); same step, same key
         elif newest is not None and not newest.settled:
             if newest.tool != spec.name:
+                if newest.status == StepStatus.UNKNOWN and self._no_lookup(newest.tool):
+                    return _needs_human(newest)
                 return DispatchResult(
                     DispatchOutcome.STEP_UNRESOLVED, newest.step_idx, newest.idempotency_key,
                     status=newest.status,
@@ -100,6 +109,8 @@ class Dispatcher:
             reconciled = self.reconciler.settle(  # R7 before any retry
                 newest, epoch, resend_same=args == self._last_sent(newest))
             settled = reconciled.step
+            if reconciled.needs_human:
+                return _needs_human(settled)
             if settled.status == StepStatus.CONFIRMED:
                 return _confirmed(settled, "already happened: found by its idempotency key")
             if settled.status != StepStatus.NOT_EXECUTED:
@@ -114,6 +125,12 @@ class Dispatcher:
             return DispatchResult(DispatchOutcome.NEEDS_APPROVAL, step_idx, key,
                                   message=admission.reason)
         compensation = spec.build_compensation(args, key)  # R6: before the call, or refuse
+        if compensation is not None and compensation.tool not in self.registry:
+            raise CompensationUnavailable(
+                f"tool {spec.name!r}: its compensation names the tool {compensation.tool!r}, "
+                "which is not registered in this process, so an unwind could never run it; "
+                "the call was refused and nothing was written or sent. Register "
+                f"{compensation.tool!r} in the same tools module (--tools)")
         audience = spec.audience(args)  # R9
         comp_json = None if compensation is None else compensation.to_json()
         if retry_of is not None:  # the row keeps what was first sent (R11)
@@ -194,9 +211,20 @@ class Dispatcher:
             return DispatchResult(DispatchOutcome.FAILED, step.step_idx, step.idempotency_key,
                                   message=error or "",
                                   status=row.status if row else StepStatus.FAILED)
+        if outcome == StepStatus.UNKNOWN and row is not None and spec.lookup is None:
+            # no lookup will ever tell: hand the step to a person, and tell the agent to stop
+            try:
+                self.saga_log.ask_human(row.run_id, epoch, row.step_idx, row.idempotency_key,
+                                        no_lookup_why(row))
+            except LogUnavailable as exc:  # the next reconcile of the step asks again
+                logger.warning("step not handed to a human yet: %s", exc, extra=extra)
+            return _needs_human(row)
         if outcome == StepStatus.UNKNOWN or row is None:
             return _unknown(row or step, self._retry_after(step, spec))
         return _confirmed(row, "")
+
+    def _no_lookup(self, tool: str) -> bool:
+        return tool in self.registry and self.registry.get(tool).lookup is None
 
 
 
@@ -207,6 +235,14 @@ def _confirmed(step: Step, message: str) -> DispatchResult:
                           step.result, step.external_ref, message, step.status)
 
 
+def _needs_human(step: Step) -> DispatchResult:
+    message = NEEDS_HUMAN_MESSAGE.format(
+        tool=step.tool, command=settle_command(step.run_id, step.step_idx))
+    return DispatchResult(DispatchOutcome.NEEDS_HUMAN, step.step_idx, step.idempotency_key,
+                          message=f"step {step.step_idx} ({step.tool}): {message}",
+                          status=step.status)
+
+
 def _unknown(step: Step, retry_after_s: float | None = None) -> DispatchResult:
     detail = f" ({step.error})" if step.error else ""
     if retry_after_s is not None:
@@ -215,39 +251,6 @@ def _unknown(step: Step, retry_after_s: float | None = None) -> DispatchResult:
     return DispatchResult(DispatchOutcome.UNKNOWN, step.step_idx, step.idempotency_key,
                           message=UNKNOWN_MESSAGE + detail, status=step.status,
                           retry_after_s=retry_after_s)
-
-
-@functools.lru_cache(maxsize=1024)
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
-    """A tool's signature, read once per function (inspect.signature is slow on every call)."""
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-def check_signature(spec: ToolSpec, args: JSON) -> None:
-    """Refuse arguments the tool cannot take before anything is written."""
-    if "idempotency_key" in args:
-        raise InvalidArguments("idempotency_key is set by the harness, never by the agent (R3)")
-    problem = _binding_problem(spec.fn, spec.cls == "pure", tuple(args))
-    if problem:
-        raise InvalidArguments(f"tool {spec.name!r}: {problem}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _binding_problem(fn: Callable[..., Any], pure: bool, names: tuple[str, ...]) -> str:
-    """Why the tool cannot be called with these keyword arguments ('' if it can). Binding
-    keywords depends on their names only, so the answer is kept per tool and names."""
-    signature = _signature(fn)
-    if signature is None:
-        return ""
-    extra = () if pure else ("idempotency_key",)
-    try:
-        signature.bind(**dict.fromkeys((*names, *extra)))
-    except TypeError as exc:
-        return str(exc)
-    return ""
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,11 +1,17 @@
 """`agentsaga reconcile --run RUN` and `agentsaga unwind --run RUN`: one-shot jobs from the same
 image as the sidecar (the operator starts them for orphaned runs). Both adopt the run (R12),
-print what they found, compensated and queued, and exit 1 while anything is left unsettled.
+print what they found, compensated and queued, and exit 0 only when nothing is left:
 
-A row that is UNKNOWN only because its absence is not yet certain (R7: the call's deadline plus
-the time its effect takes to show has not passed) is waited for, with a countdown on stderr; with
-`--no-wait` the command exits NOT_YET_CERTAIN (75) at once and says when to run it again. The
-operator's Jobs wait."""
+    0   settled, and nothing waits for a person
+    1   something is left unsettled that running the command again may settle
+    3   only a person can go on: a step no lookup can settle, or a correction to decide or
+        send (each is printed with the command that does it)
+    75  (`--no-wait`) only time is missing: a row is UNKNOWN because its absence is not yet
+        certain (R7: the call's deadline plus the time its effect takes to show has not
+        passed); the command says when to run it again
+
+Without `--no-wait` such rows are waited for, with a countdown on stderr; the operator's Jobs
+wait."""
 
 from __future__ import annotations
 
@@ -75,14 +81,26 @@ def _settle(args: argparse.Namespace, action: str) -> int:
         saga_log.close()
         telemetry.shutdown()  # flush before the Job's container exits
     print(json.dumps(report.to_json(), indent=2, default=str) if args.json else render(report))
-    if report.settled:
+    return exit_code(report, action)
+
+
+NEEDS_HUMAN_EXIT = 3
+"""The exit code of a reconcile or unwind after which only a person can go on."""
+
+
+def exit_code(report: SettleReport, action: str = "") -> int:
+    """0 settled; NOT_YET_CERTAIN when only time is missing (`--no-wait`); NEEDS_HUMAN_EXIT
+    when a person must act; 1 when running again may settle the rest."""
+    if report.settled and not report.needs_human:
         return 0
     if report.wait_s is not None:
         again = datetime.now(UTC) + timedelta(seconds=report.wait_s)
-        print(f"not yet certain: run `agentsaga {action} --run {args.run}` again after "
+        print(f"not yet certain: run `agentsaga {action} --run {report.run_id}` again after "
               f"{again:%Y-%m-%d %H:%M:%S} UTC (in {report.wait_s:.0f}s), or without --no-wait "
               "to wait for it", file=sys.stderr)
         return NOT_YET_CERTAIN
+    if report.needs_human:
+        return NEEDS_HUMAN_EXIT
     return 1
 
 
@@ -106,8 +124,10 @@ def countdown(seconds: float, report: SettleReport, *, sleep: Sleep = time.sleep
 
 def render(report: SettleReport) -> str:
     """The report as a person reads it: what was found, compensated, queued, left."""
-    lines = [f"{report.action} of run {report.run_id} (epoch {report.epoch}): "
-             + ("settled" if report.settled else "NOT settled")]
+    done = "settled" if report.settled else "NOT settled"
+    if report.needs_human:
+        done += f", WAITING FOR A PERSON ({len(report.waiting)})"
+    lines = [f"{report.action} of run {report.run_id} (epoch {report.epoch}): {done}"]
     sections = [("found by key", report.reconciled), ("compensated", report.compensated),
                 ("queued as corrections", report.queued),
                 ("compensation failed (needs a human)", report.failed),
@@ -120,6 +140,10 @@ def render(report: SettleReport) -> str:
         if items:
             lines.append(f"  {title}:")
             lines += [f"    {_line(item)}" for item in items]
+    if report.waiting:
+        lines.append("  waiting for a person (the run is not done until each is settled):")
+        lines += [f"    step {w['step_idx']} {w['tool']}: {w['what']}; run: {w['command']}"
+                  for w in report.waiting]
     return "\n".join(lines)
 
 

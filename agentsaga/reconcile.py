@@ -15,8 +15,9 @@ Unwind, the Jobs and the benchmark (many rows of many runs):
                                        the real system still dedupes it (`time_contract`)
     still empty, not yet certain ..... UNKNOWN, with the time it will be certain (retry after)
     found (either time) .............. CONFIRMED, with the effect's id and result
-    a lookup that fails .............. UNKNOWN, with why (only a human settles it then)
-    a tool with no lookup ............ UNKNOWN: a human settles it
+    a lookup that fails .............. UNKNOWN, with why (asked again next time)
+    a tool with no lookup ............ UNKNOWN, handed to a human (`needs_human`): only a
+                                       person settles it (`agentsaga settle`)
     a row another writer settled ..... reported as it now is
     NOT_EXECUTED, effect observed .... re-opened as CONFIRMED (settle_run), so the unwind
                                        compensates it
@@ -56,6 +57,11 @@ class Reconciled:
     """not_yet_certain: when an empty lookup will prove absence (the database's clock)."""
     retry_after_s: float | None = None
     """not_yet_certain: seconds from now until then."""
+
+    @property
+    def needs_human(self) -> bool:
+        """The row stays UNKNOWN and no lookup can ever settle it: a person must."""
+        return self.finding == "no_lookup" and self.step.status == StepStatus.UNKNOWN
 
 
 @dataclass
@@ -136,8 +142,10 @@ class Reconciler:
                     f"tool {step.tool!r} is not registered in this process")
             elif spec.lookup is None:
                 done[_id(step)] = self._unknown(
-                    step, epoch_of(step), "no_lookup",
-                    f"tool {step.tool!r} declares no lookup; a human must settle it")
+                    step, epoch_of(step), "no_lookup", no_lookup_why(step))
+                if done[_id(step)].needs_human:
+                    self.saga_log.ask_human(step.run_id, epoch_of(step), step.step_idx,
+                                            step.idempotency_key, no_lookup_why(step))
             else:
                 lookable.append((step, spec))
         first = self._round(lookable, 1, lookup_spans)
@@ -222,7 +230,23 @@ class Reconciler:
     def _unknown(self, step: Step, epoch: int, finding: Finding, detail: str) -> Reconciled:
         updated = self.saga_log.record_outcome(step.run_id, epoch, step.step_idx,
                                                StepStatus.UNKNOWN, error=detail)
-        return Reconciled(updated or step, finding, detail, was=step.status)
+        if updated is None:  # settled meanwhile (by a person, or another writer)
+            current = self.saga_log.step(step.run_id, step.step_idx)
+            return Reconciled(current or step, "already_settled", was=step.status)
+        return Reconciled(updated, finding, detail, was=step.status)
+
+
+def no_lookup_why(step: Step) -> str:
+    """Why a person has to settle this step, and how."""
+    command = settle_command(step.run_id, step.step_idx)
+    return (f"tool {step.tool!r} declares no lookup: only a person can tell whether step "
+            f"{step.step_idx} happened; record it with `{command}`")
+
+
+def settle_command(run_id: str, step_idx: int) -> str:
+    """The command that records a person's settlement of a step."""
+    return (f"agentsaga settle --run {run_id} --step {step_idx} "
+            "(--happened [--ref ID] | --not-happened) --reason TEXT")
 
 
 def _id(step: Step) -> tuple[str, int]:

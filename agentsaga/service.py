@@ -36,7 +36,7 @@ from agentsaga.calls import (
     RunView,
     ToolInfo,
 )
-from agentsaga.dispatch import Dispatcher, RunPolicy, check_signature
+from agentsaga.dispatch import Dispatcher, RunPolicy
 from agentsaga.errors import PermissionDenied, PivotError, RunEnded, RunNotFound
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler
@@ -48,7 +48,7 @@ from agentsaga.settlement import reconcile_owned, unwind_owned
 from agentsaga.states import DispatchOutcome, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog
 from agentsaga.time_contract import parse_overrides
-from agentsaga.tool_schema import input_schema
+from agentsaga.tool_schema import check_arguments, input_schema
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class SagaService:
         run_id = call.run_id
         check_run_id(run_id)
         spec = self.registry.get(call.tool)
-        check_signature(spec, call.args)
+        check_arguments(spec, call.args)  # typed, before anything is written (R2)
         if not spec.logged:
             self._check_open(self.saga_log.require_run(run_id))
             return self.dispatcher.call_pure(spec, call.args)
@@ -213,6 +213,8 @@ class SagaService:
             # read once, used for the pivot too; no read at all while this process holds the
             # run's epoch and wrote its newest step itself (SagaLog.cursor)
             cursor = self.saga_log.cursor(run_id, epoch)
+            if cursor is not None and cursor[1] is not None and not cursor[1].settled:
+                cursor = None  # a person may have settled it since (agentsaga settle): read
             run, newest = cursor if cursor is not None else self.saga_log.run_and_newest(run_id)
             if run is None:
                 raise RunNotFound(run_id)

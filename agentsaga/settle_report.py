@@ -27,11 +27,19 @@ class SettleReport:
     unsettled: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     corrections: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    """What waits for a person, each with the command that settles or decides it: steps no
+    lookup can settle, corrections not yet decided or sent."""
     state: str = ""
 
     @property
     def settled(self) -> bool:
         return not (self.failed or self.pending or self.unsettled)
+
+    @property
+    def needs_human(self) -> bool:
+        """A person must act before the run is done (the command exits non-zero)."""
+        return bool(self.waiting)
 
     def add_reconciled(self, results: Iterable[Reconciled]) -> None:
         """R7's findings: what was found or not (reconciled), what stays unknown (unsettled)."""
@@ -66,4 +74,5 @@ class SettleReport:
                 "settled": self.settled, "state": self.state, "reconciled": self.reconciled,
                 "compensated": self.compensated, "queued": self.queued, "failed": self.failed,
                 "pending": self.pending, "unsettled": self.unsettled, "skipped": self.skipped,
-                "corrections": self.corrections, "wait_s": self.wait_s}
+                "corrections": self.corrections, "wait_s": self.wait_s, "waiting": self.waiting,
+                "needs_human": self.needs_human}

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from agentsaga import telemetry
-from agentsaga.reconcile import Reconciler
+from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import Registry
 from agentsaga.settle_report import Action, SettleReport
-from agentsaga.states import RunState
+from agentsaga.states import CorrectionState, RunState
 from agentsaga.store import SagaLog
 from agentsaga.unwind import Unwinder
 
@@ -68,6 +69,28 @@ def _until_certain(settle: Callable[[], SettleReport], wait: Wait | None) -> Set
     return report
 
 
+def waiting_for_humans(saga_log: SagaLog, run_id: str) -> list[dict[str, Any]]:
+    """Everything of the run that waits for a person, with the exact command for each: a step
+    no lookup can settle, a Proposed correction (decide it), an approved one not sent yet."""
+    waiting: list[dict[str, Any]] = []
+    for item in saga_log.settlements(run_id, waiting_only=True):
+        step = saga_log.step(run_id, item.step_idx)
+        waiting.append({"step_idx": item.step_idx, "tool": step.tool if step else "",
+                        "what": "step outcome unknown, no lookup can settle it",
+                        "command": settle_command(run_id, item.step_idx)})
+    for correction in saga_log.corrections(run_id, pending_only=True):
+        if correction.state == CorrectionState.PROPOSED:
+            what = "correction proposed, not decided"
+            command = (f"agentsaga corrections --run {run_id} --approve {correction.step_idx}"
+                       f" (or --dismiss {correction.step_idx})")
+        else:
+            what = f"correction {correction.state}, not sent"
+            command = f"agentsaga corrections --run {run_id} --send --tools MODULE"
+        waiting.append({"step_idx": correction.step_idx, "tool": correction.tool,
+                        "what": what, "command": command})
+    return waiting
+
+
 def _settle(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, action: Action,
             recheck_pause_s: float, sleep: Sleep) -> SettleReport:
     with telemetry.job_span(action, saga_log, run_id) as span:
@@ -82,6 +105,7 @@ def _settle(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, acti
             if report.settled:
                 saga_log.set_run_state(run_id, epoch, RunState.UNWOUND, end=True)
         report.corrections = [c.to_json() for c in saga_log.corrections(run_id)]
+        report.waiting = waiting_for_humans(saga_log, run_id)
         report.state = str(saga_log.require_run(run_id).state)
         span.settled(report.settled)
         return report

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import correction_approval, pods, run_facts, run_jobs
+from agentsaga.operator import correction_approval, pods, run_facts, run_jobs, settlements
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import (
@@ -82,6 +82,8 @@ def resync_once(ctx: Context, namespace: str, name: str) -> Obj | None:
         run_jobs.follow_job(ctx, run)
     if facts is not None:  # an approved correction whose Job was never created (a crash)
         correction_approval.ensure_jobs(ctx, run, facts)
+    if facts is not None and current == RunPhase.FAILED:  # settled by `agentsaga settle`
+        settlements.resume(ctx, run, facts)
     written = ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
     return written or run
 
@@ -103,6 +105,15 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
             patch["ownerEpoch"] = db.owner_epoch
         if status.get("irreversibleBeforePivot") != db.irreversible_before_pivot:
             patch["irreversibleBeforePivot"] = db.irreversible_before_pivot
+        human = run_facts.awaiting_human_column(facts.awaiting_human)
+        if status.get("awaitingHuman") != human:
+            patch["awaitingHuman"] = human
+        if "humanSteps" in status and not facts.human_steps:
+            patch["humanSteps"] = None  # nothing waits: the field goes
+        elif (status.get("humanSteps") or {}) != facts.human_steps:
+            shown = status.get("humanSteps") or {}
+            patch["humanSteps"] = {**{k: None for k in shown if k not in facts.human_steps},
+                                   **facts.human_steps}
         old = status.get("corrections") or {}
         if old != facts.corrections:
             patch["corrections"] = {**{k: None for k in old if k not in facts.corrections},

@@ -88,7 +88,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     def ListTools(self, request: pb.ListToolsRequest) -> pb.ListToolsResponse:
         return pb.ListToolsResponse(tools=[
             pb.ToolInfo(name=t.name, tool_class=t.tool_class, description=t.description,
-                        has_lookup=t.has_lookup, has_compensation=t.has_compensation)
+                        has_lookup=t.has_lookup, has_compensation=t.has_compensation,
+                        input_schema_json=json.dumps(t.input_schema))
             for t in self.service.list_tools()])
 
     @rpc

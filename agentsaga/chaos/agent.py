@@ -55,7 +55,7 @@ class Agent:
             if outcome == "CONFIRMED":
                 result: dict[str, Any] = json.loads(reply.result_json or "{}")
                 return result
-            if outcome == "FAILED":
+            if outcome in ("FAILED", "NEEDS_HUMAN"):  # NEEDS_HUMAN: stop, as the prompt says
                 return None
             if outcome == "NEEDS_APPROVAL":
                 raise RuntimeError(f"{tool} needs approval: {reply.message}")
@@ -73,7 +73,7 @@ class Agent:
         for _ in range(attempts):
             reply = self._retrying(
                 lambda sc: sc.client.dispatch_raw(run_id, step.tool, args), run_id)
-            if self.note(run_id, reply) in ("CONFIRMED", "FAILED", "NEEDS_APPROVAL"):
+            if self.note(run_id, reply) in ("CONFIRMED", "FAILED", "NEEDS_APPROVAL", "NEEDS_HUMAN"):
                 return
             time.sleep(_pause(reply))
 

@@ -28,6 +28,7 @@ from agentsaga.chaos.agent import Agent
 from agentsaga.chaos.invariants import Answer, Violation, check
 from agentsaga.chaos.processes import EmbeddedPostgres, Output, Processes, Sidecar
 from agentsaga.connectors.tools import SEARCHED_TOOLS
+from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.world import Fault, World
@@ -350,7 +351,7 @@ class RunContext:
         if fault is not None:
             self.fired(fault, code == -9)
         for _ in range(3):  # restart the Job until the run is settled
-            if code == 0:
+            if code in (0, NEEDS_HUMAN_EXIT):  # settled, or only a person can go on
                 return
             code = self.procs.finish_job(self.procs.job("unwind", run_id))
 
@@ -401,7 +402,7 @@ class RunContext:
         code = self.procs.finish_job(job)
         self.fired("zombie_pod", refused)
         for _ in range(3):
-            if code == 0:
+            if code in (0, NEEDS_HUMAN_EXIT):  # settled, or only a person can go on
                 return
             code = self.procs.finish_job(self.procs.job("unwind", run_id))
 

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agentsaga.connectors import http as generic_http
 from agentsaga.connectors.config import ConnectorConfig
 from agentsaga.connectors.email import EmailConnector
 from agentsaga.connectors.jira import JiraTickets
 from agentsaga.connectors.stripe import StripeConnector
+from agentsaga.connectors.stripe_currencies import Amount, Currency
 from agentsaga.connectors.warehouse import WarehouseConnector
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import Rejected
@@ -166,23 +167,25 @@ def register_tickets(registry: Registry, tickets: Tickets,
 def register_stripe(registry: Registry, stripe: StripeConnector) -> None:
     timing = TimeContract(stripe.http.timeout_s, STRIPE_SEARCH_LAG_S, STRIPE_DEDUPES_S)
 
-    def charge_card(customer_id: str, amount: int, idempotency_key: str, currency: str = "usd",
-                    reason: str = "", order_id: str = "", payment_method: str = "pm_card_visa",
-                    receipt: bool = False) -> Effect:
+    def charge_card(customer_id: str, amount: Amount, idempotency_key: str,
+                    currency: Currency = "usd", reason: str = "", order_id: str = "",
+                    payment_method: str = "pm_card_visa", receipt: bool = False) -> Effect:
         """Authorise a card payment (manual capture: a hold until capture_payment)."""
         return stripe.charge_card(customer_id, amount, idempotency_key, currency=currency,
                                   reason=reason, order_id=order_id,
                                   payment_method=payment_method, receipt=receipt)
 
-    def capture_payment(payment_intent: str, idempotency_key: str, amount: int | None = None,
-                        receipt: bool = False) -> Effect:
+    def capture_payment(payment_intent: str, idempotency_key: str,
+                        amount: Amount | None = None, receipt: bool = False) -> Effect:
         """Commit step: capture an authorised payment."""
         return stripe.capture_payment(payment_intent, idempotency_key, amount=amount,
                                       receipt=receipt)
 
     def cancel_or_refund_payment(idempotency_key: str, payment: str | None = None,
-                                 charge_key: str | None = None, amount: int | None = None,
-                                 reason: str = "requested_by_customer") -> Effect:
+                                 charge_key: str | None = None, amount: Amount | None = None,
+                                 reason: Literal["duplicate", "fraudulent",
+                                                 "requested_by_customer"] = "requested_by_customer",
+                                 ) -> Effect:
         """Cancel an authorisation, or refund a captured payment."""
         return stripe.cancel_or_refund_payment(idempotency_key, payment=payment,
                                                charge_key=charge_key, amount=amount,

@@ -16,6 +16,7 @@ from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
 from agentsaga.store.hooks import NoHooks, StoreHooks
 from agentsaga.store.runs import RunStatements
+from agentsaga.store.settlements import SettlementStatements
 from agentsaga.store.steps import StepStatements
 from agentsaga.store.timing import TimingStatements
 from agentsaga.store.waits import WaitStatements
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStatements,
-              CountStatements, WaitStatements):
+              CountStatements, WaitStatements, SettlementStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 

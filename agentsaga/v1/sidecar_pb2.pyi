@@ -44,6 +44,8 @@ class _OutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Outcome.Value
     """a previous step's outcome is still unknown; call that tool again"""
     NEEDS_APPROVAL: _Outcome.ValueType  # 5
     """a human must approve this call at the pivot first"""
+    NEEDS_HUMAN: _Outcome.ValueType  # 6
+    """only a human can settle this step (no lookup): stop and end the turn"""
 
 class Outcome(_Outcome, metaclass=_OutcomeEnumTypeWrapper): ...
 
@@ -58,6 +60,8 @@ STEP_UNRESOLVED: Outcome.ValueType  # 4
 """a previous step's outcome is still unknown; call that tool again"""
 NEEDS_APPROVAL: Outcome.ValueType  # 5
 """a human must approve this call at the pivot first"""
+NEEDS_HUMAN: Outcome.ValueType  # 6
+"""only a human can settle this step (no lookup): stop and end the turn"""
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
 
 @_typing.final
@@ -329,11 +333,14 @@ class ToolInfo(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     HAS_LOOKUP_FIELD_NUMBER: _builtins.int
     HAS_COMPENSATION_FIELD_NUMBER: _builtins.int
+    INPUT_SCHEMA_JSON_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     tool_class: _builtins.str
     description: _builtins.str
     has_lookup: _builtins.bool
     has_compensation: _builtins.bool
+    input_schema_json: _builtins.str
+    """JSON Schema of the arguments, checked before the intent"""
     def __init__(
         self,
         *,
@@ -342,10 +349,11 @@ class ToolInfo(_message.Message):
         description: _builtins.str = ...,
         has_lookup: _builtins.bool = ...,
         has_compensation: _builtins.bool = ...,
+        input_schema_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "has_compensation", b"has_compensation", "has_lookup", b"has_lookup", "name", b"name", "tool_class", b"tool_class"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "has_compensation", b"has_compensation", "has_lookup", b"has_lookup", "input_schema_json", b"input_schema_json", "name", b"name", "tool_class", b"tool_class"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -177,6 +177,26 @@ def build_registry() -> Registry:
     def send_correction(to: str, body: str, idempotency_key: str) -> dict[str, Any]:
         return _effect("send_correction", "correction", idempotency_key, {"to": to, "body": body})
 
+    # the compensations named above: every compensation names a registered tool (R6)
+    @registry.tool(cls="irreversible", audience=["support_team"], lookup=NO_LOOKUP)
+    def reopen_ticket(by_key: str, idempotency_key: str) -> dict[str, Any]:
+        with _conn() as conn:
+            conn.execute("UPDATE ledger SET closed = false WHERE key = %s", (by_key,))
+        return {"reopened": by_key}
+
+    @registry.tool(cls="irreversible", audience=["finance"], lookup=NO_LOOKUP)
+    def refund(charge_key: str, idempotency_key: str, amount: int | None = None
+               ) -> dict[str, Any]:
+        with _conn() as conn:
+            conn.execute("UPDATE ledger SET closed = true WHERE key = %s", (charge_key,))
+        return {"refunded": charge_key, "amount": amount}
+
+    @registry.tool(cls="irreversible", audience=["agent"], lookup=NO_LOOKUP)
+    def delete_draft(by_key: str, idempotency_key: str) -> dict[str, Any]:
+        with _conn() as conn:
+            conn.execute("UPDATE ledger SET closed = true WHERE key = %s", (by_key,))
+        return {"deleted": by_key}
+
     return registry
 
 
