@@ -38,7 +38,11 @@ CREATE TABLE IF NOT EXISTS ledger_calls (
 
 
 def _conn() -> psycopg.Connection[dict[str, Any]]:
-    return psycopg.connect(os.environ["LEDGER_DSN"], autocommit=True, row_factory=dict_row)
+    dsn = os.environ.get("LEDGER_DSN")
+    if not dsn:
+        raise RuntimeError("LEDGER_DSN is not set in this process: the ledger tools write to the "
+                           "database it names (the `ledger` fixture, or the cluster's DSN)")
+    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
 
 
 def setup(dsn: str) -> None:
