@@ -18,7 +18,7 @@ from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.settlement import reconcile_run, unwind_run
 from agentsaga.store import SagaLog
-from agentsaga.world import Fault, World
+from agentsaga.world import Fault, ManualClock, World
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
 CHARGE = {"customer_id": "cus_1", "amount": 500, "order_id": "1182"}
@@ -47,16 +47,17 @@ def statuses(log: SagaLog, run_id: str) -> list[tuple[str, str, str | None]]:
 
 
 def test_reconcile_settles_unknown_rows_through_a_lagging_index(
-        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+        world: World, clock: ManualClock, dispatcher: SagaService, saga_log: SagaLog,
+        registry: Registry) -> None:
+    world.set_search_lag(0.2)
     dispatcher.begin_run("r1")
     world.faults.add(Fault("POST", "/rest/api/3/issue", "commit_then_504", on_call=1))
     assert dispatcher.dispatch("r1", "create_ticket", TICKET).outcome == "UNKNOWN"
-    world.set_search_lag(0.2)
     pauses: list[float] = []
 
     def pause(seconds: float) -> None:
         pauses.append(seconds)
-        world.set_search_lag(0.0)  # the index catches up during the pause
+        clock.advance(seconds)  # the index catches up during the pause
 
     report = reconcile_run(saga_log, registry, "r1", "job", recheck_pause_s=0.3, sleep=pause)
     assert pauses == [0.3]
