@@ -164,3 +164,34 @@ def test_unwind_killed_half_way_and_restarted_compensates_nothing_twice(
     with psycopg.connect(pg) as conn:
         assert conn.execute("SELECT count(*) FROM corrections WHERE run_id = 'r7'"
                             ).fetchone() == (2,)
+
+
+def test_the_unwind_report_names_each_step_and_what_became_of_it(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    """What an operator reads after an unwind (`agentsaga unwind` prints it): every step, newest
+    first, with what was done to it, or why nothing was."""
+    dispatcher.begin_run("r9")
+    dispatcher.dispatch("r9", "create_ticket", TICKET)
+    world.faults.add(Fault("POST", "/v1/payment_intents", "reject", status=402))
+    dispatcher.dispatch("r9", "charge_card", CHARGE)
+    dispatcher.dispatch("r9", "search_orders", {"order_id": "1182"})
+    ticket = world.truth()["tickets"][0]["key"]
+    first = unwind_run(saga_log, registry, "r9", "job", recheck_pause_s=0.01)
+    again = unwind_run(saga_log, registry, "r9", "job2", recheck_pause_s=0.01)
+    silent = [{"step_idx": 0, "tool": "create_ticket", "audience": ["support_team"], "rank": 10,
+               "state": "Silent", "correction": None}]
+    assert first.to_json() == {
+        "run_id": "r9", "action": "unwind", "epoch": 2, "settled": True, "state": "unwound",
+        "reconciled": [], "queued": [], "failed": [], "pending": [], "unsettled": [],
+        "compensated": [{"step_idx": 0, "tool": "create_ticket", "compensation": "close_ticket",
+                         "ref": ticket, "correction": "Silent"}],
+        "skipped": [{"step_idx": 1, "tool": "charge_card", "why": "FAILED"}],
+        "corrections": silent}
+    assert again.to_json() == {
+        "run_id": "r9", "action": "unwind", "epoch": 3, "settled": True, "state": "unwound",
+        "reconciled": [], "compensated": [], "queued": [], "failed": [], "pending": [],
+        "unsettled": [],
+        "skipped": [{"step_idx": 1, "tool": "charge_card", "why": "FAILED"},
+                    {"step_idx": 0, "tool": "create_ticket", "why": "compensated before"}],
+        "corrections": silent}
+    assert [t["state"] for t in world.truth()["tickets"]] == ["closed"]
