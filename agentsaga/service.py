@@ -249,9 +249,15 @@ class SagaService:
 
     def unwind(self, run_id: str) -> SettleReport:
         check_run_id(run_id)
-        with self.run_lock(run_id):
+        lock = self.run_lock(run_id)
+        if not lock.acquire(blocking=False):
+            logger.info("unwind waits for the call in flight", extra={"run_id": run_id})
+            lock.acquire()
+        try:
             return unwind_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
                                 recheck_pause_s=self.settings.recheck_pause_s, sleep=self.sleep)
+        finally:
+            lock.release()
 
 
 def _log_outcome(run_id: str, tool: str, out: DispatchResult) -> None:

@@ -98,6 +98,7 @@ def test_lookup_never_finding_settles_not_executed_and_runs_once_under_same_key(
     assert [r[2] for r in rows(ledger)] == ["FAILED", "CONFIRMED"]
 
 
+@pytest.mark.allow_effect_warnings("the lookup it provokes fails")
 def test_failed_lookup_leaves_step_unknown(dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r4")
     add_fault(ledger, "create_ticket", "unknown_after_commit")
@@ -177,6 +178,7 @@ def test_ended_run_refuses_calls(dispatcher: SagaService, ledger: str) -> None:
     assert rows(ledger) == []
 
 
+@pytest.mark.allow_effect_warnings("the outcome write it provokes fails")
 def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
         dispatcher: SagaService, ledger: str) -> None:
     dispatcher.begin_run("r12")
