@@ -15,6 +15,7 @@ from agentsaga.store.correction_rows import CorrectionStatements
 from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
 from agentsaga.store.hooks import NoHooks, StoreHooks
+from agentsaga.store.retention import RetentionStatements
 from agentsaga.store.runs import RunStatements
 from agentsaga.store.steps import StepStatements
 from agentsaga.store.waits import WaitStatements
@@ -23,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 class SagaLog(RunStatements, StepStatements, CorrectionStatements, CountStatements,
-              WaitStatements):
+              WaitStatements, RetentionStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 
