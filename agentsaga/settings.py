@@ -110,7 +110,16 @@ class OperatorSettings:
         "(key defaults to `dsn`)")
     resync_seconds: float = variable(
         "AGENTSAGA_OPERATOR_RESYNC_SECONDS", 10.0,
-        "how often each AgentRun is checked against Postgres and its pod", positive=True)
+        "how often the saga log of the unfinished AgentRuns is checked for changes (one query "
+        "per batch of runs; orphaned runs and runs a Job drives are resynced this often)",
+        positive=True)
+    full_resync_seconds: float = variable(
+        "AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS", 600.0,
+        "how often, besides events, each unfinished AgentRun is fully resynced against its pod "
+        "and the log (spread by ±25%); finished runs are never resynced", positive=True)
+    resync_batch: int = variable(
+        "AGENTSAGA_OPERATOR_RESYNC_BATCH", 500,
+        "runs whose saga log one change-check query reads", positive=True)
     job_deadline_seconds: int | None = variable(
         "AGENTSAGA_JOB_DEADLINE_SECONDS", None,
         "`activeDeadlineSeconds` of the reconcile/unwind Jobs (unset: no deadline); the orphan "

@@ -14,6 +14,7 @@ from agentsaga.store.connections import Database, describe
 from agentsaga.store.correction_rows import CorrectionStatements
 from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
+from agentsaga.store.fingerprints import FingerprintStatements
 from agentsaga.store.hooks import NoHooks, StoreHooks
 from agentsaga.store.retention import RetentionStatements
 from agentsaga.store.runs import RunStatements
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 class SagaLog(RunStatements, StepStatements, CorrectionStatements, CountStatements,
-              WaitStatements, RetentionStatements):
+              WaitStatements, RetentionStatements, FingerprintStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 
