@@ -155,10 +155,9 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
             patch["ownerEpoch"] = db.owner_epoch
         if status.get("irreversibleBeforePivot") != db.irreversible_before_pivot:
             patch["irreversibleBeforePivot"] = db.irreversible_before_pivot
-        old = status.get("corrections") or {}
-        if old != facts.corrections:
-            patch["corrections"] = {**{k: None for k in old if k not in facts.corrections},
-                                    **facts.corrections}
+        corrections = corrections_patch(status.get("corrections") or {}, facts.corrections)
+        if corrections:
+            patch["corrections"] = corrections
         pivot = pivot_status(db.pivot)
         known = status.get("pivot") or {}
         if pivot and (known.get("planHash"), known.get("state")) != (
@@ -174,6 +173,17 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
     if status.get("observedGeneration") != generation(run):
         patch["observedGeneration"] = generation(run)
     return patch or None
+
+
+def corrections_patch(shown: Obj, pending: dict[str, Obj]) -> Obj | None:
+    """The merge patch that makes status.corrections show the pending corrections. An entry
+    carrying a human's `approval` is left for the correction-approval handler to consume (or
+    refuse, with a condition), even when its correction no longer waits."""
+    gone: Obj = {k: None for k, v in shown.items()
+                 if k not in pending and not (v or {}).get("approval")}
+    changed = {k: v for k, v in pending.items()
+               if {f: x for f, x in (shown.get(k) or {}).items() if f != "approval"} != v}
+    return {**gone, **changed} or None
 
 
 def pivot_status(pivot: PivotRecord | None) -> Obj | None:

@@ -100,3 +100,17 @@ def fill_ended_runs(dsn: str, rows: int, *, prefix: str = "ended", steps_per_run
         conn.execute("ANALYZE saga_runs")
         conn.execute("ANALYZE saga_log")
     return runs
+
+
+def transactions(admin_dsn: str, dbname: str) -> int:
+    """Transactions committed and rolled back in database `dbname` so far (pg_stat_database,
+    read from `admin_dsn`'s database so that reading it does not count). An autocommit
+    statement is one transaction: for a client that only runs those, queries so far."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database"
+                           " WHERE datname = %s", (dbname,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def database_name(dsn: str) -> str:
+    return str(conninfo_to_dict(dsn).get("dbname") or "")
