@@ -12,7 +12,11 @@ before anything is retried or undone.
     def create_ticket(summary: str, order_id: str, idempotency_key: str) -> dict: ...
 """
 
-from agentsaga.errors import (
+from agentsaga import grpc_tuning as _grpc_tuning
+
+_grpc_tuning.apply()  # before anything imports grpc: its core reads GRPC_EXPERIMENTS once
+
+from agentsaga.errors import (  # noqa: E402
     CompensationUnavailable,
     ConfigurationError,
     CorrectionError,
@@ -36,8 +40,8 @@ from agentsaga.errors import (
     ToolError,
     UnknownTool,
 )
-from agentsaga.keys import compensation_key, step_key
-from agentsaga.registry import (
+from agentsaga.keys import compensation_key, step_key  # noqa: E402
+from agentsaga.registry import (  # noqa: E402
     NO_LOOKUP,
     TOOL_CLASSES,
     Compensation,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from agentsaga import grpc_tuning
 from agentsaga.environment import load, read_secret, variable
 
 __all__ = ["ConnectorSettings", "DebugSettings", "McpSettings", "OperatorSettings",
@@ -177,6 +178,10 @@ class Settings:
         "the tools modules: dotted names (the current directory is searched too) or files such "
         "as ./mytools.py, comma-separated")
     workers: int = variable("AGENTSAGA_WORKERS", 32, "gRPC worker threads", minimum=1)
+    grpc_experiments: str = variable(
+        "AGENTSAGA_GRPC_EXPERIMENTS", grpc_tuning.DEFAULT,
+        "`GRPC_EXPERIMENTS` for the sidecar and the client when it is not set (empty: grpc's "
+        "defaults); the default turns off the EventEngine paths, −0.3 ms a dispatch")
     recheck_pause_s: float = variable(
         "AGENTSAGA_RECHECK_PAUSE_S", 2.0, "R7: the pause before re-checking an empty lookup",
         minimum=0)
