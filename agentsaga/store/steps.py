@@ -11,7 +11,7 @@ from psycopg.rows import tuple_row
 
 from agentsaga.redact import redact_optional
 from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
-from agentsaga.store.base import StoreBase, text_array, to_json
+from agentsaga.store.base import StoreBase, stored_json, text_array, to_json
 from agentsaga.store.fencing import check_answer, check_epoch, fenced_sql, status_in
 from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
 
@@ -118,22 +118,31 @@ class StepStatements(StoreBase):
         `commit_index`: the approved commit step this is (R10; each runs once).
 
         Returns None when the step already exists (another writer got there first)."""
+        args_text, stored_args = stored_json(args)
+        comp_text, stored_comp = stored_json(compensation)
+
+        def built(row: tuple[Any, ...]) -> Step:
+            """The row from what was sent; the database assigns only its timestamps."""
+            return Step(run_id, step_idx, tool, tool_class, key, stored_args,
+                        StepStatus.INTENDED, None, None, None, stored_comp, list(audience),
+                        after_pivot, None, None, None, epoch, row[0], row[0])
+
         step = self._fenced_write(
             "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
             " status, compensation, audience, after_pivot, writer_epoch, commit_index)"
-            " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
-            " %(comp)s, %(audience)s::text[], %(after_pivot)s, %(epoch)s, %(commit)s"
-            " WHERE {fence}"
+            " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s::jsonb,"
+            " 'INTENDED', %(comp)s::jsonb, %(audience)s::text[], %(after_pivot)s, %(epoch)s,"
+            " %(commit)s WHERE {fence}"
             # R3 in the statement itself: no new step while one is unsettled (whatever this
             # process remembers, e.g. an async outcome lost to a Postgres crash)
             " AND NOT EXISTS (SELECT 1 FROM saga_log u WHERE u.run_id = %(run_id)s"
             f" AND u.{_UNSETTLED_SQL})"
-            f" ON CONFLICT DO NOTHING RETURNING {STEP_COLUMNS}",
+            " ON CONFLICT DO NOTHING RETURNING created_at",
             {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
-             "key": key, "args": to_json(args), "comp": to_json(compensation),
+             "key": key, "args": args_text, "comp": comp_text,
              "audience": text_array(audience), "after_pivot": after_pivot, "epoch": epoch,
              "commit": commit_index},
-            durable=True, allow_ended=False)
+            durable=True, allow_ended=False, make=built)
         if step is None:
             self.forget(run_id)  # the next dispatch reads what is really there
         else:
