@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from aiohttp import ClientSession, ClientTimeout, web
+from aiohttp import ClientConnectionResetError, ClientSession, ClientTimeout, web
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
         "host", "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailer"}
@@ -62,9 +62,12 @@ class CountingProxy:
             out = web.StreamResponse(status=reply.status,
                                      headers=_forwardable(reply.headers.items()))
             await out.prepare(request)
-            async for chunk in reply.content.iter_any():
-                await out.write(chunk)
-            await out.write_eof()
+            try:
+                async for chunk in reply.content.iter_any():
+                    await out.write(chunk)
+                await out.write_eof()
+            except (ConnectionResetError, ClientConnectionResetError):
+                pass  # the client went away (a watch the operator closed, or its exit)
             return out
 
     def count(self, since: float, until: float | None = None) -> int:

@@ -107,18 +107,27 @@ def _kubeconfig(path: Path, url: str) -> None:
 
 
 def _wait_quiet(proxy: CountingProxy, proc: subprocess.Popen[bytes], quiet_s: float,
-                deadline_s: float) -> None:
-    """Until the operator made no request for `quiet_s` (it did its first-sight work)."""
+                deadline_s: float, settled: Callable[[], bool] = lambda: True) -> None:
+    """Until `settled()` and the operator made no request for `quiet_s` (its first-sight work
+    on every object is done)."""
     deadline = time.monotonic() + deadline_s
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"the operator exited with {proc.returncode}")
         newest = proxy.quiet_since()
-        if newest and time.monotonic() - newest >= quiet_s:
+        if newest and time.monotonic() - newest >= quiet_s and settled():
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"the operator did not settle within {deadline_s:.0f} s")
-        time.sleep(0.1)
+        time.sleep(max(0.1, quiet_s / 4))
+
+
+def _all_seen(kube: KubeHttp, namespace: str, total: int) -> Callable[[], bool]:
+    """True once every AgentRun carries the operator's finalizer (kopf saw each of them)."""
+    def check() -> bool:
+        items = kube.call("GET", AR.format(ns=namespace))["items"]
+        return sum(1 for o in items if o["metadata"].get("finalizers")) >= total
+    return check
 
 
 def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
@@ -150,8 +159,9 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         progress("operator scale: waiting for the operator to settle")
-        _wait_quiet(proxy, proc, 3.0, 120.0 + runs * 0.05)
-        settle_s = time.monotonic() - started - 3.0
+        _wait_quiet(proxy, proc, 3.0, 300.0 + runs * 0.2,
+                    _all_seen(kube, namespace, len(finished) + len(live)))
+        settle_s = time.monotonic() - started
         progress(f"operator scale: idle for {idle_s:.0f} s")
         db = database_name(dsn)
         xacts = transactions(admin_dsn, db)
@@ -186,7 +196,7 @@ def _eviction_to_job(kube: KubeHttp, *, saga_log_dsn: str, namespace: str, prefi
     kube.agentrun(namespace, name, {"phase": "Running", "pod": {
         "name": pod, "uid": created["metadata"]["uid"], "namespace": namespace}},
         spec={"onOrphan": "reconcile", "orphanGracePeriodSeconds": 0})
-    _wait_quiet(proxy, proc, 1.0, 60.0)
+    _wait_quiet(proxy, proc, 1.0, 120.0)
     jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     before = {j["metadata"]["name"] for j in kube.call("GET", jobs)["items"]}
     start = time.monotonic()
