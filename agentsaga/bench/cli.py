@@ -186,8 +186,13 @@ def _operator_scale(out: dict[str, Any], args: argparse.Namespace, database: Ben
         out[key] = None
     if not args.operator_scale:
         return
-    found = operator_scale.measure(database.dsn, database.admin_dsn, args.kube_url,
-                                   args.operator_scale, args.operator_idle_seconds, progress)
+    try:
+        found = operator_scale.measure(database.dsn, database.admin_dsn, args.kube_url,
+                                       args.operator_scale, args.operator_idle_seconds, progress)
+    except Exception as exc:  # reported with the reason, like a peer that cannot run
+        logger.warning("the operator at scale was not measured: %s", exc)
+        out["operator_error"] = str(exc)[-500:]
+        return
     out.update(operator_idle_api_rps=found.api_rps, operator_idle_sql_qps=found.sql_qps,
                operator_rss_mb=found.rss_mb, eviction_to_job_s=found.eviction_to_job_s,
                operator_settle_s=found.settle_s, operator_finished_runs=found.finished)
@@ -331,7 +336,9 @@ def render(out: dict[str, Any]) -> str:
             f" vs an empty log p50 {out['dispatch_p50_empty_log_ms']:.3f} / p99 "
             f"{out['dispatch_p99_empty_log_ms']:.3f} ms ({out['full_vs_empty_log_p50']:.2f}x;"
             f" filled in {out['log_fill_s']:.0f} s)")
-    if out.get("operator_runs"):
+    if out.get("operator_error"):
+        lines.append(f"operator at scale not measured: {out['operator_error']}")
+    elif out.get("operator_runs"):
         lines.append(
             f"operator at {out['operator_runs']} AgentRuns ({out['operator_finished_runs']} "
             f"finished), idle: {out['operator_idle_api_rps']:.2f} API requests/s, "
