@@ -117,8 +117,6 @@ def resync_once(ctx: Context, namespace: str, name: str,
         return None
     current = phase(run)
     facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run))
-    if read is not None:
-        read[0] = facts
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
     if current in LIVE_PHASES and rejected and not (run.get("status") or {}).get("job"):
         # the decision was written but the operator stopped before starting the unwind
@@ -134,7 +132,16 @@ def resync_once(ctx: Context, namespace: str, name: str,
         run_jobs.follow_job(ctx, run)
     if facts is not None:  # an approved correction whose Job was never created (a crash)
         correction_approval.ensure_jobs(ctx, run, facts)
-    written = ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
+
+    def mutate(newest: Obj) -> Obj | None:
+        # the log read after the newest object: a decision written to the log and then to
+        # the object in between (a handler's) is never undone by facts read before it
+        fresh = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(newest))
+        if read is not None:
+            read[0] = fresh
+        return reflect(newest, fresh)
+
+    written = ctx.kube.update_status(namespace, name, mutate)
     return written or run
 
 
