@@ -195,7 +195,8 @@ def _operator_scale(out: dict[str, Any], args: argparse.Namespace, database: Ben
         return
     out.update(operator_idle_api_rps=found.api_rps, operator_idle_sql_qps=found.sql_qps,
                operator_rss_mb=found.rss_mb, eviction_to_job_s=found.eviction_to_job_s,
-               operator_settle_s=found.settle_s, operator_finished_runs=found.finished)
+               operator_settle_s=found.settle_s, operator_finished_runs=found.finished,
+               operator_background_qps=found.background_qps)
 
 
 def _put(out: dict[str, Any], name: str, sample: Sample) -> None:

@@ -48,6 +48,9 @@ class OperatorScale:
     sql_queries: int
     rss_mb: float
     eviction_to_job_s: float
+    background_qps: float
+    """The database's transactions/s with no operator running (autovacuum, statistics), measured
+    just before over as long a window, and taken off the operator's figure."""
 
     @property
     def api_rps(self) -> float:
@@ -55,7 +58,7 @@ class OperatorScale:
 
     @property
     def sql_qps(self) -> float:
-        return self.sql_queries / self.idle_s
+        return max(0.0, self.sql_queries / self.idle_s - self.background_qps)
 
 
 class KubeHttp:
@@ -146,6 +149,12 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
             "phase": "Succeeded", "message": "the run ended in the saga log (succeeded)"}),
             finished))
         list(pool.map(lambda n: kube.agentrun(namespace, n, {"phase": "Running"}), live))
+    db = database_name(dsn)
+    progress(f"operator scale: the server's own transactions for {idle_s:.0f} s, no operator")
+    before = transactions(admin_dsn, db)
+    began = time.monotonic()
+    time.sleep(idle_s)
+    background = (transactions(admin_dsn, db) - before) / (time.monotonic() - began)
     proxy = CountingProxy(kube_url).start()
     workdir = Path(tempfile.mkdtemp(prefix="agentsaga-bench-operator-"))
     _kubeconfig(workdir / "kubeconfig", proxy.url)
@@ -163,7 +172,6 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
                     _all_seen(kube, namespace, len(finished) + len(live)))
         settle_s = time.monotonic() - started
         progress(f"operator scale: idle for {idle_s:.0f} s")
-        db = database_name(dsn)
         xacts = transactions(admin_dsn, db)
         since = time.monotonic()
         time.sleep(idle_s)
@@ -178,7 +186,8 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
         subprocesses.stop(proc)
         log.close()
         proxy.stop()
-    return OperatorScale(runs, len(finished), until - since, settle_s, api, sql, rss, evict_s)
+    return OperatorScale(runs, len(finished), until - since, settle_s, api, sql, rss, evict_s,
+                         background)
 
 
 def _eviction_to_job(kube: KubeHttp, *, saga_log_dsn: str, namespace: str, prefix: str,
