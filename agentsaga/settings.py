@@ -115,7 +115,7 @@ class OperatorSettings:
         "per batch of runs; orphaned runs and runs a Job drives are resynced this often)",
         positive=True)
     full_resync_seconds: float = variable(
-        "AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS", 600.0,
+        "AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS", 1800.0,
         "how often, besides events, each unfinished AgentRun is fully resynced against its pod "
         "and the log (spread by ±25%); finished runs are never resynced", positive=True)
     resync_batch: int = variable(

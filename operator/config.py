@@ -44,7 +44,7 @@ class OperatorConfig:
     """How often the unfinished AgentRuns' saga log is checked for changes (one query per
     batch), and how often orphaned runs and runs a Job drives are resynced;
     AGENTSAGA_OPERATOR_RESYNC_SECONDS or `--resync-interval`."""
-    full_resync_seconds: float = 600.0
+    full_resync_seconds: float = 1800.0
     """How often each unfinished AgentRun is fully resynced without a change to wake it (what
     no event reports); AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS or `--full-resync-interval`."""
     resync_batch: int = 500
