@@ -67,9 +67,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="AgentRuns (90%% finished) to idle the operator at (needs "
                         "--kube-url; default 0: skip)")
     parser.add_argument("--kube-url", help="a Kubernetes API server that serves the AgentRun "
-                        "CRD without credentials (`kubectl proxy`, or the API stand-in: "
-                        "PYTHONPATH=tests/support python -m sagatest.kubeapi --crds crds); "
-                        "the bench leaves its objects there")
+                        "CRD without credentials: `kubectl proxy` in front of a throw-away "
+                        "cluster or of the API stand-in (PYTHONPATH=tests/support python -m "
+                        "sagatest.kubeapi --crds crds); the bench leaves its objects there")
     parser.add_argument("--operator-idle-seconds", type=float, help="how long the operator is "
                         "watched at idle (default 30, quick 15)")
 

@@ -5,9 +5,10 @@ operator's statements are autocommit), its RSS; and the time from a pod eviction
 creation under that load.
 
 The API server is given with `--kube-url` and must serve the AgentRun CRD (crds/) without
-credentials: `kubectl proxy` in front of a throw-away cluster, or the project's API stand-in
-(`PYTHONPATH=tests/support python -m sagatest.kubeapi --crds crds`). The objects the bench
-creates are left there: use a server you throw away afterwards.
+credentials: `kubectl proxy` in front of a throw-away cluster or of the project's API stand-in
+(`PYTHONPATH=tests/support python -m sagatest.kubeapi --crds crds`, then `kubectl proxy` with
+the kubeconfig it prints). The objects the bench creates are left there: use a server you throw
+away afterwards.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ class KubeHttp:
             self.call("GET", "/apis/agentsaga.io/v1alpha1")
         except (RuntimeError, OSError) as exc:
             raise RuntimeError(
-                f"{self.url} does not serve agentsaga.io/v1alpha1 ({exc}): apply crds/ to that "
-                "API server first (or start the stand-in with `PYTHONPATH=tests/support python "
-                "-m sagatest.kubeapi --crds crds`)") from exc
+                f"{self.url} does not serve agentsaga.io/v1alpha1 ({exc}): give the bench "
+                "`kubectl proxy`'s plain-HTTP URL in front of an API server that has crds/ "
+                "applied (the stand-in: `PYTHONPATH=tests/support python -m sagatest.kubeapi "
+                "--crds crds`)") from exc
 
     def agentrun(self, ns: str, name: str, status: dict[str, Any],
                  spec: dict[str, Any] | None = None) -> None:
