@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test lint tools clean
+.PHONY: demo test lint tools mutate clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
@@ -39,5 +39,11 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(PY) -P tools/typecheck.py
 
+# The mutation score of the core modules against their fast tests ([tool.mutmut] in
+# pyproject.toml); slow, not in CI. Prints the score and the surviving mutants.
+mutate: $(VENV)/.installed-test
+	rm -rf mutants
+	$(PY) -P tools/mutate.py
+
 clean:
-	rm -rf $(VENV) tools/bin .pytest_cache
+	rm -rf $(VENV) tools/bin .pytest_cache mutants

@@ -12,6 +12,8 @@ before anything is retried or undone.
     def create_ticket(summary: str, order_id: str, idempotency_key: str) -> dict: ...
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agentsaga import grpc_tuning as _grpc_tuning
 
 _grpc_tuning.apply()  # before anything imports grpc: its core reads GRPC_EXPERIMENTS once
@@ -37,6 +39,7 @@ from agentsaga.errors import (  # noqa: E402
     RunEnded,
     RunNotFound,
     SagaError,
+    SettlementError,
     ToolError,
     UnknownTool,
 )
@@ -80,7 +83,9 @@ __all__ = [
     "RunEnded",
     "RunNotFound",
     "SagaError",
+    "SettlementError",
     "ToolError",
+    "ToolNeedsHuman",
     "ToolSpec",
     "UnknownTool",
     "compensation_key",
@@ -90,3 +95,16 @@ __all__ = [
     "step_key",
     "tool",
 ]
+
+if TYPE_CHECKING:
+    from agentsaga.client.errors import ToolNeedsHuman
+
+
+def __getattr__(name: str) -> Any:
+    """The agent-side `ToolNeedsHuman`, imported on first use (it brings gRPC along, which a
+    tools module importing `agentsaga` does not need)."""
+    if name == "ToolNeedsHuman":
+        from agentsaga.client.errors import ToolNeedsHuman
+
+        return ToolNeedsHuman
+    raise AttributeError(f"module 'agentsaga' has no attribute {name!r}")

@@ -34,6 +34,9 @@ class DispatchResult:
     message: str = ""
     status: str = ""
     """The saga-log row's status after the call ('' when no row was touched)."""
+    retry_after_s: float | None = None
+    """UNKNOWN: seconds until reconcile can be certain whether it happened (R7); None when
+    only a human can tell."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("agentsaga.runlist", "list the runs in the saga log, newest first"),
     "log": ("agentsaga.commands", "print a run's saga log as a table"),
     "approve": ("agentsaga.commands", "approve or reject a run's staged plan (no Kubernetes)"),
+    "settle": ("agentsaga.commands", "record whether a step no lookup can settle happened "
+               "(--happened [--ref ID] | --not-happened)"),
     "corrections": ("agentsaga.commands", "list, approve or dismiss, and send a run's corrections"),
     "world": ("agentsaga.world.cli", "serve stand-ins of Stripe, Jira, Zendesk, email and a "
               "warehouse, with fault injection"),

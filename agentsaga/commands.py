@@ -1,4 +1,5 @@
-"""Small commands: `migrate`, `log --run RUN`, `approve` (the pivot) and `corrections`."""
+"""Small commands: `migrate`, `log --run RUN`, `approve` (the pivot), `settle` (a step no lookup
+can settle) and `corrections`."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import argparse
 import getpass
 import json
 
-from agentsaga import corrections, pivot, telemetry
+from agentsaga import corrections, human_settlement, pivot, telemetry
 from agentsaga.database import open_saga_log
 from agentsaga.loading import load_tools
 from agentsaga.settings import Settings
 from agentsaga.store import PivotRecord, SagaLog, Step, StoreHooks
+from agentsaga.store.timing import Attempt, Observation
 
 
 def add_dsn(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +53,8 @@ def run_log(args: argparse.Namespace) -> int:
     try:
         run = saga_log.require_run(args.run)
         steps = saga_log.steps(args.run)
+        attempts = saga_log.attempts(args.run)
+        observations = saga_log.observations(args.run)
     finally:
         saga_log.close()
     if args.json:
@@ -60,12 +64,18 @@ def run_log(args: argparse.Namespace) -> int:
                           "irreversible_before_pivot": run.irreversible_before_pivot,
                           "plan_hash": None if record is None else record.plan_hash,
                           "pivot": None if record is None else record.to_json(),
-                          "steps": [_step_json(s) for s in steps]},
+                          "steps": [_step_json(s) for s in steps],
+                          "attempts": [vars(a) for a in attempts],
+                          "observations": [vars(o) for o in observations]},
                          default=str, indent=2))
         return 0
     print(f"run {run.run_id}  state={run.state}  epoch={run.owner_epoch}  "
           f"irreversible_before_pivot={run.irreversible_before_pivot}")
     print(format_steps(steps))
+    if attempts:
+        print(format_attempts(steps, attempts))
+    if observations:
+        print(format_observations(observations))
     if run.pivot:
         print(format_pivot(run.pivot))
     return 0
@@ -75,6 +85,30 @@ def _step_json(step: Step) -> dict[str, object]:
     return {k: getattr(step, k) for k in (
         "step_idx", "tool", "tool_class", "idempotency_key", "status", "external_ref",
         "audience", "args", "result", "compensation", "comp_status", "error")}
+
+
+def format_attempts(steps: list[Step], attempts: list[Attempt]) -> str:
+    """Re-sent steps: the arguments first sent (kept in the row), then each later attempt's."""
+    lines = ["re-sent steps (the row keeps the arguments first sent):"]
+    for step in steps:
+        mine = [a for a in attempts if a.step_idx == step.step_idx]
+        if not mine:
+            continue
+        lines.append(f"  step {step.step_idx} {step.tool}  attempt 1 (first sent): "
+                     f"{json.dumps(step.args, sort_keys=True)}")
+        lines += [f"  step {step.step_idx} {step.tool}  attempt {a.attempt} at "
+                  f"{a.created_at:%Y-%m-%d %H:%M:%S}: {json.dumps(a.args, sort_keys=True)}"
+                  for a in mine]
+    return "\n".join(lines)
+
+
+def format_observations(observations: list[Observation]) -> str:
+    """What calls saw after their writer was fenced or their row settled by someone else."""
+    lines = ["observed by calls that returned too late to write their outcome:"]
+    lines += [f"  step {o.step_idx}  {o.outcome}  ref={o.external_ref or '-'}  "
+              f"epoch={o.writer_epoch}  at {o.observed_at:%Y-%m-%d %H:%M:%S}"
+              + (f"  ({o.error})" if o.error else "") for o in observations]
+    return "\n".join(lines)
 
 
 def format_pivot(record: PivotRecord) -> str:
@@ -137,6 +171,44 @@ def run_approve(args: argparse.Namespace) -> int:
           f"{record.decided_by} at {record.decided_at}")
     if record.decision == "Rejected":
         print(f"the run will not commit; unwind it with `agentsaga unwind --run {args.run}`")
+    return 0
+
+
+def configure_settle(parser: argparse.ArgumentParser) -> None:
+    add_dsn(parser)
+    parser.add_argument("--run", required=True, help="the run id")
+    parser.add_argument("--step", required=True, type=int, help="the step to settle (see "
+                        "`agentsaga log --run RUN`)")
+    said = parser.add_mutually_exclusive_group(required=True)
+    said.add_argument("--happened", action="store_const", dest="outcome", const="Happened",
+                      help="its effect exists in the real system")
+    said.add_argument("--not-happened", action="store_const", dest="outcome",
+                      const="NotHappened", help="it never took effect")
+    parser.add_argument("--ref", default=None, help="the effect's id in the real system "
+                        "(with --happened; an unwind uses it)")
+    parser.add_argument("--reason", required=True, help="how you know, for the record")
+    parser.add_argument("--settler", "--by", default=getpass.getuser(),
+                        help="who settles (default: the current user)")
+    parser.add_argument("--key", default=None, help="the step's idempotency key, checked "
+                        "against the log (guards against settling the wrong step)")
+
+
+def run_settle(args: argparse.Namespace) -> int:
+    """A person's settlement of an UNKNOWN step, through the same validation as the
+    operator's `status.settlements`."""
+    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
+    try:
+        done = human_settlement.settle(
+            saga_log, args.run, args.step, human_settlement.outcome(args.outcome),
+            settler=args.settler, reason=args.reason, ref=args.ref, step_key=args.key)
+    finally:
+        saga_log.close()
+    item, step = done.settlement, done.step
+    verb = "settled" if done.recorded else "was settled before (nothing changed)"
+    print(f"run {args.run} step {step.step_idx} {step.tool}: {verb} as {item.outcome} by "
+          f"{item.settler}; the step is {step.status}"
+          + (f" (ref {step.external_ref})" if step.external_ref else ""))
+    print(f"continue with `agentsaga unwind --run {args.run}` (or let the agent call again)")
     return 0
 
 

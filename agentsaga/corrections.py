@@ -6,6 +6,10 @@ that reached the customer last. A row is `Proposed` (waiting for a human, never 
 harness) only when its audience really saw the original: an irreversible message, or a
 compensated step whose effect reached the customer (a charge with a receipt). Everything else
 is recorded as `Silent`: a refund with receipts off needs no letter.
+
+An irreversible tool's `compensate=` is its correction (written before the call, R6). One that
+declares none still gets a `Proposed` correction, with no tool to send it: a person writes and
+sends it, and dismisses the entry with a reason; approving it for sending is refused.
 """
 
 from __future__ import annotations
@@ -67,7 +71,26 @@ def decide(saga_log: SagaLog, run_id: str, step_idx: int, decision: str, approve
     if not approver:
         raise CorrectionError("the decision names no approver")
     state = CorrectionState.APPROVED if decision == "Approved" else CorrectionState.DISMISSED
+    if state == CorrectionState.APPROVED:
+        current = next((c for c in saga_log.corrections(run_id) if c.step_idx == step_idx), None)
+        if current is not None and not _tool_of(current):
+            raise CorrectionError(unwritten(current))
     return saga_log.decide_correction(run_id, step_idx, state, approver, reason)
+
+
+def _tool_of(correction: Correction) -> str:
+    body = correction.correction
+    return str(body.get("tool") or "") if isinstance(body, dict) else ""
+
+
+def unwritten(correction: Correction) -> str:
+    """What to do about a correction no tool can send: its irreversible tool declares no
+    `compensate=` (which, for an irreversible tool, is its correction)."""
+    return (f"the correction for step {correction.step_idx} ({correction.tool}) has no tool to "
+            f"send it: {correction.tool!r} declares no compensate=, which for an irreversible "
+            "tool is its correction. A person writes and sends it; then record that with "
+            f"`agentsaga corrections --run {correction.run_id} --dismiss {correction.step_idx} "
+            "--reason 'sent by hand: ...'`")
 
 
 def correction_key(run_id: str, step_idx: int, tool: str) -> str:
@@ -86,6 +109,9 @@ def send_approved(saga_log: SagaLog, registry: Registry, run_id: str) -> list[di
             continue
         body = item.correction or {}
         entry: dict[str, Any] = {"step_idx": item.step_idx, "tool": body.get("tool")}
+        if not _tool_of(item):
+            results.append({**entry, "tool": item.tool, "sent": False, "why": unwritten(item)})
+            continue
         try:
             spec = registry.get(str(body.get("tool")))
             key = correction_key(run_id, item.step_idx, spec.name)

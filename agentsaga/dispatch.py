@@ -2,30 +2,44 @@
 
     pure tool ............................................. call it; no row (R2)
     newest row unsettled, other tool ...................... STEP_UNRESOLVED, nothing called (R3)
+                                                            (NEEDS_HUMAN if only a person can
+                                                            settle it)
     newest row unsettled, same tool ....................... reconcile by key first (R7):
-        found .......................................... CONFIRMED, the found result
-        not found ...................................... run the same step again, same key
+        found (or observed by a late call) ............. CONFIRMED, the found result
+        certainly not executed ......................... run the same step again, same key
+                                                         (the row keeps the first arguments;
+                                                         this attempt is recorded beside it)
+        not yet certain ................................ UNKNOWN, retry after N seconds
         unknown ........................................ UNKNOWN again
+        no lookup can tell ............................. NEEDS_HUMAN: stop, a person settles it
     otherwise ............................................. a new step: next index, its key
     gate (pivot, approval) ................................ NEEDS_APPROVAL, no row (R6, R10)
     compensation + audience built, INTENDED committed ..... then the call (R2, R6, R9)
     the call: result -> CONFIRMED, Rejected -> FAILED, anything else -> UNKNOWN (R5)
+    the call returned, but its writer was fenced or
+    its row settled by someone else ...................... what it saw is recorded as an
+                                                            observation (never thrown away)
+    the call unknown, and the tool has no lookup .......... NEEDS_HUMAN: a person settles it
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from agentsaga import crashpoints, pivot, telemetry
 from agentsaga.calls import DispatchResult
-from agentsaga.errors import InvalidArguments, LogUnavailable, OutcomeUnknown, Rejected
+from agentsaga.errors import (
+    CompensationUnavailable,
+    Fenced,
+    LogUnavailable,
+    OutcomeUnknown,
+    Rejected,
+    RunEnded,
+)
 from agentsaga.keys import step_key
-from agentsaga.reconcile import Reconciler
+from agentsaga.reconcile import Reconciler, no_lookup_why, settle_command
 from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import Run, SagaLog, Step
@@ -35,6 +49,12 @@ logger = logging.getLogger(__name__)
 UNKNOWN_MESSAGE = (
     "outcome unknown: the call may or may not have happened. Do not retry with new arguments "
     "and do not assume it failed; call the same tool again to let the harness resolve it."
+)
+
+NEEDS_HUMAN_MESSAGE = (
+    "only a person can settle this step: its outcome is unknown and the tool has no lookup. "
+    "Do not call {tool} again and do not work around it with other tools; tell the user what "
+    "you were doing and end your turn. A person records what happened with `{command}`."
 )
 
 
@@ -77,6 +97,8 @@ class Dispatcher:
             retry_of = newest  # R3: settled as never happened (by a job); same step, same key
         elif newest is not None and not newest.settled:
             if newest.tool != spec.name:
+                if newest.status == StepStatus.UNKNOWN and self._no_lookup(newest.tool):
+                    return _needs_human(newest)
                 return DispatchResult(
                     DispatchOutcome.STEP_UNRESOLVED, newest.step_idx, newest.idempotency_key,
                     status=newest.status,
@@ -84,11 +106,15 @@ class Dispatcher:
                              f"call {newest.tool} again to resolve it before anything else"),
                 )
             self.saga_log.require_owner(run_id, epoch)  # R12 before asking a real system
-            settled = self.reconciler.settle(newest, epoch).step  # R7 before any retry
+            reconciled = self.reconciler.settle(  # R7 before any retry
+                newest, epoch, resend_same=args == self._last_sent(newest))
+            settled = reconciled.step
+            if reconciled.needs_human:
+                return _needs_human(settled)
             if settled.status == StepStatus.CONFIRMED:
                 return _confirmed(settled, "already happened: found by its idempotency key")
             if settled.status != StepStatus.NOT_EXECUTED:
-                return _unknown(settled)
+                return _unknown(settled, reconciled.retry_after_s)
             retry_of = settled
         step_idx = retry_of.step_idx if retry_of else (newest.step_idx + 1 if newest else 0)
         key = step_key(run_id, step_idx, spec.name)  # R3: from the run, never the model
@@ -99,16 +125,23 @@ class Dispatcher:
             return DispatchResult(DispatchOutcome.NEEDS_APPROVAL, step_idx, key,
                                   message=admission.reason)
         compensation = spec.build_compensation(args, key)  # R6: before the call, or refuse
+        if compensation is not None and compensation.tool not in self.registry:
+            raise CompensationUnavailable(
+                f"tool {spec.name!r}: its compensation names the tool {compensation.tool!r}, "
+                "which is not registered in this process, so an unwind could never run it; "
+                "the call was refused and nothing was written or sent. Register "
+                f"{compensation.tool!r} in the same tools module (--tools)")
         audience = spec.audience(args)  # R9
         comp_json = None if compensation is None else compensation.to_json()
-        if retry_of is not None:
+        if retry_of is not None:  # the row keeps what was first sent (R11)
             intended = self.saga_log.re_intend(run_id, epoch, step_idx, args=args,
-                                               compensation=comp_json, audience=audience)
+                                               compensation=comp_json, audience=audience,
+                                               call_timeout_s=spec.timing.call_timeout_s)
         else:
             intended = self.saga_log.record_intent(
                 run_id, epoch, step_idx, tool=spec.name, tool_class=spec.cls, key=key, args=args,
                 compensation=comp_json, audience=audience, after_pivot=admission.after_pivot,
-                commit_index=admission.commit_index)
+                commit_index=admission.commit_index, timing=spec.timing)
         if intended is None:  # another writer took this step at the same moment
             return DispatchResult(DispatchOutcome.STEP_UNRESOLVED, step_idx, key,
                                   status=StepStatus.INTENDED,
@@ -118,6 +151,18 @@ class Dispatcher:
             self.saga_log.update_run(run_id, epoch, count_irreversible=True)
             telemetry.irreversible_before_pivot(spec.name)
         return self._call(intended, spec, args, epoch)
+
+    def _retry_after(self, step: Step, spec: ToolSpec) -> float | None:
+        """Seconds until an empty lookup of this step proves absence (None: no lookup)."""
+        if spec.lookup is None:
+            return None
+        when = self.saga_log.certainty(step.run_id, step.step_idx)
+        return None if when is None else when.wait_s
+
+    def _last_sent(self, step: Step) -> JSON:
+        """The arguments the step was last sent with: its newest attempt's, else the row's."""
+        mine = [a for a in self.saga_log.attempts(step.run_id) if a.step_idx == step.step_idx]
+        return dict(mine[-1].args if mine else step.args)
 
     def _call(self, step: Step, spec: ToolSpec, args: JSON, epoch: int) -> DispatchResult:
         extra = {"run_id": step.run_id, "step": step.step_idx, "tool": step.tool,
@@ -136,13 +181,23 @@ class Dispatcher:
             logger.log(level, "outcome unknown: %s", exc, extra=extra,
                        exc_info=not isinstance(exc, OutcomeUnknown))
             outcome, error = StepStatus.UNKNOWN, f"{type(exc).__name__}: {exc}"
+        result = None if effect is None else effect.result
+        ref = None if effect is None else effect.ref
         try:
             row = self.saga_log.record_outcome(
                 step.run_id, epoch, step.step_idx, outcome, error=error,
-                result=None if effect is None else effect.result,
-                external_ref=None if effect is None else effect.ref, intended=step)
+                result=result, external_ref=ref, intended=step)
+            if row is None:  # settled by someone else meanwhile: keep what we saw (R7)
+                self.saga_log.record_observation(step, epoch, outcome, external_ref=ref,
+                                                 result=result, error=error)
             if outcome == StepStatus.CONFIRMED and row is None:
                 row = self.saga_log.step(step.run_id, step.step_idx)
+        except (Fenced, RunEnded):
+            # R12: another writer took the run while the call was on the wire. The real
+            # system's answer is not thrown away: reconcile and unwind read it (R7, R8).
+            self.saga_log.record_observation(step, epoch, outcome, external_ref=ref,
+                                             result=result, error=error)
+            raise
         except LogUnavailable as exc:
             # R11: the call returned, but the log could not take its outcome. The row stays
             # INTENDED, and the next call of this tool settles it by key (R7).
@@ -156,9 +211,20 @@ class Dispatcher:
             return DispatchResult(DispatchOutcome.FAILED, step.step_idx, step.idempotency_key,
                                   message=error or "",
                                   status=row.status if row else StepStatus.FAILED)
+        if outcome == StepStatus.UNKNOWN and row is not None and spec.lookup is None:
+            # no lookup will ever tell: hand the step to a person, and tell the agent to stop
+            try:
+                self.saga_log.ask_human(row.run_id, epoch, row.step_idx, row.idempotency_key,
+                                        no_lookup_why(row))
+            except LogUnavailable as exc:  # the next reconcile of the step asks again
+                logger.warning("step not handed to a human yet: %s", exc, extra=extra)
+            return _needs_human(row)
         if outcome == StepStatus.UNKNOWN or row is None:
-            return _unknown(row or step)
+            return _unknown(row or step, self._retry_after(step, spec))
         return _confirmed(row, "")
+
+    def _no_lookup(self, tool: str) -> bool:
+        return tool in self.registry and self.registry.get(tool).lookup is None
 
 
 
@@ -169,43 +235,22 @@ def _confirmed(step: Step, message: str) -> DispatchResult:
                           step.result, step.external_ref, message, step.status)
 
 
-def _unknown(step: Step) -> DispatchResult:
+def _needs_human(step: Step) -> DispatchResult:
+    message = NEEDS_HUMAN_MESSAGE.format(
+        tool=step.tool, command=settle_command(step.run_id, step.step_idx))
+    return DispatchResult(DispatchOutcome.NEEDS_HUMAN, step.step_idx, step.idempotency_key,
+                          message=f"step {step.step_idx} ({step.tool}): {message}",
+                          status=step.status)
+
+
+def _unknown(step: Step, retry_after_s: float | None = None) -> DispatchResult:
     detail = f" ({step.error})" if step.error else ""
+    if retry_after_s is not None:
+        detail += (f" Call the same tool again in {retry_after_s:.1f}s or later: by then "
+                   "the harness can be certain.")
     return DispatchResult(DispatchOutcome.UNKNOWN, step.step_idx, step.idempotency_key,
-                          message=UNKNOWN_MESSAGE + detail, status=step.status)
-
-
-@functools.lru_cache(maxsize=1024)
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
-    """A tool's signature, read once per function (inspect.signature is slow on every call)."""
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-def check_signature(spec: ToolSpec, args: JSON) -> None:
-    """Refuse arguments the tool cannot take before anything is written."""
-    if "idempotency_key" in args:
-        raise InvalidArguments("idempotency_key is set by the harness, never by the agent (R3)")
-    problem = _binding_problem(spec.fn, spec.cls == "pure", tuple(args))
-    if problem:
-        raise InvalidArguments(f"tool {spec.name!r}: {problem}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _binding_problem(fn: Callable[..., Any], pure: bool, names: tuple[str, ...]) -> str:
-    """Why the tool cannot be called with these keyword arguments ('' if it can). Binding
-    keywords depends on their names only, so the answer is kept per tool and names."""
-    signature = _signature(fn)
-    if signature is None:
-        return ""
-    extra = () if pure else ("idempotency_key",)
-    try:
-        signature.bind(**dict.fromkeys((*names, *extra)))
-    except TypeError as exc:
-        return str(exc)
-    return ""
+                          message=UNKNOWN_MESSAGE + detail, status=step.status,
+                          retry_after_s=retry_after_s)
 
 
 def _jsonable(value: Any) -> Any:

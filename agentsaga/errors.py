@@ -18,7 +18,8 @@
     │   └── DatabaseUnavailable    ... or could not be reached at start
     ├── DecisionError              a human decision that cannot be honoured; nothing recorded
     │   ├── PivotError             a stale or misplaced pivot approval, a plan not stageable
-    │   └── CorrectionError        a decision on a correction that is not Proposed
+    │   ├── CorrectionError        a decision on a correction that is not Proposed
+    │   └── SettlementError        a human settlement of a step that cannot be recorded
     ├── Fenced                     R12: another owner adopted the run; this writer is stale
     ├── ConfigurationError         bad settings or tool configuration
     └── ToolCallError              (agentsaga.client) a tool call that did not confirm
@@ -134,6 +135,12 @@ class PivotError(DecisionError):
 
 class CorrectionError(DecisionError):
     """A decision on a correction that is not (or no longer) Proposed. Nothing was recorded."""
+
+
+class SettlementError(DecisionError):
+    """A human settlement of a step that cannot be recorded: no such step, a step key that is
+    not the step's, a step that is not UNKNOWN, or one settled otherwise before. Nothing was
+    recorded."""
 
 
 class Fenced(SagaError):

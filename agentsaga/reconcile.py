@@ -3,14 +3,24 @@
 The one implementation, used by dispatch (one row before a retry), the sidecar's Reconcile and
 Unwind, the Jobs and the benchmark (many rows of many runs):
 
+    an effect observed by a call ..... CONFIRMED from the observation (a call that came back
+                                       after its writer was fenced), before asking anyone
     rows of tools with a lookup ...... looked up by key, `batch` keys per call of a tool's
                                        `lookup_many` (else one `lookup` per key)
     every empty answer ............... re-checked once, all together, after a single pause
-                                       (search indexes lag); still empty -> NOT_EXECUTED
+                                       (a cheap second look, not the proof of absence)
+    still empty, and certain ......... NOT_EXECUTED: by the database's clock the row's deadline
+                                       plus its tool's visible_within_s has passed, or the step
+                                       is about to be re-sent unchanged under its own key while
+                                       the real system still dedupes it (`time_contract`)
+    still empty, not yet certain ..... UNKNOWN, with the time it will be certain (retry after)
     found (either time) .............. CONFIRMED, with the effect's id and result
-    a lookup that fails .............. UNKNOWN, with why (only a human settles it then)
-    a tool with no lookup ............ UNKNOWN: a human settles it
+    a lookup that fails .............. UNKNOWN, with why (asked again next time)
+    a tool with no lookup ............ UNKNOWN, handed to a human (`needs_human`): only a
+                                       person settles it (`agentsaga settle`)
     a row another writer settled ..... reported as it now is
+    NOT_EXECUTED, effect observed .... re-opened as CONFIRMED (settle_run), so the unwind
+                                       compensates it
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from agentsaga import crashpoints, telemetry
@@ -28,8 +39,8 @@ from agentsaga.store import SagaLog, Step
 
 logger = logging.getLogger(__name__)
 
-Finding = Literal["found", "found_on_recheck", "not_found", "lookup_failed", "no_lookup",
-                  "already_settled"]
+Finding = Literal["found", "found_on_recheck", "observed", "not_found", "not_yet_certain",
+                  "lookup_failed", "no_lookup", "already_settled", "reopened"]
 Answer = Effect | str | None
 """What a lookup said about one key: the effect, None (not found), or why it failed."""
 
@@ -42,6 +53,15 @@ class Reconciled:
     detail: str = ""
     was: StepStatus | None = None
     """The row's status before."""
+    certain_at: datetime | None = None
+    """not_yet_certain: when an empty lookup will prove absence (the database's clock)."""
+    retry_after_s: float | None = None
+    """not_yet_certain: seconds from now until then."""
+
+    @property
+    def needs_human(self) -> bool:
+        """The row stays UNKNOWN and no lookup can ever settle it: a person must."""
+        return self.finding == "no_lookup" and self.step.status == StepStatus.UNKNOWN
 
 
 @dataclass
@@ -52,10 +72,13 @@ class Reconciler:
     sleep: Callable[[float], None] = field(default=time.sleep)
     batch: int = 100
 
-    def settle(self, step: Step, epoch: int) -> Reconciled:
-        """One INTENDED/UNKNOWN row, before a retry of its step (dispatch)."""
+    def settle(self, step: Step, epoch: int, *, resend_same: bool = False) -> Reconciled:
+        """One INTENDED/UNKNOWN row, before a retry of its step (dispatch). `resend_same`: the
+        retry would send what was last sent, under the same key (then the system's own
+        deduplication makes a re-send harmless while it lasts)."""
         with telemetry.reconcile_span(step=step) as span:
-            [out] = self._settle_all([step], lambda _: epoch, lookup_spans=False)
+            [out] = self._settle_all([step], lambda _: epoch, lookup_spans=False,
+                                     resend_same=resend_same)
             span.found(out)
             return out
 
@@ -70,29 +93,59 @@ class Reconciler:
             return self._settle_all(steps, epoch_of, lookup_spans=True)
 
     def settle_run(self, run_id: str, epoch: int) -> list[Reconciled]:
-        """Every INTENDED/UNKNOWN row of one run (R11: read from the log)."""
+        """Every INTENDED/UNKNOWN row of one run (R11: read from the log), and every
+        NOT_EXECUTED row whose effect a late call observed (re-opened)."""
         with telemetry.reconcile_span(run_id=run_id):
-            rows = [s for s in self.saga_log.steps(run_id) if not s.settled]
-            return self._settle_all(rows, lambda _: epoch, lookup_spans=True)
+            steps = self.saga_log.steps(run_id)
+            reopened = self._reopen(run_id, epoch, steps)
+            rows = [s for s in steps if not s.settled]
+            return reopened + self._settle_all(rows, lambda _: epoch, lookup_spans=True)
+
+    def _reopen(self, run_id: str, epoch: int, steps: Sequence[Step]) -> list[Reconciled]:
+        gone = [s for s in steps if s.status == StepStatus.NOT_EXECUTED]
+        seen = self.saga_log.observed_effects([s.idempotency_key for s in gone])
+        out: list[Reconciled] = []
+        for step in gone:
+            obs = seen.get(step.idempotency_key)
+            if obs is None:
+                continue
+            logger.warning("step %d of %s was settled NOT_EXECUTED, but a late call observed "
+                           "its effect %s: re-opened", step.step_idx, run_id, obs.external_ref,
+                           extra={"run_id": run_id, "step": step.step_idx, "tool": step.tool})
+            updated = self.saga_log.reopen(run_id, epoch, step.step_idx,
+                                           external_ref=obs.external_ref, result=obs.result)
+            if updated is not None:
+                out.append(Reconciled(updated, "reopened", f"observed {obs.external_ref}",
+                                      was=step.status))
+        return out
 
     # -- the one implementation ----------------------------------------------------------------
 
     def _settle_all(self, steps: Sequence[Step], epoch_of: Callable[[Step], int], *,
-                    lookup_spans: bool) -> list[Reconciled]:
+                    lookup_spans: bool, resend_same: bool = False) -> list[Reconciled]:
         done: dict[tuple[str, int], Reconciled] = {}
         lookable: list[tuple[Step, ToolSpec]] = []
+        observed = self.saga_log.observed_effects(
+            [s.idempotency_key for s in steps if not s.settled])
         for step in steps:
             spec = self.registry.get(step.tool) if step.tool in self.registry else None
+            obs = observed.get(step.idempotency_key)
             if step.settled:
                 done[_id(step)] = Reconciled(step, "already_settled", was=step.status)
+            elif obs is not None:  # the real system already told a late call: believe it
+                done[_id(step)] = self._settle(step, epoch_of(step),
+                                               Effect(obs.external_ref, obs.result or {}),
+                                               "observed")
             elif spec is None:
                 done[_id(step)] = self._unknown(
                     step, epoch_of(step), "no_lookup",
                     f"tool {step.tool!r} is not registered in this process")
             elif spec.lookup is None:
                 done[_id(step)] = self._unknown(
-                    step, epoch_of(step), "no_lookup",
-                    f"tool {step.tool!r} declares no lookup; a human must settle it")
+                    step, epoch_of(step), "no_lookup", no_lookup_why(step))
+                if done[_id(step)].needs_human:
+                    self.saga_log.ask_human(step.run_id, epoch_of(step), step.step_idx,
+                                            step.idempotency_key, no_lookup_why(step))
             else:
                 lookable.append((step, spec))
         first = self._round(lookable, 1, lookup_spans)
@@ -113,7 +166,7 @@ class Reconciler:
                 crashpoints.reach("during_reconcile")  # found by key, the outcome not written
                 done[_id(step)] = self._settle(step, epoch, answer, finding)
             elif answer is None:
-                done[_id(step)] = self._settle(step, epoch, None, "not_found")
+                done[_id(step)] = self._absent(step, epoch, resend_same)
             else:
                 done[_id(step)] = self._unknown(step, epoch, "lookup_failed", answer)
         return [done[_id(s)] for s in steps]
@@ -147,6 +200,18 @@ class Reconciler:
                         chunk, f"lookup failed: {type(exc).__name__}: {exc}"))
         return answers
 
+    def _absent(self, step: Step, epoch: int, resend_same: bool) -> Reconciled:
+        """An empty lookup proves absence only when the time contract says so (R7)."""
+        when = self.saga_log.certainty(step.run_id, step.step_idx)
+        if when is None or when.absence_certain or (resend_same and when.resend_deduplicated):
+            return self._settle(step, epoch, None, "not_found")
+        at = when.certain_at
+        detail = (f"not found by key yet; its absence is certain at {at:%Y-%m-%d %H:%M:%S} UTC "
+                  f"(in {when.wait_s:.1f}s): the call's deadline plus the time its effect takes "
+                  "to become visible" if at is not None else "not found by key yet")
+        out = self._unknown(step, epoch, "not_yet_certain", detail)
+        return Reconciled(out.step, out.finding, detail, out.was, at, when.wait_s)
+
     def _settle(self, step: Step, epoch: int, found: Effect | None,
                 finding: Finding) -> Reconciled:
         if found is None:
@@ -165,7 +230,23 @@ class Reconciler:
     def _unknown(self, step: Step, epoch: int, finding: Finding, detail: str) -> Reconciled:
         updated = self.saga_log.record_outcome(step.run_id, epoch, step.step_idx,
                                                StepStatus.UNKNOWN, error=detail)
-        return Reconciled(updated or step, finding, detail, was=step.status)
+        if updated is None:  # settled meanwhile (by a person, or another writer)
+            current = self.saga_log.step(step.run_id, step.step_idx)
+            return Reconciled(current or step, "already_settled", was=step.status)
+        return Reconciled(updated, finding, detail, was=step.status)
+
+
+def no_lookup_why(step: Step) -> str:
+    """Why a person has to settle this step, and how."""
+    command = settle_command(step.run_id, step.step_idx)
+    return (f"tool {step.tool!r} declares no lookup: only a person can tell whether step "
+            f"{step.step_idx} happened; record it with `{command}`")
+
+
+def settle_command(run_id: str, step_idx: int) -> str:
+    """The command that records a person's settlement of a step."""
+    return (f"agentsaga settle --run {run_id} --step {step_idx} "
+            "(--happened [--ref ID] | --not-happened) --reason TEXT")
 
 
 def _id(step: Step) -> tuple[str, int]:

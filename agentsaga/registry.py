@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args, overload
 
 from agentsaga.errors import CompensationUnavailable, RegistrationError, UnknownTool
+from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.time_contract import TimeContract
 
 ToolClass: TypeAlias = Literal["pure", "reversible", "compensatable", "irreversible"]
 TOOL_CLASSES: tuple[str, ...] = get_args(ToolClass)
@@ -88,6 +90,8 @@ class ToolSpec:
     description: str
     commit_step: bool = False
     """An authorise-then-commit tool that is only allowed after the pivot (capture, send)."""
+    timing: TimeContract = DEFAULT_TIMING
+    """R7: its time contract (the connector's defaults, overridden by configuration)."""
 
     @property
     def logged(self) -> bool:
@@ -155,6 +159,13 @@ class Registry:
                 raise RegistrationError(f"two different tools are named {spec.name!r}")
             self._tools[spec.name] = spec
 
+    def override_timing(self, overrides: Mapping[str, Mapping[str, float]]) -> None:
+        """Configuration's time contracts (`AGENTSAGA_TIME_CONTRACTS`) over the connectors'."""
+        for name, changes in overrides.items():
+            spec = self._tools.get(name)
+            if spec is not None:
+                self._tools[name] = replace(spec, timing=spec.timing.with_overrides(changes))
+
     def get(self, name: str) -> ToolSpec:
         try:
             return self._tools[name]
@@ -176,6 +187,7 @@ class Registry:
         lookup_many: LookupManyFn | None = None,
         description: str | None = None,
         commit_step: bool = False,
+        timing: TimeContract = DEFAULT_TIMING,
     ) -> ToolSpec:
         """Register `fn` as a tool; every R1 violation raises `RegistrationError` naming it."""
         tool_name = name or getattr(fn, "__name__", None)
@@ -230,6 +242,7 @@ class Registry:
             audience_spec=audience,
             description=description or inspect.getdoc(fn) or "",
             commit_step=commit_step,
+            timing=timing,
         )
         self._tools[tool_name] = spec
         return spec
@@ -239,14 +252,15 @@ class Registry:
              audience: AudienceSpec = ("agent",), compensate: CompensateFn | None = None,
              lookup: LookupFn | NoLookup | None = None,
              lookup_many: LookupManyFn | None = None, description: str | None = None,
-             commit_step: bool = False) -> F: ...
+             commit_step: bool = False, timing: TimeContract = DEFAULT_TIMING) -> F: ...
 
     @overload
     def tool(self, fn: None = None, *, cls: str | None = None, name: str | None = None,
              audience: AudienceSpec = ("agent",), compensate: CompensateFn | None = None,
              lookup: LookupFn | NoLookup | None = None,
              lookup_many: LookupManyFn | None = None, description: str | None = None,
-             commit_step: bool = False) -> Callable[[F], F]: ...
+             commit_step: bool = False, timing: TimeContract = DEFAULT_TIMING
+             ) -> Callable[[F], F]: ...
 
     def tool(
         self,
@@ -260,6 +274,7 @@ class Registry:
         lookup_many: LookupManyFn | None = None,
         description: str | None = None,
         commit_step: bool = False,
+        timing: TimeContract = DEFAULT_TIMING,
     ) -> F | Callable[[F], F]:
         """Decorator form of `register`: `@registry.tool(cls="compensatable", ...)`, or
         `registry.tool(fn, cls=...)`; returns the function unchanged."""
@@ -275,6 +290,7 @@ class Registry:
                 lookup_many=lookup_many,
                 description=description,
                 commit_step=commit_step,
+                timing=timing,
             )
             return f
 

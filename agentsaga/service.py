@@ -36,7 +36,7 @@ from agentsaga.calls import (
     RunView,
     ToolInfo,
 )
-from agentsaga.dispatch import Dispatcher, RunPolicy, check_signature
+from agentsaga.dispatch import Dispatcher, RunPolicy
 from agentsaga.errors import PermissionDenied, PivotError, RunEnded, RunNotFound
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler
@@ -47,7 +47,8 @@ from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
 from agentsaga.states import DispatchOutcome, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog
-from agentsaga.tool_schema import input_schema
+from agentsaga.time_contract import parse_overrides
+from agentsaga.tool_schema import check_arguments, input_schema
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class SagaService:
         self.settings = settings
         self.sleep = sleep
         self.on_begin = on_begin
+        registry.override_timing(parse_overrides(settings.connectors.time_contracts))  # R7
         self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s, sleep)
         self.dispatcher = Dispatcher(saga_log, registry, self.reconciler)
         self.limiter = RunRateLimiter(settings.max_calls_per_s, clock=clock)
@@ -202,7 +204,7 @@ class SagaService:
         run_id = call.run_id
         check_run_id(run_id)
         spec = self.registry.get(call.tool)
-        check_signature(spec, call.args)
+        check_arguments(spec, call.args)  # typed, before anything is written (R2)
         if not spec.logged:
             self._check_open(self.saga_log.require_run(run_id))
             return self.dispatcher.call_pure(spec, call.args)
@@ -211,6 +213,8 @@ class SagaService:
             # read once, used for the pivot too; no read at all while this process holds the
             # run's epoch and wrote its newest step itself (SagaLog.cursor)
             cursor = self.saga_log.cursor(run_id, epoch)
+            if cursor is not None and cursor[1] is not None and not cursor[1].settled:
+                cursor = None  # a person may have settled it since (agentsaga settle): read
             run, newest = cursor if cursor is not None else self.saga_log.run_and_newest(run_id)
             if run is None:
                 raise RunNotFound(run_id)
@@ -245,9 +249,15 @@ class SagaService:
 
     def unwind(self, run_id: str) -> SettleReport:
         check_run_id(run_id)
-        with self.run_lock(run_id):
+        lock = self.run_lock(run_id)
+        if not lock.acquire(blocking=False):
+            logger.info("unwind waits for the call in flight", extra={"run_id": run_id})
+            lock.acquire()
+        try:
             return unwind_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
                                 recheck_pause_s=self.settings.recheck_pause_s, sleep=self.sleep)
+        finally:
+            lock.release()
 
 
 def _log_outcome(run_id: str, tool: str, out: DispatchResult) -> None:

@@ -69,6 +69,11 @@ class ConnectorSettings:
         "AGENTSAGA_HTTP_TOOLS", None, "a YAML/JSON file declaring generic HTTP tools")
     timeout_s: float = variable(
         "AGENTSAGA_CONNECTOR_TIMEOUT_S", 10.0, "every connector request's timeout", positive=True)
+    time_contracts: str = variable(
+        "AGENTSAGA_TIME_CONTRACTS", "",
+        "R7: per-tool time contract overrides, JSON: "
+        '`{"create_ticket": {"call_timeout_s": 10, "visible_within_s": 90, "dedupes_for_s": 0}}`'
+        " (unset: each connector's documented defaults)")
     search_rate: float = variable(
         "AGENTSAGA_SEARCH_RATE", 20.0,
         "lookups per second this process allows itself against search APIs", positive=True)

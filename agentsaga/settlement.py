@@ -7,23 +7,28 @@
                                      Jobs, `agentsaga reconcile|unwind`, the demo): the
                                      legitimate way to take a run over
 
-Each returns a `SettleReport`.
+Each returns a `SettleReport`. With `wait=`, a run whose only unsettled rows wait for their
+certainty (R7: an empty lookup before the deadline plus the lag proves nothing) is settled again
+once that time has come, `wait(seconds, report)` doing the waiting (the command line shows a
+countdown); without it the report says how long (`wait_s`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from agentsaga import telemetry
-from agentsaga.reconcile import Reconciler
+from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import Registry
 from agentsaga.settle_report import Action, SettleReport
-from agentsaga.states import RunState
+from agentsaga.states import CorrectionState, RunState
 from agentsaga.store import SagaLog
 from agentsaga.unwind import Unwinder
 
 Sleep = Callable[[float], None]
+Wait = Callable[[float, SettleReport], None]
 
 
 def reconcile_owned(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, *,
@@ -40,19 +45,50 @@ def unwind_owned(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
 
 def reconcile_run(saga_log: SagaLog, registry: Registry, run_id: str,
                   owner: str = "reconcile", *, recheck_pause_s: float = 2.0,
-                  sleep: Sleep = time.sleep) -> SettleReport:
+                  sleep: Sleep = time.sleep, wait: Wait | None = None) -> SettleReport:
     """Adopt the run (bumping its epoch, R12) and settle its unsettled rows by key (R7)."""
     epoch = saga_log.adopt(run_id, owner).owner_epoch
-    return reconcile_owned(saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s,
-                           sleep=sleep)
+    return _until_certain(lambda: reconcile_owned(
+        saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s, sleep=sleep), wait)
 
 
 def unwind_run(saga_log: SagaLog, registry: Registry, run_id: str, owner: str = "unwind", *,
-               recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
+               recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep,
+               wait: Wait | None = None) -> SettleReport:
     """Adopt the run (R12), reconcile, then compensate backwards and queue corrections."""
     epoch = saga_log.adopt(run_id, owner).owner_epoch
-    return unwind_owned(saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s,
-                        sleep=sleep)
+    return _until_certain(lambda: unwind_owned(
+        saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s, sleep=sleep), wait)
+
+
+def _until_certain(settle: Callable[[], SettleReport], wait: Wait | None) -> SettleReport:
+    report = settle()
+    while wait is not None and report.wait_s is not None:
+        wait(max(report.wait_s, 0.05), report)
+        report = settle()
+    return report
+
+
+def waiting_for_humans(saga_log: SagaLog, run_id: str) -> list[dict[str, Any]]:
+    """Everything of the run that waits for a person, with the exact command for each: a step
+    no lookup can settle, a Proposed correction (decide it), an approved one not sent yet."""
+    waiting: list[dict[str, Any]] = []
+    for item in saga_log.settlements(run_id, waiting_only=True):
+        step = saga_log.step(run_id, item.step_idx)
+        waiting.append({"step_idx": item.step_idx, "tool": step.tool if step else "",
+                        "what": "step outcome unknown, no lookup can settle it",
+                        "command": settle_command(run_id, item.step_idx)})
+    for correction in saga_log.corrections(run_id, pending_only=True):
+        if correction.state == CorrectionState.PROPOSED:
+            what = "correction proposed, not decided"
+            command = (f"agentsaga corrections --run {run_id} --approve {correction.step_idx}"
+                       f" (or --dismiss {correction.step_idx})")
+        else:
+            what = f"correction {correction.state}, not sent"
+            command = f"agentsaga corrections --run {run_id} --send --tools MODULE"
+        waiting.append({"step_idx": correction.step_idx, "tool": correction.tool,
+                        "what": what, "command": command})
+    return waiting
 
 
 def _settle(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, action: Action,
@@ -69,6 +105,7 @@ def _settle(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, acti
             if report.settled:
                 saga_log.set_run_state(run_id, epoch, RunState.UNWOUND, end=True)
         report.corrections = [c.to_json() for c in saga_log.corrections(run_id)]
+        report.waiting = waiting_for_humans(saga_log, run_id)
         report.state = str(saga_log.require_run(run_id).state)
         span.settled(report.settled)
         return report

@@ -3,6 +3,9 @@
     StepStatus          a saga-log row (saga_log.status)             R2, R5, R7, R8
     CompensationStatus  a row's compensation (saga_log.comp_status)  R8
     CorrectionState     a correction (corrections.state)             R9
+    SettlementState     a step handed to a human (step_settlements.state)   R7
+    SettlementOutcome   what the human said (step_settlements.outcome; the CRD's
+                        status.settlements[*].outcome)
     RunState            a run in the log (saga_runs.state)           R10, R11
     PivotState          the pivot record's state                      R10
     DispatchOutcome     what a tool call answers the agent (proto `Outcome`)   R5
@@ -80,6 +83,22 @@ CORRECTIONS_TO_SEND: frozenset[CorrectionState] = frozenset({
 """Approved corrections, and those a crash left Sending (looked up by key before a resend)."""
 
 
+class SettlementState(StrEnum):
+    WAITING = "Waiting"
+    SETTLED = "Settled"
+
+
+class SettlementOutcome(StrEnum):
+    HAPPENED = "Happened"
+    NOT_HAPPENED = "NotHappened"
+
+
+SETTLED_STATUS: dict[SettlementOutcome, StepStatus] = {
+    SettlementOutcome.HAPPENED: StepStatus.CONFIRMED,
+    SettlementOutcome.NOT_HAPPENED: StepStatus.NOT_EXECUTED}
+"""The status a human's settlement gives an UNKNOWN step."""
+
+
 class RunState(StrEnum):
     RUNNING = "running"
     AWAITING_APPROVAL = "awaiting_approval"
@@ -114,6 +133,7 @@ class DispatchOutcome(StrEnum):
     UNKNOWN = "UNKNOWN"
     STEP_UNRESOLVED = "STEP_UNRESOLVED"
     NEEDS_APPROVAL = "NEEDS_APPROVAL"
+    NEEDS_HUMAN = "NEEDS_HUMAN"
 
 
 class RunPhase(StrEnum):

@@ -1,21 +1,63 @@
-"""The JSON Schema of a tool's arguments, as front ends offer it (MCP `inputSchema`).
+"""A tool's arguments, typed (R2: checked before the intent): one JSON Schema per tool, derived
+by pydantic from the signature's type hints, offered by every front end (gRPC ListTools, MCP
+`inputSchema`), and the same types validated strictly before the INTENDED row is written.
 
-A tool that declares its schema (an upstream MCP tool carries the one its server listed) is
-offered with it; any other is described from its signature and type hints, without the
-harness's own `idempotency_key`.
+    check_arguments   a missing or unknown argument, a float where an int is annotated, a
+                      string where a number is, a value outside a Literal or a constraint ...
+                      -> InvalidArguments naming the argument and what it must be; nothing
+                      is written and nothing called
+    input_schema      the JSON Schema of the arguments (without the harness's idempotency_key)
+
+Strict, in JSON mode: the arguments arrived as JSON, so a string is never read as a number and
+1999.5 is never cut to 1999, while what JSON has no type for (an enum, a date) is read from its
+JSON form. A tool that declares its schema (an upstream MCP tool carries the one its server
+listed) is offered with it and checked by its own server; an argument without a type hint
+takes any JSON value.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-import types
+import json
 import typing
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NotRequired, Required
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict
+
+from agentsaga.errors import InvalidArguments
 from agentsaga.registry import JSON, ToolSpec
 
-_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
-                               dict: "object", list: "array"}
+HARNESS_ARGUMENT = "idempotency_key"
+
+
+@functools.lru_cache(maxsize=1024)
+def arguments_adapter(fn: Callable[..., Any], pure: bool) -> TypeAdapter[Any] | None:
+    """The pydantic adapter of a tool's arguments, built once per function (None when its
+    signature cannot be read)."""
+    try:
+        signature = inspect.signature(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except (TypeError, ValueError, NameError):
+        return None
+    fields: dict[str, Any] = {}
+    open_ended = False
+    for name, param in signature.parameters.items():
+        if param.kind == param.VAR_KEYWORD:
+            open_ended = True
+            continue
+        if param.kind == param.VAR_POSITIONAL or (name == HARNESS_ARGUMENT and not pure):
+            continue
+        hint = hints.get(name, Any)
+        fields[name] = Required[hint] if param.default is inspect.Parameter.empty \
+            else NotRequired[hint]
+    config = ConfigDict(strict=True, extra="allow" if open_ended else "forbid",
+                        title=f"{getattr(fn, '__name__', 'tool')} arguments")
+    shape = with_config(config)(TypedDict(f"{getattr(fn, '__name__', 'Tool')}Arguments",
+                                          fields))  # type: ignore[operator]
+    return TypeAdapter(shape)
 
 
 def input_schema(spec: ToolSpec) -> JSON:
@@ -23,38 +65,84 @@ def input_schema(spec: ToolSpec) -> JSON:
     declared = getattr(spec.fn, "input_schema", None)
     if isinstance(declared, dict):
         return declared
-    return signature_schema(spec.fn)
+    return _schema(spec.fn, spec.cls == "pure")
 
 
-def signature_schema(fn: Any) -> JSON:
+@functools.lru_cache(maxsize=1024)
+def _schema(fn: Callable[..., Any], pure: bool) -> JSON:
+    adapter = arguments_adapter(fn, pure)
+    if adapter is None:
+        return {"type": "object"}
+    schema: JSON = adapter.json_schema()
+    schema.setdefault("required", [])
+    return schema
+
+
+def check_arguments(spec: ToolSpec, args: JSON) -> None:
+    """Refuse arguments the tool cannot take, before anything is written: InvalidArguments
+    names the tool, each wrong argument and what it must be."""
+    if HARNESS_ARGUMENT in args and spec.cls != "pure":
+        raise InvalidArguments(f"{HARNESS_ARGUMENT} is set by the harness, never by the agent "
+                               "(R3)")
+    if isinstance(getattr(spec.fn, "input_schema", None), dict):
+        return  # checked by the server that declared it
+    adapter = arguments_adapter(spec.fn, spec.cls == "pure")
+    if adapter is None:
+        return
     try:
-        signature = inspect.signature(fn)
-        hints = typing.get_type_hints(fn)
-    except (TypeError, ValueError, NameError):
-        return {"type": "object"}
-    properties: dict[str, JSON] = {}
-    required: list[str] = []
-    for name, param in signature.parameters.items():
-        if name == "idempotency_key" or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
-            continue
-        properties[name] = _type_schema(hints.get(name, Any))
-        if param.default is inspect.Parameter.empty:
-            required.append(name)
-    return {"type": "object", "properties": properties, "required": required}
+        adapter.validate_json(json.dumps(args), strict=True)
+    except ValidationError as exc:
+        properties = _schema(spec.fn, spec.cls == "pure").get("properties") or {}
+        problems = [_problem(error, properties) for error in exc.errors()]
+        raise InvalidArguments(f"tool {spec.name!r}: " + "; ".join(problems)
+                               + ". Nothing was called; call it again with corrected "
+                                 "arguments.") from None
 
 
-def _type_schema(hint: Any) -> JSON:
-    origin = typing.get_origin(hint)
-    if hint in _JSON_TYPES:
-        return {"type": _JSON_TYPES[hint]}
-    if origin in (list, tuple, set):
-        items = typing.get_args(hint)
-        return {"type": "array", **({"items": _type_schema(items[0])} if items else {})}
-    if origin is dict:
-        return {"type": "object"}
-    if origin is typing.Literal:
-        return {"enum": list(typing.get_args(hint))}
-    if origin in (typing.Union, types.UnionType):
-        options = [_type_schema(a) for a in typing.get_args(hint) if a is not type(None)]
-        return options[0] if len(options) == 1 else {"anyOf": options}
-    return {}
+def _problem(error: Any, properties: JSON) -> str:
+    """One validation error as a person reads it: the argument, what it must be, what came."""
+    where = ".".join(str(part) for part in error.get("loc") or ()) or "(arguments)"
+    name = str((error.get("loc") or ("",))[0])
+    kind = error.get("type", "")
+    if kind == "missing":
+        return f"argument {where!r} is missing; it must be {describe(properties.get(name))}"
+    if kind == "extra_forbidden":
+        takes = ", ".join(sorted(properties)) or "none"
+        return f"argument {where!r} is not an argument of this tool (it takes: {takes})"
+    shown = json.dumps(error.get("input"), default=str)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    message = str(error.get("msg", "")).removeprefix("Value error, ")
+    return (f"argument {where!r} must be {describe(properties.get(name))}, got {shown} "
+            f"({message})")
+
+
+_JSON_WORDS = {"integer": "an integer", "number": "a number", "string": "a string",
+               "boolean": "true or false", "object": "a JSON object", "array": "a list",
+               "null": "null"}
+
+
+def describe(schema: Any) -> str:
+    """What a JSON Schema admits, in words: 'an integer ≥ 50', 'one of "usd", "eur"'."""
+    if not isinstance(schema, dict) or not schema:
+        return "any JSON value"
+    if "enum" in schema and len(schema["enum"]) > 8 and schema.get("description"):
+        return str(schema["description"])
+    if "enum" in schema:
+        values = schema["enum"]
+        head = ", ".join(json.dumps(v) for v in values[:8])
+        return f"one of {head}" + (f" (and {len(values) - 8} more)" if len(values) > 8 else "")
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return " or ".join(describe(option) for option in schema[key])
+    text = _JSON_WORDS.get(str(schema.get("type")), "a value")
+    if "minimum" in schema and "maximum" in schema:
+        return f"{text} from {schema['minimum']} to {schema['maximum']}"
+    bounds = [f"≥ {schema['minimum']}" if "minimum" in schema else "",
+              f"≤ {schema['maximum']}" if "maximum" in schema else "",
+              f"> {schema['exclusiveMinimum']}" if "exclusiveMinimum" in schema else "",
+              f"< {schema['exclusiveMaximum']}" if "exclusiveMaximum" in schema else ""]
+    shown = " ".join(b for b in bounds if b)
+    return f"{text} {shown}" if shown else text

@@ -8,6 +8,7 @@
                          corrections): started once, followed to its result
     approval             the pivot approval a human patches into status.approval (R10)
     correction_approval  a correction's approval in status.corrections.<step>.approval (R9)
+    settlements          a person's settlement of a step in status.settlements.<step> (R7)
     finalizer            no deletion while the run has unsettled rows (or until force-delete)
     injection            the sidecar-injection mutating webhook
     kopf_settings        kopf's settings (finalizer, annotation prefix, peering, webhook server)
@@ -27,4 +28,5 @@ from agentsaga.operator import (  # noqa: F401
     pods,
     run_jobs,
     runs,
+    settlements,
 )

@@ -22,6 +22,8 @@ from agentsaga.operator.config import (
     OperatorConfig,
 )
 
+from agentsaga.job_commands import NEEDS_HUMAN_EXIT
+
 JobKind = Literal["reconcile", "unwind", "corrections"]
 Obj = dict[str, Any]
 MAX_NAME = 63
@@ -109,6 +111,11 @@ def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorC
         },
         "spec": {
             "backoffLimit": config.job_backoff_limit,
+            # exit 3: only a person can go on (agentsaga.job_commands); running it again
+            # would change nothing, so the Job fails at once and the operator says who must act
+            "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
+                "containerName": "agentsaga", "operator": "In",
+                "values": [NEEDS_HUMAN_EXIT]}}]},
             "template": {
                 "metadata": {"labels": {JOB_POD_LABEL: name, JOB_KIND_LABEL: kind}},
                 "spec": pod_spec,

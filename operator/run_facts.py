@@ -6,6 +6,7 @@ Read-only: the operator never writes a step and never holds a run's epoch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from agentsaga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
@@ -18,6 +19,14 @@ class RunFacts:
     run: Run | None
     steps: list[Step] = field(default_factory=list)
     corrections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    awaiting_human: list[int] = field(default_factory=list)
+    """Steps no lookup can settle, waiting for a person (`agentsaga settle`, or
+    status.settlements)."""
+    last_settled_at: datetime | None = None
+    """When a person last settled a step of the run (by either way)."""
+    human_steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The same as the AgentRun's `status.humanSteps` shows them: tool, stepKey (to copy into
+    a settlement), why."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -46,7 +55,20 @@ def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
     pending = sorted(saga_log.corrections(run_id, pending_only=True),
                      key=lambda c: (c.rank, c.step_idx))
     corrections = {str(c.step_idx): _shown(c) for c in pending}
-    return RunFacts(run, steps, corrections)
+    handed = saga_log.settlements(run_id)
+    waiting = saga_log.settlements(run_id, waiting_only=True) if handed else []
+    tools = {s.step_idx: s.tool for s in steps}
+    shown = {str(w.step_idx): {"tool": tools.get(w.step_idx, ""), "stepKey": w.step_key,
+                               "why": w.why} for w in waiting}
+    settled = [h.settled_at for h in handed if h.settled_at is not None]
+    return RunFacts(run, steps, corrections, [w.step_idx for w in waiting],
+                    max(settled, default=None), shown)
+
+
+def awaiting_human_column(steps: list[int]) -> str | None:
+    """The AgentRun's `status.awaitingHuman` (printer column Human): the steps waiting for a
+    person, as `3` or `3,5`; None when none waits."""
+    return ",".join(str(s) for s in steps) or None
 
 
 def _shown(correction: Correction) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from agentsaga.operator.status import (
 )
 
 from agentsaga import crashpoints, telemetry
+from agentsaga.states import RunState
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +191,11 @@ def apply_job(ctx: Context, namespace: str, name: str, job: Obj) -> None:
         if facts is not None and facts.run is not None:
             patch.update(steps=facts.counts, ownerEpoch=facts.run.owner_epoch)
         needs = _needs_human(facts)
-        if result == "Failed":
+        # an unwind that finished but exits non-zero because a person must act (a correction
+        # to decide; `agentsaga unwind` exits 3): the log says the run is unwound (R11)
+        unwound = (kind == "unwind" and facts is not None and facts.run is not None
+                   and facts.run.state == RunState.UNWOUND)
+        if result == "Failed" and not unwound:
             message = f"job {job_name} failed; see `kubectl logs job/{job_name}`{needs}"
             patch.update(phase="Failed", message=message, conditions=with_condition(
                 run, JOB_CONDITION[kind], False, "JobFailed", message))
@@ -210,6 +215,10 @@ def _needs_human(facts: run_facts.RunFacts | None) -> str:
     if facts is None:
         return ""
     parts = []
+    if facts.awaiting_human:
+        steps = ", ".join(str(s) for s in facts.awaiting_human)
+        parts.append(f"step(s) {steps} wait for a person to settle them (no lookup can): "
+                     "`agentsaga settle`, or status.settlements")
     if facts.unsettled:
         parts.append("unsettled: " + run_facts.describe_unsettled(facts.unsettled))
     if facts.corrections:

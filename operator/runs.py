@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 import kopf
-from agentsaga.operator import correction_approval, pods, run_facts, run_jobs
+from agentsaga.operator import correction_approval, pods, run_facts, run_jobs, settlements
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import (
@@ -132,6 +132,8 @@ def resync_once(ctx: Context, namespace: str, name: str,
         run_jobs.follow_job(ctx, run)
     if facts is not None:  # an approved correction whose Job was never created (a crash)
         correction_approval.ensure_jobs(ctx, run, facts)
+    if facts is not None and current == RunPhase.FAILED:  # settled by `agentsaga settle`
+        settlements.resume(ctx, run, facts)
 
     def mutate(newest: Obj) -> Obj | None:
         # the log read after the newest object: a decision written to the log and then to
@@ -162,6 +164,15 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
             patch["ownerEpoch"] = db.owner_epoch
         if status.get("irreversibleBeforePivot") != db.irreversible_before_pivot:
             patch["irreversibleBeforePivot"] = db.irreversible_before_pivot
+        human = run_facts.awaiting_human_column(facts.awaiting_human)
+        if status.get("awaitingHuman") != human:
+            patch["awaitingHuman"] = human
+        if "humanSteps" in status and not facts.human_steps:
+            patch["humanSteps"] = None  # nothing waits: the field goes
+        elif (status.get("humanSteps") or {}) != facts.human_steps:
+            shown = status.get("humanSteps") or {}
+            patch["humanSteps"] = {**{k: None for k in shown if k not in facts.human_steps},
+                                   **facts.human_steps}
         corrections = corrections_patch(status.get("corrections") or {}, facts.corrections)
         if corrections:
             patch["corrections"] = corrections

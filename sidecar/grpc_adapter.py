@@ -88,7 +88,8 @@ class SidecarServicer(pb_grpc.SidecarServicer):
     def ListTools(self, request: pb.ListToolsRequest) -> pb.ListToolsResponse:
         return pb.ListToolsResponse(tools=[
             pb.ToolInfo(name=t.name, tool_class=t.tool_class, description=t.description,
-                        has_lookup=t.has_lookup, has_compensation=t.has_compensation)
+                        has_lookup=t.has_lookup, has_compensation=t.has_compensation,
+                        input_schema_json=json.dumps(t.input_schema))
             for t in self.service.list_tools()])
 
     @rpc
@@ -131,7 +132,8 @@ def dispatch_message(out: DispatchResult) -> pb.DispatchResponse:
     return pb.DispatchResponse(
         outcome=pb.Outcome.Value(str(out.outcome)), step_idx=out.step_idx,
         idempotency_key=out.key, result_json=_dumps(out.result),
-        external_ref=out.external_ref or "", message=out.message, status=str(out.status))
+        external_ref=out.external_ref or "", message=out.message, status=str(out.status),
+        retry_after_s=out.retry_after_s)
 
 
 def step_message(step: Step) -> pb.Step:

@@ -13,7 +13,7 @@ SUPPORT = Path(__file__).resolve().parent / "support"
 pytest_plugins = ["sagatest.pg_fixtures", "sagatest.sidecar_fixtures", "sagatest.world_fixtures",
                   "sagatest.operator_fixtures", "sagatest.ledger_fixtures",
                   "sagatest.otlp_collector", "sagatest.mcp_fixtures",
-                  "sagatest.prometheus_fixtures"]
+                  "sagatest.prometheus_fixtures", "sagatest.log_checks"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -23,3 +23,12 @@ def pytest_configure(config: pytest.Config) -> None:
     paths = [str(SUPPORT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ["PYTHONSAFEPATH"] = "1"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    """The order is random (pytest-randomly): say how to replay it, even under -q."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
+        terminalreporter.write_line(f"random test order: replay it with "
+                                    f"--randomly-seed={seed}")

@@ -55,11 +55,12 @@ class Agent:
             if outcome == "CONFIRMED":
                 result: dict[str, Any] = json.loads(reply.result_json or "{}")
                 return result
-            if outcome == "FAILED":
+            if outcome in ("FAILED", "NEEDS_HUMAN"):  # NEEDS_HUMAN: stop, as the prompt says
                 return None
             if outcome == "NEEDS_APPROVAL":
                 raise RuntimeError(f"{tool} needs approval: {reply.message}")
-            time.sleep(0.05)  # UNKNOWN or STEP_UNRESOLVED: the same call again (R3, R5)
+            # UNKNOWN: the same call again (R3, R5), once the harness can be certain (R7)
+            time.sleep(_pause(reply))
         return None
 
     def resolve(self, run_id: str, step_idx: int, attempts: int) -> None:
@@ -72,9 +73,9 @@ class Agent:
         for _ in range(attempts):
             reply = self._retrying(
                 lambda sc: sc.client.dispatch_raw(run_id, step.tool, args), run_id)
-            if self.note(run_id, reply) in ("CONFIRMED", "FAILED", "NEEDS_APPROVAL"):
+            if self.note(run_id, reply) in ("CONFIRMED", "FAILED", "NEEDS_APPROVAL", "NEEDS_HUMAN"):
                 return
-            time.sleep(0.05)
+            time.sleep(_pause(reply))
 
     def _retrying(self, fn: Callable[[Sidecar], Any], run_id: str, *, begin: bool = True) -> Any:
         """Call the pod's sidecar; restart a dead one (and adopt), wait out an absent Postgres."""
@@ -98,3 +99,10 @@ class Agent:
                 time.sleep(0.2)
         assert last is not None
         raise last
+
+
+def _pause(reply: pb.DispatchResponse) -> float:
+    """The retry-after the harness gave (bounded), else a short pause."""
+    if reply.HasField("retry_after_s"):
+        return min(max(reply.retry_after_s, 0.05), 5.0)
+    return 0.05

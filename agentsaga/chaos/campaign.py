@@ -8,6 +8,7 @@ Run `index` of seed `seed` draws everything from `random.Random(f"{seed}:{index}
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import secrets
 import tempfile
@@ -26,6 +27,8 @@ from agentsaga.chaos import faults as fk
 from agentsaga.chaos.agent import Agent
 from agentsaga.chaos.invariants import Answer, Violation, check
 from agentsaga.chaos.processes import EmbeddedPostgres, Output, Processes, Sidecar
+from agentsaga.connectors.tools import SEARCHED_TOOLS
+from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.world import Fault, World
@@ -45,6 +48,8 @@ class CampaignConfig:
     recheck_pause_s: float = 0.1
     connector_timeout_s: float = 1.0
     stripe_key: str = ""
+    search_lag_s: float = 1.0
+    """The most the world's search lags in a campaign (its faults stay below it)."""
 
 
 @dataclass
@@ -81,10 +86,16 @@ class Campaign:
                 "AGENTSAGA_STRIPE_API_BASE": world.url,
                 "AGENTSAGA_STRIPE_API_KEY": self.config.stripe_key or
                 f"sk_test_chaos_{secrets.token_hex(8)}",
-                "AGENTSAGA_ZENDESK_URL": world.url, "AGENTSAGA_EMAIL_URL": world.url,
+                # tickets go to Jira: no idempotency key, a lagging search (the hard case)
+                "AGENTSAGA_JIRA_URL": world.url, "AGENTSAGA_JIRA_PROJECT": "SUP",
+                "AGENTSAGA_EMAIL_URL": world.url,
                 "AGENTSAGA_EMAIL_FROM": "support@shop.example",
                 "AGENTSAGA_CONNECTOR_TIMEOUT_S": str(self.config.connector_timeout_s),
                 "AGENTSAGA_RECHECK_PAUSE_S": str(self.config.recheck_pause_s),
+                # R7: the world's search lags at most `search_lag_s`; that is its contract
+                "AGENTSAGA_TIME_CONTRACTS": json.dumps({
+                    tool: {"visible_within_s": self.config.search_lag_s}
+                    for tool in SEARCHED_TOOLS}),
             }
             procs = Processes(dsn, TOOLS, env, self.result.output)
             try:
@@ -184,6 +195,8 @@ class RunContext:
             return self.agent.call(run_id, tool, args)
         if fault == "concurrent_dispatch":
             return self.concurrent(run_id, tool, args)
+        if fault == "late_confirm":
+            return self.late_confirm(run_id, tool, args)
         raise ValueError(f"unknown fault kind {fault!r}")
 
     def _add(self, tool: str, kind: str, seconds: float = 30.0) -> Fault:
@@ -216,8 +229,9 @@ class RunContext:
 
     def world_fault(self, run_id: str, tool: str, args: dict[str, Any],
                     kind: str) -> dict[str, Any] | None:
-        if kind == "world:search_lag":
-            self.world.config.search_lag = self.campaign.config.recheck_pause_s * 4
+        if kind == "world:search_lag":  # beyond the re-check pause, within the contract
+            self.world.config.search_lag = min(self.campaign.config.recheck_pause_s * 6,
+                                               self.campaign.config.search_lag_s)
             fault = self._add(tool, "commit_then_504")
         else:
             fault = self._add(tool, kind.split(":", 1)[1], seconds=3.0)
@@ -240,6 +254,35 @@ class RunContext:
         thread.join()
         self.world.faults.clear()
         self.fired("sidecar_sigkill", hit)
+        return self.agent.call(run_id, tool, args)
+
+    def _held(self, tool: str, seconds: float) -> Fault:
+        """The tool's next call is held `seconds` on the wire, then committed and answered."""
+        return self._add(tool, "delay", seconds=seconds)
+
+    def _until_fired(self, fault: Fault) -> bool:
+        deadline = time.monotonic() + 10
+        while fault.fired == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return fault.fired > 0
+
+    def late_confirm(self, run_id: str, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        """The pod's call is held; a second pod adopts the run meanwhile; the call confirms to a
+        fenced writer, which records what it saw (an observation) instead of dropping it."""
+        fault = self._held(tool, self.campaign.config.connector_timeout_s * 0.6)
+        sidecar = self.pod()
+        thread = threading.Thread(target=_swallow, args=(sidecar, run_id, tool, args))
+        thread.start()
+        held = self._until_fired(fault)
+        peer = self.procs.sidecar("peer")
+        try:
+            peer.client.begin_run(run_id, agent="chaos")  # fences the pod mid-call (R12)
+            thread.join()
+        finally:
+            peer.stop()
+            self.world.faults.clear()
+        self.fired("late_confirm", held)
+        self.agent.begin(run_id)  # the agent's pod adopts again and calls again
         return self.agent.call(run_id, tool, args)
 
     def concurrent(self, run_id: str, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
@@ -294,6 +337,9 @@ class RunContext:
         if fault == "zombie_pod":
             self.zombie(run_id)
             return
+        if fault == "unwind_in_flight":
+            self.unwind_in_flight(run_id)
+            return
         crash_at = ",".join(f"after_compensation:{t}" for t in COMP_TOOLS) \
             if fault == "crash:after_compensation" else ""
         job = self.procs.job("unwind", run_id, crash_at=crash_at)
@@ -305,7 +351,7 @@ class RunContext:
         if fault is not None:
             self.fired(fault, code == -9)
         for _ in range(3):  # restart the Job until the run is settled
-            if code == 0:
+            if code in (0, NEEDS_HUMAN_EXIT):  # settled, or only a person can go on
                 return
             code = self.procs.finish_job(self.procs.job("unwind", run_id))
 
@@ -316,6 +362,30 @@ class RunContext:
             if self.saga_log.require_run(run_id).owner_epoch > epoch:
                 return
             time.sleep(0.01)
+
+    def unwind_in_flight(self, run_id: str) -> None:
+        """An unwind Job starts while one more charge is held on the wire, then committed: the
+        Job must not settle it as never happened before the call's deadline."""
+        fault = self._held("charge_card", self.campaign.config.connector_timeout_s * 0.6)
+        sidecar = self.pod()
+        args = {"customer_id": "cus_inflight", "amount": 700, "order_id": run_id[-6:],
+                "reason": "in flight during the unwind"}
+        thread = threading.Thread(target=self._in_flight, args=(sidecar, run_id, args))
+        thread.start()
+        held = self._until_fired(fault)
+        job = self.procs.job("unwind", run_id)
+        thread.join()
+        code = self.procs.finish_job(job)
+        self.world.faults.clear()
+        self.fired("unwind_in_flight", held)
+        for _ in range(3):
+            if code == 0:
+                return
+            code = self.procs.finish_job(self.procs.job("unwind", run_id))
+
+    def _in_flight(self, sidecar: Sidecar, run_id: str, args: dict[str, Any]) -> None:
+        with contextlib.suppress(grpc.RpcError):  # ABORTED: the Job fenced it mid-call
+            self.agent.note(run_id, sidecar.client.dispatch_raw(run_id, "charge_card", args))
 
     def zombie(self, run_id: str) -> None:
         """The evicted pod is still alive and keeps calling while the Job unwinds its run."""
@@ -332,7 +402,7 @@ class RunContext:
         code = self.procs.finish_job(job)
         self.fired("zombie_pod", refused)
         for _ in range(3):
-            if code == 0:
+            if code in (0, NEEDS_HUMAN_EXIT):  # settled, or only a person can go on
                 return
             code = self.procs.finish_job(self.procs.job("unwind", run_id))
 

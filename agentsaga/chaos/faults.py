@@ -9,11 +9,17 @@
     world:commit_then_reset   ... commits, then resets the connection
     world:drop_response       ... commits, then never answers (the connector times out)
     world:search_lag          ... commits, answers 504, and its search lags beyond the re-check
+                              (tickets go to Jira, which takes no idempotency key: only the
+                              time contract keeps a re-send from doubling the ticket)
+    late_confirm              the call is held; meanwhile another sidecar adopts the run, so
+                              the first is fenced when its call confirms (an observation)
     sidecar_sigkill           the sidecar is SIGKILLed while a call is in flight
     job_sigkill               an unwind Job is SIGKILLed mid-way (as soon as it started)
     postgres_restart          Postgres stops hard (-m immediate) mid-run and comes back
     concurrent_dispatch       two sidecars dispatch the same step at the same moment
     zombie_pod                an evicted pod keeps calling while a Job unwinds its run
+    unwind_in_flight          an unwind Job starts while a charge is held on the wire, then
+                              committed: the Job waits for the call's deadline
 
 Covered by tests rather than by this runner (the product must not depend on test stand-ins):
 operator restart and operator-driven eviction (tests/e2e, against the Kubernetes API stand-in).
@@ -28,15 +34,16 @@ STEP_FAULTS = (
     "crash:after_intent", "crash:after_call", "crash:during_reconcile",
     "world:commit_then_504", "world:commit_then_reset", "world:drop_response",
     "world:search_lag", "sidecar_sigkill", "postgres_restart", "concurrent_dispatch",
+    "late_confirm",
 )
-UNWIND_FAULTS = ("crash:after_compensation", "job_sigkill", "zombie_pod")
+UNWIND_FAULTS = ("crash:after_compensation", "job_sigkill", "zombie_pod", "unwind_in_flight")
 FAULT_KINDS = STEP_FAULTS + UNWIND_FAULTS
 NEEDS_EMBEDDED_PG = frozenset({"postgres_restart"})
 
 # tool -> (HTTP method, path pattern) of the call that creates its effect in the world
 ROUTES: dict[str, tuple[str, str]] = {
     "charge_card": ("POST", "/v1/payment_intents"),
-    "create_ticket": ("POST", "/api/v2/tickets.json"),
+    "create_ticket": ("POST", "/rest/api/3/issue"),
     "reship": ("POST", "/warehouse/reships"),
     "capture_payment": ("POST", "/v1/payment_intents/*/capture"),
     "send_email": ("POST", "/emails"),

@@ -12,7 +12,8 @@
     ├── RunTakenOver         another owner adopted the run (R12): stop
     ├── ToolFailed           the real system said no; nothing happened
     ├── StepUnresolved       an earlier step's outcome is unknown: call that tool again first
-    └── ApprovalRequired     a human must approve this at the pivot
+    ├── ApprovalRequired     a human must approve this at the pivot
+    └── ToolNeedsHuman       only a human can settle this step: stop calling it, end the turn
 
 A request the sidecar refuses outright raises `Refused` (`PermissionDenied`, `RateLimited`, ...;
 also grpc.RpcErrors with the status code). All are `agentsaga.SagaError`s.
@@ -42,6 +43,7 @@ from agentsaga.client.errors import (
     StepUnresolved,
     ToolCallError,
     ToolFailed,
+    ToolNeedsHuman,
     ToolOutcomeUnknown,
 )
 from agentsaga.v1 import sidecar_pb2 as pb
@@ -49,7 +51,8 @@ from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
 
 __all__ = ["SYSTEM_PROMPT", "ApprovalRequired", "AsyncSagaClient", "PermissionDenied",
            "RateLimited", "Refused", "RunTakenOver", "SagaClient", "SettleResult", "SidecarLost",
-           "StepUnresolved", "ToolCallError", "ToolFailed", "ToolOutcomeUnknown"]
+           "StepUnresolved", "ToolCallError", "ToolFailed", "ToolNeedsHuman",
+           "ToolOutcomeUnknown"]
 
 R = TypeVar("R")
 
@@ -63,6 +66,9 @@ A tool result can say one of:
   the real system and returns what actually happened.
 - STEP UNRESOLVED: an earlier call's outcome is still unknown; call that tool again first.
 - NEEDS APPROVAL: a human must approve this step; include it in the plan you stage for approval.
+- NEEDS HUMAN: only a person can find out whether that call happened. Do NOT call that tool
+  again and do not work around it with other tools; tell the user what you were doing and end
+  your turn.
 Never report an action as done unless its result is CONFIRMED."""
 
 

@@ -21,6 +21,7 @@ from agentsaga.client.errors import (
     StepUnresolved,
     ToolCallError,
     ToolFailed,
+    ToolNeedsHuman,
     ToolOutcomeUnknown,
 )
 from agentsaga.v1 import sidecar_pb2 as pb
@@ -112,6 +113,7 @@ _RAISE: dict[int, type[ToolCallError]] = {
     pb.FAILED: ToolFailed,
     pb.STEP_UNRESOLVED: StepUnresolved,
     pb.NEEDS_APPROVAL: ApprovalRequired,
+    pb.NEEDS_HUMAN: ToolNeedsHuman,
 }
 
 

@@ -7,7 +7,9 @@
     │   ├── RunTakenOver        another owner adopted the run (R12): stop
     │   ├── ToolFailed          the real system said no; nothing happened
     │   ├── StepUnresolved      an earlier step's outcome is unknown: call that tool again first
-    │   └── ApprovalRequired    a human must approve this at the pivot
+    │   ├── ApprovalRequired    a human must approve this at the pivot
+    │   └── ToolNeedsHuman      only a human can settle this step (its tool has no lookup):
+    │                           stop calling it and end the turn
     └── Refused                 the sidecar answered with an error status: it refused the
         │                       request, or could not be reached outside a tool call (also a
         │                       grpc.RpcError with `code()` and `details()`)
@@ -40,7 +42,13 @@ class ToolCallError(errors.SagaError):
 
 
 class ToolOutcomeUnknown(ToolCallError):
-    pass
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds until the harness can be certain whether the call happened (call the same
+        tool again then); None when only a human can tell."""
+        if self.response.HasField("retry_after_s"):
+            return float(self.response.retry_after_s)
+        return None
 
 
 class SidecarLost(ToolOutcomeUnknown):
@@ -68,6 +76,12 @@ class StepUnresolved(ToolCallError):
 
 class ApprovalRequired(ToolCallError):
     pass
+
+
+class ToolNeedsHuman(ToolCallError):
+    """The step's outcome is unknown and no lookup can settle it: a person records whether it
+    happened (`agentsaga settle`, or `status.settlements` on Kubernetes). Calling the tool again
+    answers the same until then: stop, and end the turn."""
 
 
 class Refused(errors.RequestError, grpc.RpcError):  # type: ignore[misc]  # untyped grpc

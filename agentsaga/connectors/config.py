@@ -9,11 +9,12 @@ A system whose URL is unset is simply not configured; its tools are not register
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentsaga.environment import load
 from agentsaga.errors import ConfigurationError
 from agentsaga.settings import ConnectorSettings
+from agentsaga.time_contract import parse_overrides
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class ConnectorConfig:
     warehouse: WarehouseConfig | None = None
     http_tools: str | None = None
     """Path of the generic HTTP tools file."""
+    time_contracts: dict[str, dict[str, float]] = field(default_factory=dict)
+    """R7: per-tool overrides of the connectors' time contracts (`AGENTSAGA_TIME_CONTRACTS`)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ConnectorConfig:
@@ -109,4 +112,5 @@ class ConnectorConfig:
         if s.warehouse_url:
             warehouse = WarehouseConfig(url=s.warehouse_url.rstrip("/"))
         return cls(http=http, stripe=stripe, jira=jira, zendesk=zendesk, email=email,
-                   warehouse=warehouse, http_tools=s.http_tools)
+                   warehouse=warehouse, http_tools=s.http_tools,
+                   time_contracts=parse_overrides(s.time_contracts))

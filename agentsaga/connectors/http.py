@@ -19,10 +19,16 @@ key) or `$ref` (the step's external id, resolved at unwind time, R8) or `{name}`
           items: data                   # where the list is in the answer ("" : the answer)
           id_field: id                  # the id within one item (default: id_field)
         compensate: {tool: void_invoice, args: {invoice: $ref, reason: rolled back}}
+        time: {visible_within_s: 0, dedupes_for_s: 86400}   # R7: what the API documents
       - name: void_invoice
         class: irreversible
         method: POST
         url: https://billing.example.com/invoices/{invoice}/void
+
+The time contract (R7): `call_timeout_s` is the connector's client timeout
+(`AGENTSAGA_CONNECTOR_TIMEOUT_S`); a lookup by key in the API's own list is taken as consistent
+(`visible_within_s: 0`) and the key as not deduplicated (`dedupes_for_s: 0`) unless `time:` says
+what the API documents.
 
 Arguments not used in the URL are sent as the JSON body (POST/PUT/PATCH) or query (GET/DELETE).
 """
@@ -43,6 +49,7 @@ from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.errors import ConfigurationError
 from agentsaga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
 from agentsaga.settings import read_secret
+from agentsaga.time_contract import TimeContract
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -64,6 +71,7 @@ class HttpTool:
     compensate: Mapping[str, Any] | None = None
     description: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    time: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> HttpTool:
@@ -79,6 +87,7 @@ class HttpTool:
                 lookup_items=str((raw.get("lookup") or {}).get("items", "")),
                 lookup_id_field=str((raw.get("lookup") or {}).get("id_field", "")),
                 compensate=raw.get("compensate"), description=str(raw.get("description", "")),
+                time=dict(raw.get("time") or {}),
             )
         except KeyError as exc:
             raise ConfigurationError(f"HTTP tool {dict(raw).get('name', '?')!r}: missing "
@@ -200,8 +209,9 @@ def register_file(registry: Registry, path: str, settings: HttpSettings,
         if tool.cls != "pure":
             lookup = runner.lookup if tool.lookup_url else NO_LOOKUP
 
+        timing = TimeContract(settings.timeout_s).with_overrides(tool.time)
         registry.register(_bind(runner), cls=tool.cls, name=tool.name, audience=tool.audience,
-                          compensate=compensate, lookup=lookup,
+                          compensate=compensate, lookup=lookup, timing=timing,
                           description=tool.description or f"{tool.method} {tool.url}")
         names.append(tool.name)
     return names

@@ -24,17 +24,55 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agentsaga.connectors import http as generic_http
 from agentsaga.connectors.config import ConnectorConfig
 from agentsaga.connectors.email import EmailConnector
 from agentsaga.connectors.jira import JiraTickets
 from agentsaga.connectors.stripe import StripeConnector
+from agentsaga.connectors.stripe_currencies import Amount, Currency
 from agentsaga.connectors.warehouse import WarehouseConnector
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import Rejected
 from agentsaga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
+from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.time_contract import TimeContract
+
+# R7: each system's time contract. `call_timeout_s` is the connector's own client timeout
+# (AGENTSAGA_CONNECTOR_TIMEOUT_S, enforced by its HTTP client); the rest is what the system
+# documents (../shared/reference/external-apis.md); AGENTSAGA_TIME_CONTRACTS overrides per tool.
+STRIPE_DEDUPES_S = 24 * 3600.0
+"""Stripe keeps an idempotency key at least 24 h (docs.stripe.com/idempotency: keys "can" be
+removed once they are at least 24 hours old)."""
+STRIPE_SEARCH_LAG_S = 60.0
+"""Stripe search: data is searchable "in under 1 minute" normally (docs.stripe.com/search)."""
+JIRA_SEARCH_LAG_S = 120.0
+"""Jira `search/jql` is not read-after-write consistent: "a few seconds to minutes", most
+"within seconds" (developer.atlassian.com/cloud/jira/platform/search-and-reconcile)."""
+JIRA_DEDUPES_S = 0.0
+"""Jira Cloud REST v3 takes no idempotency key for issue creation: a re-send is a new issue."""
+ZENDESK_DEDUPES_S = 2 * 3600.0
+"""Zendesk keeps a ticket-create `Idempotency-Key` about 2 hours (developer.zendesk.com
+ticketing introduction #idempotency; the retention is from integration notes)."""
+ZENDESK_LOOKUP_LAG_S = 180.0
+"""Zendesk's `tickets?external_id=` is probably consistent (unverified); its search index
+takes "up to a few minutes": the lookup is bounded by the latter."""
+EMAIL_DEDUPES_S = 24 * 3600.0
+"""Resend-like email APIs keep an `Idempotency-Key` 24 hours (resend.com/docs idempotency)."""
+EMAIL_LOOKUP_LAG_S = 60.0
+"""The send log lags like a search index (the email stand-in's documented behaviour)."""
+
+
+SEARCHED_TOOLS = ("charge_card", "capture_payment", "create_ticket", "create_ticket_draft",
+                  "send_email", "send_correction")
+"""The tools whose lookup is a search (it lags): their `visible_within_s` is the index's lag."""
+
+
+def ticket_timing(system: str, timeout_s: float) -> TimeContract:
+    if system == "jira":
+        return TimeContract(timeout_s, JIRA_SEARCH_LAG_S, JIRA_DEDUPES_S)
+    return TimeContract(timeout_s, ZENDESK_LOOKUP_LAG_S, ZENDESK_DEDUPES_S)
 
 ROLLBACK_REASON = "Rolled back: the agent run that created this was unwound"
 
@@ -79,7 +117,8 @@ def _target(finder: Finder, ref_value: str | None, by_key: str | None, what: str
     raise Rejected(f"name the {what}: pass its id or by_key=")
 
 
-def register_tickets(registry: Registry, tickets: Tickets) -> None:
+def register_tickets(registry: Registry, tickets: Tickets,
+                     timing: TimeContract = DEFAULT_TIMING) -> None:
     def create_ticket(summary: str, order_id: str, idempotency_key: str,
                       description: str = "") -> Effect:
         """Create a ticket in the support team's queue."""
@@ -110,11 +149,11 @@ def register_tickets(registry: Registry, tickets: Tickets) -> None:
 
     find, many = _one(tickets), tickets.find_many
     registry.register(create_ticket, cls="compensatable", audience=["support_team"],
-                      compensate=close_comp, lookup=find, lookup_many=many)
+                      compensate=close_comp, lookup=find, lookup_many=many, timing=timing)
     registry.register(create_ticket_draft, cls="reversible", audience=["agent"],
                       compensate=lambda a, k: Compensation(
                           "delete_ticket_draft", {"ticket": ref(k), "by_key": k}),
-                      lookup=find, lookup_many=many)
+                      lookup=find, lookup_many=many, timing=timing)
     registry.register(open_ticket, cls="compensatable", audience=["support_team"],
                       compensate=lambda a, k: Compensation(
                           "close_ticket", {"ticket": str(a["ticket"]), "reason": ROLLBACK_REASON}),
@@ -126,23 +165,27 @@ def register_tickets(registry: Registry, tickets: Tickets) -> None:
 
 
 def register_stripe(registry: Registry, stripe: StripeConnector) -> None:
-    def charge_card(customer_id: str, amount: int, idempotency_key: str, currency: str = "usd",
-                    reason: str = "", order_id: str = "", payment_method: str = "pm_card_visa",
-                    receipt: bool = False) -> Effect:
+    timing = TimeContract(stripe.http.timeout_s, STRIPE_SEARCH_LAG_S, STRIPE_DEDUPES_S)
+
+    def charge_card(customer_id: str, amount: Amount, idempotency_key: str,
+                    currency: Currency = "usd", reason: str = "", order_id: str = "",
+                    payment_method: str = "pm_card_visa", receipt: bool = False) -> Effect:
         """Authorise a card payment (manual capture: a hold until capture_payment)."""
         return stripe.charge_card(customer_id, amount, idempotency_key, currency=currency,
                                   reason=reason, order_id=order_id,
                                   payment_method=payment_method, receipt=receipt)
 
-    def capture_payment(payment_intent: str, idempotency_key: str, amount: int | None = None,
-                        receipt: bool = False) -> Effect:
+    def capture_payment(payment_intent: str, idempotency_key: str,
+                        amount: Amount | None = None, receipt: bool = False) -> Effect:
         """Commit step: capture an authorised payment."""
         return stripe.capture_payment(payment_intent, idempotency_key, amount=amount,
                                       receipt=receipt)
 
     def cancel_or_refund_payment(idempotency_key: str, payment: str | None = None,
-                                 charge_key: str | None = None, amount: int | None = None,
-                                 reason: str = "requested_by_customer") -> Effect:
+                                 charge_key: str | None = None, amount: Amount | None = None,
+                                 reason: Literal["duplicate", "fraudulent",
+                                                 "requested_by_customer"] = "requested_by_customer",
+                                 ) -> Effect:
         """Cancel an authorisation, or refund a captured payment."""
         return stripe.cancel_or_refund_payment(idempotency_key, payment=payment,
                                                charge_key=charge_key, amount=amount,
@@ -156,16 +199,18 @@ def register_stripe(registry: Registry, stripe: StripeConnector) -> None:
                             {"payment": ref(key), "charge_key": key, "amount": int(args["amount"])})
 
     registry.register(charge_card, cls="compensatable", audience=payer, compensate=undo_charge,
-                      lookup=stripe.find, lookup_many=stripe.find_many)
+                      lookup=stripe.find, lookup_many=stripe.find_many, timing=timing)
     registry.register(capture_payment, cls="compensatable", audience=payer,
                       compensate=lambda a, k: Compensation(
                           "cancel_or_refund_payment", {"payment": str(a["payment_intent"])}),
-                      lookup=stripe.find_capture, commit_step=True)
+                      lookup=stripe.find_capture, commit_step=True, timing=timing)
     registry.register(cancel_or_refund_payment, cls="irreversible", audience=["finance"],
                       lookup=NO_LOOKUP)
 
 
-def register_email(registry: Registry, email: EmailConnector) -> None:
+def register_email(registry: Registry, email: EmailConnector, timeout_s: float) -> None:
+    timing = TimeContract(timeout_s, EMAIL_LOOKUP_LAG_S, EMAIL_DEDUPES_S)
+
     def create_email_draft(to: list[str] | str, subject: str, body: str,
                            idempotency_key: str) -> Effect:
         """Draft an email; nobody sees it until it is sent."""
@@ -208,13 +253,18 @@ def register_email(registry: Registry, email: EmailConnector) -> None:
     registry.register(delete_email_draft, cls="irreversible", audience=["agent"],
                       lookup=NO_LOOKUP)
     registry.register(send_correction, cls="irreversible", audience=["customer"],
-                      lookup=_one(email), lookup_many=email.find_many)
+                      lookup=_one(email), lookup_many=email.find_many, timing=timing)
     registry.register(send_email, cls="irreversible", audience=["customer"],
                       compensate=correction, lookup=_one(email), lookup_many=email.find_many,
-                      commit_step=True)
+                      commit_step=True, timing=timing)
 
 
-def register_warehouse(registry: Registry, warehouse: WarehouseConnector) -> None:
+def register_warehouse(registry: Registry, warehouse: WarehouseConnector,
+                       timeout_s: float) -> None:
+    # the warehouse lists reships from its database (consistent) and honours Idempotency-Key
+    # for as long as it keeps the reship row
+    timing = TimeContract(timeout_s, 0.0, 0.0)
+
     def search_orders(order_id: str) -> dict[str, Any]:
         """Look up an order at the warehouse (pure)."""
         return warehouse.order(order_id)
@@ -231,7 +281,7 @@ def register_warehouse(registry: Registry, warehouse: WarehouseConnector) -> Non
     registry.register(search_orders, cls="pure")
     registry.register(reship, cls="compensatable", audience=["warehouse"],
                       compensate=lambda a, k: Compensation("cancel_reship", {"reship": ref(k)}),
-                      lookup=_one(warehouse), lookup_many=warehouse.find_many)
+                      lookup=_one(warehouse), lookup_many=warehouse.find_many, timing=timing)
     registry.register(cancel_reship, cls="irreversible", audience=["warehouse"],
                       lookup=NO_LOOKUP)
 
@@ -240,17 +290,22 @@ def register_all(registry: Registry, env: Mapping[str, str] = os.environ) -> Reg
     """Register the tools of every configured system into `registry` (and return it)."""
     config = ConnectorConfig.from_env(env)
     if config.warehouse:
-        register_warehouse(registry, WarehouseConnector(config.warehouse, config.http))
+        register_warehouse(registry, WarehouseConnector(config.warehouse, config.http),
+                           config.http.timeout_s)
     if config.jira:
-        register_tickets(registry, JiraTickets(config.jira, config.http))
+        register_tickets(registry, JiraTickets(config.jira, config.http),
+                         ticket_timing("jira", config.http.timeout_s))
     elif config.zendesk:
-        register_tickets(registry, ZendeskTickets(config.zendesk, config.http))
+        register_tickets(registry, ZendeskTickets(config.zendesk, config.http),
+                         ticket_timing("zendesk", config.http.timeout_s))
     if config.stripe:
         register_stripe(registry, StripeConnector(config.stripe, config.http))
     if config.email:
-        register_email(registry, EmailConnector(config.email, config.http))
+        register_email(registry, EmailConnector(config.email, config.http),
+                       config.http.timeout_s)
     if config.http_tools:
         generic_http.register_file(registry, config.http_tools, config.http, env)
+    registry.override_timing(config.time_contracts)  # configuration over the defaults (R7)
     return registry
 
 

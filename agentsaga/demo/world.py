@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from agentsaga.connectors.tools import SEARCHED_TOOLS
 from agentsaga.world import Fault, World
 
 CUSTOMER = "cus_1182"
@@ -10,9 +13,13 @@ ORDER = "1182"
 PROJECT = "SUP"
 
 
-def connector_env(url: str, *, timeout_s: float = 2.0) -> dict[str, str]:
-    """`AGENTSAGA_*` settings pointing every connector at the world on `url`."""
+def connector_env(url: str, *, timeout_s: float = 2.0,
+                  search_lag_s: float = 1.0) -> dict[str, str]:
+    """`AGENTSAGA_*` settings pointing every connector at the world on `url`; the world's
+    search lags at most `search_lag_s` (its time contract, R7)."""
     return {
+        "AGENTSAGA_TIME_CONTRACTS": json.dumps(
+            {tool: {"visible_within_s": search_lag_s} for tool in SEARCHED_TOOLS}),
         "AGENTSAGA_STRIPE_API_BASE": url, "AGENTSAGA_STRIPE_API_KEY": "sk_test_demo",
         "AGENTSAGA_JIRA_URL": url, "AGENTSAGA_JIRA_PROJECT": PROJECT,
         "AGENTSAGA_JIRA_EMAIL": "agent@shop.example", "AGENTSAGA_JIRA_TOKEN": "demo",

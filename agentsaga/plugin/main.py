@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from agentsaga.plugin.kube import Kubectl, PluginError
 from agentsaga.plugin.subcommands import SUBCOMMANDS
 
-NEEDS_RUN = ("plan", "approve", "reject", "trace")
+NEEDS_RUN = ("plan", "approve", "reject", "settle", "trace")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubectl agentsaga",
                                      description="AgentRuns of agentsaga: list, review the "
-                                     "staged plan, approve or reject it, find the trace.")
+                                     "staged plan, approve or reject it, settle a step only "
+                                     "a person can, find the trace.")
     sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
     for name, (_, help_text) in SUBCOMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
@@ -28,6 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
         if name in ("approve", "reject"):
             command.add_argument("--reason", default="", help="why, for the record")
             command.add_argument("--approver", help="your username (default: `kubectl auth "
+                                 "whoami`); the admission policy accepts only your own")
+        if name == "settle":
+            command.add_argument("step", metavar="STEP", type=int,
+                                 help="the step waiting for a person (status.humanSteps)")
+            said = command.add_mutually_exclusive_group(required=True)
+            said.add_argument("--happened", action="store_const", dest="outcome",
+                              const="Happened", help="its effect exists in the real system")
+            said.add_argument("--not-happened", action="store_const", dest="outcome",
+                              const="NotHappened", help="it never took effect")
+            command.add_argument("--ref", help="the effect's id (with --happened)")
+            command.add_argument("--reason", required=True, help="how you know, for the record")
+            command.add_argument("--settler", help="your username (default: `kubectl auth "
                                  "whoami`); the admission policy accepts only your own")
         if name == "trace":
             command.add_argument("--jaeger", help="Jaeger's URL, for the link")

@@ -97,6 +97,29 @@ def _decide(kube: Kubectl, args: argparse.Namespace, decision: str) -> str:
             f" -n {namespace} --for=condition={condition}")
 
 
+def settle(kube: Kubectl, args: argparse.Namespace) -> str:
+    """The status patch a person writes by hand for a step no lookup can settle: the step's key
+    as the operator shows it (status.humanSteps), one's own name."""
+    run = kube.agentrun(args.run)
+    status = run.get("status") or {}
+    waiting = (status.get("humanSteps") or {}).get(str(args.step))
+    if not waiting:
+        shown = ", ".join(sorted(status.get("humanSteps") or {})) or "none"
+        raise PluginError(f"step {args.step} of agentrun {args.run} is not waiting for a person "
+                          f"(steps waiting: {shown}); nothing was written")
+    if args.ref and args.outcome != "Happened":
+        raise PluginError("--ref goes only with --happened; nothing was written")
+    settler = args.settler or kube.username()
+    entry = {"outcome": args.outcome, "settler": settler, "reason": args.reason,
+             "stepKey": waiting["stepKey"], **({"ref": args.ref} if args.ref else {})}
+    kube.run("patch", "agentrun", args.run, "--subresource=status", "--type=merge", "-p",
+             json.dumps({"status": {"settlements": {str(args.step): entry}}}))
+    namespace = run["metadata"].get("namespace", "")
+    return (f"agentrun {namespace}/{args.run}: step {args.step} ({waiting.get('tool')}) settled "
+            f"as {args.outcome} by {settler}\nthe operator records it; wait with: kubectl wait "
+            f"agentrun/{args.run} -n {namespace} --for=condition=StepsSettled")
+
+
 def trace(kube: Kubectl, args: argparse.Namespace) -> str:
     """The run's trace id (from the `agentsaga.io/traceparent` annotation) and where to open
     it."""
@@ -151,5 +174,7 @@ SUBCOMMANDS: dict[str, tuple[Subcommand, str]] = {
                    "audiences, plan hash"),
     "approve": (approve, "approve a run's staged plan (its current hash, as you)"),
     "reject": (reject, "reject a run's staged plan (the run is unwound)"),
+    "settle": (settle, "settle a step no lookup can settle: --happened [--ref ID] or "
+                       "--not-happened, with --reason (as you)"),
     "trace": (trace, "print a run's trace id and links for Jaeger and Tempo"),
 }

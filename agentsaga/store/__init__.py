@@ -1,7 +1,9 @@
 """The store: every SQL statement that touches the saga log lives in this package.
 
-    SagaLog          the log of one database (runs, steps, corrections, counts, waits)
+    SagaLog          the log of one database (runs, steps, corrections, counts, waits,
+                     settlements)
     records          Run, Step, PivotRecord, Correction, Adoption
+    settlements      Settlement: steps handed to a human, and what the human said
     schema           the numbered migrations; a read-only command's check that they are applied
     fencing          R12: the owner-epoch check of every write
     hooks            StoreHooks: who hears of outcomes, compensations, corrections
@@ -15,6 +17,7 @@ pools. The store raises the project's errors (`LogUnavailable`, `Fenced`, `RunNo
 from agentsaga.store.hooks import NoHooks, StoreHooks
 from agentsaga.store.records import Adoption, Correction, PivotRecord, Run, Step
 from agentsaga.store.saga_log import SagaLog
+from agentsaga.store.settlements import Settled, Settlement
 
-__all__ = ["Adoption", "Correction", "NoHooks", "PivotRecord", "Run", "SagaLog", "Step",
-           "StoreHooks"]
+__all__ = ["Adoption", "Correction", "NoHooks", "PivotRecord", "Run", "SagaLog", "Settled",
+           "Settlement", "Step", "StoreHooks"]

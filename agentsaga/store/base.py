@@ -34,23 +34,6 @@ def _dumps(value: Any) -> str:
     return redact_text(json.dumps(value, default=str, separators=(",", ":")))
 
 
-def stored_json(value: Any) -> tuple[str | None, Any]:
-    """(the JSON text the log stores, the value as it reads back): `value` itself unless
-    masking changed something, so that a row built from what was sent equals the stored one
-    without parsing the JSON again."""
-    if value is None:
-        return None, None
-    converted: list[object] = []
-
-    def as_text(other: object) -> str:  # a value JSON has no type for: stored as its str()
-        converted.append(other)
-        return str(other)
-
-    raw = json.dumps(value, default=as_text, separators=(",", ":"))
-    stored = redact_text(raw)
-    return stored, value if stored == raw and not converted else json.loads(stored)
-
-
 def text_array(values: Sequence[str]) -> str:
     """A Postgres text[] literal (cast with ::text[]): a string adapts much faster than a
     list."""

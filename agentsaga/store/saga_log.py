@@ -18,14 +18,17 @@ from agentsaga.store.fingerprints import FingerprintStatements
 from agentsaga.store.hooks import NoHooks, StoreHooks
 from agentsaga.store.retention import RetentionStatements
 from agentsaga.store.runs import RunStatements
+from agentsaga.store.settlements import SettlementStatements
 from agentsaga.store.steps import StepStatements
+from agentsaga.store.timing import TimingStatements
 from agentsaga.store.waits import WaitStatements
 
 logger = logging.getLogger(__name__)
 
 
-class SagaLog(RunStatements, StepStatements, CorrectionStatements, CountStatements,
-              WaitStatements, RetentionStatements, FingerprintStatements):
+class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStatements,
+              CountStatements, WaitStatements, SettlementStatements, RetentionStatements,
+              FingerprintStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 

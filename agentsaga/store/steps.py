@@ -11,9 +11,11 @@ from psycopg.rows import tuple_row
 
 from agentsaga.redact import redact_optional
 from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
-from agentsaga.store.base import StoreBase, stored_json, text_array, to_json
+from agentsaga.store.base import StoreBase, text_array, to_json
 from agentsaga.store.fencing import check_answer, check_epoch, fenced_sql, status_in
 from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
+from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.time_contract import TimeContract
 
 _OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
 _UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
@@ -112,59 +114,37 @@ class StepStatements(StoreBase):
     def record_intent(self, run_id: str, epoch: int, step_idx: int, *, tool: str,
                       tool_class: str, key: str, args: dict[str, Any],
                       compensation: dict[str, Any] | None, audience: Sequence[str],
-                      after_pivot: bool = False, commit_index: int | None = None
-                      ) -> Step | None:
+                      after_pivot: bool = False, commit_index: int | None = None,
+                      timing: TimeContract = DEFAULT_TIMING) -> Step | None:
         """R2: commit the INTENDED row, durably, before the call. The only place it is written.
-        `commit_index`: the approved commit step this is (R10; each runs once).
+        `commit_index`: the approved commit step this is (R10; each runs once). `timing`: the
+        tool's time contract; the deadline is now() + its call timeout, by Postgres's clock (R7).
 
         Returns None when the step already exists (another writer got there first)."""
-        args_text, stored_args = stored_json(args)
-        comp_text, stored_comp = stored_json(compensation)
-
-        def built(row: tuple[Any, ...]) -> Step:
-            """The row from what was sent; the database assigns only its timestamps."""
-            return Step(run_id, step_idx, tool, tool_class, key, stored_args,
-                        StepStatus.INTENDED, None, None, None, stored_comp, list(audience),
-                        after_pivot, None, None, None, epoch, row[0], row[0])
-
         step = self._fenced_write(
             "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
-            " status, compensation, audience, after_pivot, writer_epoch, commit_index)"
-            " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s::jsonb,"
-            " 'INTENDED', %(comp)s::jsonb, %(audience)s::text[], %(after_pivot)s, %(epoch)s,"
-            " %(commit)s WHERE {fence}"
+            " status, compensation, audience, after_pivot, writer_epoch, commit_index,"
+            " deadline, visible_within_s, dedupes_for_s)"
+            " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
+            " %(comp)s, %(audience)s::text[], %(after_pivot)s, %(epoch)s, %(commit)s,"
+            " now() + make_interval(secs => %(timeout)s), %(visible)s, %(dedupes)s"
+            " WHERE {fence}"
             # R3 in the statement itself: no new step while one is unsettled (whatever this
             # process remembers, e.g. an async outcome lost to a Postgres crash)
             " AND NOT EXISTS (SELECT 1 FROM saga_log u WHERE u.run_id = %(run_id)s"
             f" AND u.{_UNSETTLED_SQL})"
-            " ON CONFLICT DO NOTHING RETURNING created_at",
+            f" ON CONFLICT DO NOTHING RETURNING {STEP_COLUMNS}",
             {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
-             "key": key, "args": args_text, "comp": comp_text,
+             "key": key, "args": to_json(args), "comp": to_json(compensation),
              "audience": text_array(audience), "after_pivot": after_pivot, "epoch": epoch,
-             "commit": commit_index},
-            durable=True, allow_ended=False, make=built)
+             "commit": commit_index, "timeout": timing.call_timeout_s,
+             "visible": timing.visible_within_s, "dedupes": timing.dedupes_for_s},
+            durable=True, allow_ended=False)
         if step is None:
             self.forget(run_id)  # the next dispatch reads what is really there
         else:
             self._cursors.advance(run_id, step)
         return step
-
-    def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
-                  compensation: dict[str, Any] | None, audience: Sequence[str]) -> Step | None:
-        """R2 again for a NOT_EXECUTED step that runs once more under the same key.
-
-        Returns None if the row is no longer NOT_EXECUTED (another writer moved it)."""
-        self.forget(run_id)
-        with self.db.transaction(durable=True) as conn:
-            check_epoch(conn, run_id, epoch)
-            row = conn.execute(
-                "UPDATE saga_log SET status = 'INTENDED', args = %s, compensation = %s,"
-                " audience = %s, error = NULL, writer_epoch = %s, updated_at = now()"
-                " WHERE run_id = %s AND step_idx = %s AND status = 'NOT_EXECUTED'"
-                f" RETURNING {STEP_COLUMNS}",
-                (to_json(args), to_json(compensation), list(audience), epoch, run_id, step_idx),
-            ).fetchone()
-        return None if row is None else step_from_row(row)
 
     def record_outcome(self, run_id: str, epoch: int, step_idx: int, status: StepStatus, *,
                        result: Any = None, external_ref: str | None = None,

@@ -44,6 +44,8 @@ class _OutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Outcome.Value
     """a previous step's outcome is still unknown; call that tool again"""
     NEEDS_APPROVAL: _Outcome.ValueType  # 5
     """a human must approve this call at the pivot first"""
+    NEEDS_HUMAN: _Outcome.ValueType  # 6
+    """only a human can settle this step (no lookup): stop and end the turn"""
 
 class Outcome(_Outcome, metaclass=_OutcomeEnumTypeWrapper): ...
 
@@ -58,6 +60,8 @@ STEP_UNRESOLVED: Outcome.ValueType  # 4
 """a previous step's outcome is still unknown; call that tool again"""
 NEEDS_APPROVAL: Outcome.ValueType  # 5
 """a human must approve this call at the pivot first"""
+NEEDS_HUMAN: Outcome.ValueType  # 6
+"""only a human can settle this step (no lookup): stop and end the turn"""
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
 
 @_typing.final
@@ -158,6 +162,7 @@ class DispatchResponse(_message.Message):
     EXTERNAL_REF_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    RETRY_AFTER_S_FIELD_NUMBER: _builtins.int
     outcome: Global___Outcome.ValueType
     step_idx: _builtins.int
     """-1 for pure tools, which have no step"""
@@ -168,6 +173,10 @@ class DispatchResponse(_message.Message):
     """human- and model-readable explanation"""
     status: _builtins.str
     """the saga-log row's status after this call"""
+    retry_after_s: _builtins.float
+    """UNKNOWN: seconds until reconcile can be certain whether the call happened (R7: the
+    deadline plus the time its effect takes to show); unset when only a human can tell.
+    """
     def __init__(
         self,
         *,
@@ -178,12 +187,15 @@ class DispatchResponse(_message.Message):
         external_ref: _builtins.str = ...,
         message: _builtins.str = ...,
         status: _builtins.str = ...,
+        retry_after_s: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_retry_after_s", b"_retry_after_s", "retry_after_s", b"retry_after_s"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["external_ref", b"external_ref", "idempotency_key", b"idempotency_key", "message", b"message", "outcome", b"outcome", "result_json", b"result_json", "status", b"status", "step_idx", b"step_idx"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_retry_after_s", b"_retry_after_s", "external_ref", b"external_ref", "idempotency_key", b"idempotency_key", "message", b"message", "outcome", b"outcome", "result_json", b"result_json", "retry_after_s", b"retry_after_s", "status", b"status", "step_idx", b"step_idx"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__retry_after_s: _TypeAlias = _typing.Literal["retry_after_s"]  # noqa: Y015
+    _WhichOneofArgType__retry_after_s: _TypeAlias = _typing.Literal["_retry_after_s", b"_retry_after_s"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__retry_after_s) -> _WhichOneofReturnType__retry_after_s | None: ...
 
 Global___DispatchResponse: _TypeAlias = DispatchResponse  # noqa: Y015
 
@@ -321,11 +333,14 @@ class ToolInfo(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     HAS_LOOKUP_FIELD_NUMBER: _builtins.int
     HAS_COMPENSATION_FIELD_NUMBER: _builtins.int
+    INPUT_SCHEMA_JSON_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     tool_class: _builtins.str
     description: _builtins.str
     has_lookup: _builtins.bool
     has_compensation: _builtins.bool
+    input_schema_json: _builtins.str
+    """JSON Schema of the arguments, checked before the intent"""
     def __init__(
         self,
         *,
@@ -334,10 +349,11 @@ class ToolInfo(_message.Message):
         description: _builtins.str = ...,
         has_lookup: _builtins.bool = ...,
         has_compensation: _builtins.bool = ...,
+        input_schema_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "has_compensation", b"has_compensation", "has_lookup", b"has_lookup", "name", b"name", "tool_class", b"tool_class"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "has_compensation", b"has_compensation", "has_lookup", b"has_lookup", "input_schema_json", b"input_schema_json", "name", b"name", "tool_class", b"tool_class"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

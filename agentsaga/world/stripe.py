@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from agentsaga.connectors.stripe_currencies import MAXIMUM, MINIMUM, SUPPORTED, display
 from agentsaga.world.idempotency import Route, uncached
 from agentsaga.world.index import LaggedIndex, RateLimiter, WorldConfig
 from agentsaga.world.stripe_api import (
@@ -35,7 +36,6 @@ from agentsaga.world.stripe_api import (
     stripe_json,
     true_param,
 )
-from agentsaga.world.stripe_currencies import MAXIMUM, MINIMUM, SUPPORTED, display
 from agentsaga.world.stripe_query import QueryError, parse_form, parse_search
 
 Obj = dict[str, Any]

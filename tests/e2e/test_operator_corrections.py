@@ -36,9 +36,15 @@ def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Clu
         pivot.record_decision(saga_log, RUN, staged.plan_hash, "Approved", "alice")
         agent.dispatch(RUN, "send_email", EMAIL)
         registry = ledger_tools.build_registry()
-        unwind_run(saga_log, registry, RUN, "unwind-job", recheck_pause_s=0.01)
+        report = unwind_run(saga_log, registry, RUN, "unwind-job", recheck_pause_s=0.01)
     finally:
         saga_log.close()
+
+    assert report.settled, report.to_json()
+    assert [c["compensation"] for c in report.compensated] == ["close_ticket"], (
+        report.to_json())
+    [ticket] = effects(cluster.dsn, "ticket")
+    assert ticket["closed"] is True
 
     proposed = cluster.wait_run(RUN, lambda o: ((o["status"].get("corrections") or {})
                                                 .get("1") or {}).get("state") == "Proposed")
@@ -82,8 +88,9 @@ def test_a_correction_approved_without_its_job_gets_one_on_resync(cluster: Clust
     try:
         pivot.record_decision(saga_log, RUN, staged.plan_hash, "Approved", "alice")
         agent.dispatch(RUN, "send_email", EMAIL)
-        unwind_run(saga_log, ledger_tools.build_registry(), RUN, "unwind-job",
-                   recheck_pause_s=0.01)
+        report = unwind_run(saga_log, ledger_tools.build_registry(), RUN, "unwind-job",
+                            recheck_pause_s=0.01)
+        assert report.settled, report.to_json()
         corrections.decide(saga_log, RUN, 0, "Approved", "alice")
     finally:
         saga_log.close()

@@ -49,7 +49,7 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
     table = cluster.kube.kubectl("get", "agentruns")
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()
-    assert header.split() == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "AGE"]
+    assert header.split() == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "HUMAN", "AGE"]
     assert row.split()[:5] == [RUN, "AwaitingApproval", "2", "0", "AwaitingApproval"]
 
     approve(cluster, "0" * 16)

@@ -39,7 +39,15 @@ def test_two_replicas_one_acts(cluster: Cluster) -> None:
     evict(cluster, "agent-0")
     cluster.wait_phase(RUN, "Unwinding")
     cluster.wait_jobs(1)
-    time.sleep(1.0)  # both replicas had the time to act: still one Job
+    # The standby is live and sees the active replica in the peering (its own keep-alive is in
+    # the peering's status next to the active one's): it stays paused, whenever the run's events
+    # reach it. (Not a pause on the wall clock: the condition that makes it stand by.)
+    peering = cluster.kube.wait_for(
+        "kopf.dev/v1", "clusterkopfpeerings", None, "agentsaga",
+        lambda o: sorted(p.get("priority") for p in ((o or {}).get("status") or {}).values())
+        == [100, 200], timeout=20)
+    assert peering is not None
+    cluster.wait_phase(RUN, "Unwinding")
     assert len(cluster.jobs()) == 1
     posts = [r for r in cluster.kube.requests if r.method == "POST" and r.path.endswith("/jobs")]
     assert len(posts) == 1

@@ -219,8 +219,8 @@ def test_approvers_change_nothing_but_the_approval(
     verdict = admit(policy, "alice", old, new)
     assert not verdict.allowed
     assert verdict.messages == [
-        "approvers may change only status.approval and status.corrections[*].approval, "
-        f"not status.{field}"
+        "approvers may change only status.approval, status.corrections[*].approval and "
+        f"status.settlements, not status.{field}"
     ]
 
 
@@ -249,8 +249,8 @@ def test_corrections_are_approved_the_same_way(policy: dict[str, Any]) -> None:
     sent["3"]["state"] = "Sent"
     verdict = admit(policy, "alice", old, with_status(old, corrections=sent))
     assert verdict.messages == [
-        "approvers may change only status.approval and status.corrections[*].approval, "
-        "not status.corrections[*].state"
+        "approvers may change only status.approval, status.corrections[*].approval and "
+        "status.settlements, not status.corrections[*].state"
     ]
 
     added = copy.deepcopy(corrections)
@@ -288,3 +288,51 @@ def test_the_operator_trusts_approvals_only_under_the_charts_policy_in_deny() ->
     assert "no ValidatingAdmissionPolicy" in str(untrusted([loose], [binding]))
     off = render("--set", "admissionPolicy.enabled=false")
     assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def settlement(settler: str, **extra: Any) -> dict[str, Any]:
+    return {"outcome": "Happened", "ref": "SM123", "settler": settler,
+            "reason": "delivery report", "stepKey": "9f" * 16, **extra}
+
+
+def test_an_approver_settles_a_step_as_themselves(policy: dict[str, Any]) -> None:
+    old = staged_run()
+    new = with_status(old, settlements={"2": settlement("alice")})
+    verdict = admit(policy, "alice", old, new)
+    assert verdict.applied and verdict.allowed, verdict.messages
+
+
+def test_a_settlement_in_someone_elses_name_is_denied(policy: dict[str, Any]) -> None:
+    old = staged_run()
+    verdict = admit(policy, "bob", old, with_status(old, settlements={"2": settlement("alice")}))
+    assert verdict.messages == ["status.settlements[*].settler must be your own username (bob)"]
+
+
+def test_a_non_approver_may_not_settle(policy: dict[str, Any]) -> None:
+    old = staged_run()
+    new = with_status(old, settlements={"2": settlement("mallory")})
+    verdict = admit(policy, "mallory", old, new)
+    assert not verdict.allowed
+    assert verdict.messages[0].startswith(
+        "user mallory may not approve AgentRuns in namespace agentsaga-system")
+
+
+def test_a_settlement_cannot_claim_to_be_recorded_nor_be_changed(
+        policy: dict[str, Any]) -> None:
+    old = staged_run()
+    claimed = with_status(old, settlements={"2": settlement("alice", state="Recorded")})
+    assert admit(policy, "alice", old, claimed).messages == [
+        "approvers may not set status.settlements[*].state or recordedAt: the operator records "
+        "a settlement"]
+    recorded = with_status(old, settlements={"2": settlement("alice", state="Recorded",
+                                                             recordedAt="2026-12-03T12:00:00Z")})
+    changed = with_status(old, settlements={"2": settlement("bob")})
+    assert admit(policy, "bob", recorded, changed).messages == [
+        "a settlement cannot be removed or changed once written"]
+    removed = with_status(old, settlements={})
+    assert admit(policy, "alice", recorded, removed).messages == [
+        "a settlement cannot be removed or changed once written"]
+    # another approver settles another step beside it
+    beside = with_status(recorded, settlements={**recorded["status"]["settlements"],
+                                                "3": settlement("bob")})
+    assert admit(policy, "bob", recorded, beside).allowed

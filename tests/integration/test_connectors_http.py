@@ -20,7 +20,7 @@ from agentsaga.connectors.warehouse import WarehouseConnector
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import OutcomeUnknown, Rejected
 from agentsaga.registry import Registry, as_effect
-from agentsaga.world import Fault, World
+from agentsaga.world import Fault, ManualClock, World
 
 HTTP = HttpSettings(timeout_s=2.0, search_rate=1000.0)
 
@@ -36,12 +36,12 @@ def test_jira_504_after_create_is_unknown_and_the_label_finds_it(world: World) -
     assert list(found) == ["k1"] and found["k1"].ref == ticket["key"]
 
 
-def test_jira_lagging_search_hides_a_new_ticket(world: World) -> None:
+def test_jira_lagging_search_hides_a_new_ticket(world: World, clock: ManualClock) -> None:
     jira = JiraTickets(JiraConfig(world.url, "SUP"), HTTP)
     world.set_search_lag(0.5)
     jira.create("a", "1", "", "k1", draft=False)
     assert jira.find_many(["k1"]) == {}
-    world.set_search_lag(0.0)
+    clock.advance(0.5)  # the index caught up
     assert "k1" in jira.find_many(["k1"])
 
 

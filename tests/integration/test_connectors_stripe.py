@@ -7,7 +7,7 @@ import pytest
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.world import Fault, World
+from agentsaga.world import Fault, ManualClock, World
 
 PI = "/v1/payment_intents"
 
@@ -54,11 +54,12 @@ def test_declined_card_and_invalid_amount_are_rejected(world: World,
     assert all(pi["status"] != "requires_capture" for pi in world.truth()["payment_intents"])
 
 
-def test_lagging_index_hides_then_shows(world: World, stripe_conn: StripeConnector) -> None:
+def test_lagging_index_hides_then_shows(world: World, clock: ManualClock,
+                                       stripe_conn: StripeConnector) -> None:
     world.set_search_lag(0.3)
     stripe_conn.charge_card("cus_1", 500, "k1")
     assert stripe_conn.find("k1") is None
-    world.set_search_lag(0.0)
+    clock.advance(0.3)  # the index caught up
     assert stripe_conn.find("k1") is not None
 
 

@@ -59,7 +59,8 @@ STALE_WRITES: dict[str, tuple[StepStatus, Callable[[SagaLog, int], object]]] = {
         RUN, epoch, 1, tool="create_ticket", tool_class="compensatable",
         key=step_key(RUN, 1, "create_ticket"), args={}, compensation=None, audience=[])),
     "re-intent": (StepStatus.NOT_EXECUTED, lambda log_, epoch: log_.re_intend(
-        RUN, epoch, 0, args={"summary": "again"}, compensation=None, audience=[])),
+        RUN, epoch, 0, args={"summary": "again"}, compensation=None, audience=[],
+        call_timeout_s=1.0)),
     "outcome": (StepStatus.INTENDED, lambda log_, epoch: log_.record_outcome(
         RUN, epoch, 0, StepStatus.CONFIRMED, result={"id": "T-1"}, external_ref="T-1")),
     "compensation": (StepStatus.CONFIRMED, lambda log_, epoch: log_.record_compensation(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import psycopg
@@ -209,20 +210,32 @@ def test_malformed_dsn_is_named_without_its_secret() -> None:
 
 def test_unwind_waits_for_the_call_in_flight_and_compensates_it(sidecar_factory: Factory,
                                                                 ledger: str) -> None:
-    """R7/R8: an Unwind RPC must not settle a call still on the wire as never executed."""
+    """R7/R8: an Unwind RPC must not settle a call still on the wire as never executed. The
+    real system holds the call until the sidecar said the unwind is waiting for it: the race
+    is exercised on every run, not only when the unwind happens to come early."""
     import threading
+
+    from sagatest.ledger_tools import release
+    from sagatest.world_fixtures import poll_until
 
     sidecar = sidecar_factory(ledger, TOOLS)
     agent, operator = sidecar.client(), sidecar.client()
     agent.begin_run("slow-run")
-    add_fault(ledger, "create_ticket", "slow_commit")
+    add_fault(ledger, "create_ticket", "held_commit")
     call = threading.Thread(target=agent.dispatch, args=(
         "slow-run", "create_ticket", {"summary": "a", "order_id": "1"}))
     call.start()
-    while not calls(ledger, "create_ticket"):  # the call is on the wire
-        pass
-    report = operator.unwind("slow-run")
-    call.join()
+    poll_until(lambda: calls(ledger, "create_ticket"))  # the call is on the wire
+    reports: list[Any] = []
+    unwind = threading.Thread(target=lambda: reports.append(operator.unwind("slow-run")))
+    unwind.start()
+    sidecar.wait_for_output("unwind waits for the call in flight")
+    assert effects(ledger, "ticket") == []  # the call has not committed yet
+    release(ledger, "create_ticket")
+    call.join(timeout=60)
+    unwind.join(timeout=60)
+    assert not call.is_alive() and not unwind.is_alive()
+    [report] = reports
     assert report.settled
     [ticket] = effects(ledger, "ticket")
     assert ticket["closed"] is True  # compensated, not left open as "never executed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +17,10 @@ from agentsaga.demo.world import connector_env
 from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_run, unwind_run
 from agentsaga.store import SagaLog
-from agentsaga.world import Fault, World
+from agentsaga.world import Fault, ManualClock, World
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
 CHARGE = {"customer_id": "cus_1", "amount": 500, "order_id": "1182"}
@@ -47,16 +49,17 @@ def statuses(log: SagaLog, run_id: str) -> list[tuple[str, str, str | None]]:
 
 
 def test_reconcile_settles_unknown_rows_through_a_lagging_index(
-        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+        world: World, clock: ManualClock, dispatcher: SagaService, saga_log: SagaLog,
+        registry: Registry) -> None:
+    world.set_search_lag(0.2)
     dispatcher.begin_run("r1")
     world.faults.add(Fault("POST", "/rest/api/3/issue", "commit_then_504", on_call=1))
     assert dispatcher.dispatch("r1", "create_ticket", TICKET).outcome == "UNKNOWN"
-    world.set_search_lag(0.2)
     pauses: list[float] = []
 
     def pause(seconds: float) -> None:
         pauses.append(seconds)
-        world.set_search_lag(0.0)  # the index catches up during the pause
+        clock.advance(seconds)  # the index catches up during the pause
 
     report = reconcile_run(saga_log, registry, "r1", "job", recheck_pause_s=0.3, sleep=pause)
     assert pauses == [0.3]
@@ -66,12 +69,27 @@ def test_reconcile_settles_unknown_rows_through_a_lagging_index(
     assert saga_log.require_run("r1").owner_epoch == 2  # adopted (R12)
 
 
-def test_reconcile_marks_not_executed_when_nothing_is_found(
-        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+def test_reconcile_marks_not_executed_only_once_it_is_certain(
+        world: World, saga_log: SagaLog) -> None:
+    """R7: an empty lookup proves absence only after the call's deadline plus the lag."""
+    env = {**connector_env(world.url), "AGENTSAGA_TIME_CONTRACTS":
+           '{"create_ticket": {"call_timeout_s": 0.3, "visible_within_s": 0.2}}'}
+    registry = register_all(Registry(), env)
+    dispatcher = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
     dispatcher.begin_run("r2")
     world.faults.add(Fault("POST", "/rest/api/3/issue", "fail_before_commit_502", on_call=1))
-    assert dispatcher.dispatch("r2", "create_ticket", TICKET).outcome == "UNKNOWN"
-    report = reconcile_run(saga_log, registry, "r2", "job", recheck_pause_s=0.01)
+    answer = dispatcher.dispatch("r2", "create_ticket", TICKET)
+    assert answer.outcome == "UNKNOWN" and answer.retry_after_s is not None
+    early = reconcile_run(saga_log, registry, "r2", "job", recheck_pause_s=0.01)
+    if early.wait_s is not None:  # still inside deadline + lag: not settled, and says when
+        assert not early.settled and early.unsettled[0]["retry_after_s"] <= 0.5
+    waited: list[float] = []
+
+    def wait(seconds: float, report: SettleReport) -> None:
+        waited.append(seconds)
+        time.sleep(seconds)  # the condition is the database's clock, re-read by reconcile
+
+    report = reconcile_run(saga_log, registry, "r2", "job", recheck_pause_s=0.01, wait=wait)
     assert report.settled and world.truth()["tickets"] == []
     assert statuses(saga_log, "r2") == [("create_ticket", "NOT_EXECUTED", None)]
 
@@ -163,3 +181,34 @@ def test_unwind_killed_half_way_and_restarted_compensates_nothing_twice(
     with psycopg.connect(pg) as conn:
         assert conn.execute("SELECT count(*) FROM corrections WHERE run_id = 'r7'"
                             ).fetchone() == (2,)
+
+
+def test_the_unwind_report_names_each_step_and_what_became_of_it(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    """What an operator reads after an unwind (`agentsaga unwind` prints it): every step, newest
+    first, with what was done to it, or why nothing was."""
+    dispatcher.begin_run("r9")
+    dispatcher.dispatch("r9", "create_ticket", TICKET)
+    world.faults.add(Fault("POST", "/v1/payment_intents", "reject", status=402))
+    dispatcher.dispatch("r9", "charge_card", CHARGE)
+    dispatcher.dispatch("r9", "search_orders", {"order_id": "1182"})
+    ticket = world.truth()["tickets"][0]["key"]
+    first = unwind_run(saga_log, registry, "r9", "job", recheck_pause_s=0.01)
+    again = unwind_run(saga_log, registry, "r9", "job2", recheck_pause_s=0.01)
+    silent = [{"step_idx": 0, "tool": "create_ticket", "audience": ["support_team"], "rank": 10,
+               "state": "Silent", "correction": None}]
+    assert first.to_json() == {
+        "run_id": "r9", "action": "unwind", "epoch": 2, "settled": True, "state": "unwound",
+        "reconciled": [], "queued": [], "failed": [], "pending": [], "unsettled": [],
+        "compensated": [{"step_idx": 0, "tool": "create_ticket", "compensation": "close_ticket",
+                         "ref": ticket, "correction": "Silent"}],
+        "skipped": [{"step_idx": 1, "tool": "charge_card", "why": "FAILED"}],
+        "corrections": silent}
+    assert again.to_json() == {
+        "run_id": "r9", "action": "unwind", "epoch": 3, "settled": True, "state": "unwound",
+        "reconciled": [], "compensated": [], "queued": [], "failed": [], "pending": [],
+        "unsettled": [],
+        "skipped": [{"step_idx": 1, "tool": "charge_card", "why": "FAILED"},
+                    {"step_idx": 0, "tool": "create_ticket", "why": "compensated before"}],
+        "corrections": silent}
+    assert [t["state"] for t in world.truth()["tickets"]] == ["closed"]

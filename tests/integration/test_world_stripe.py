@@ -172,8 +172,8 @@ def test_malformed_search_queries_are_rejected(world: World) -> None:
         assert caught.value.param == "query", query
 
 
-def test_search_beyond_the_rate_limit_is_429(world: World) -> None:
-    world.set_search_rate(3)
+def test_search_beyond_the_rate_limit_is_429(world: World, clock: ManualClock) -> None:
+    world.set_search_rate(3)  # on `clock`: no token comes back while the test runs
     sc = client(world)
     for _ in range(3):
         sc.v1.payment_intents.search(params={"query": "status:'succeeded'"})

@@ -115,7 +115,7 @@ def test_names_subresources_and_printer_columns() -> None:
     assert [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]] == [
         ("Phase", ".status.phase"), ("Steps", ".status.steps.total"),
         ("Unknown", ".status.steps.unknown"), ("Pivot", ".status.pivot.state"),
-        ("Age", ".metadata.creationTimestamp")]
+        ("Human", ".status.awaitingHuman"), ("Age", ".metadata.creationTimestamp")]
 
 
 def test_conditions_are_a_map_list_keyed_by_type_and_run_id_is_immutable() -> None:

@@ -30,6 +30,10 @@ def configure(settings: kopf.OperatorSettings, **_):
     settings.networking.error_backoffs = (0.1, 0.2, 0.5)
     settings.execution.default_backoff = 0.5
     settings.persistence.finalizer = "<FINALIZER>"
+    # kopf waits this long for a watch event echoing each PATCH's resourceVersion before it
+    # carries on regardless: far past the test's deadlines, so that only the stand-in's echo
+    # lets the handlers proceed in time
+    settings.persistence.consistency_timeout = 600
 
 
 @kopf.on.login(id="login")
@@ -87,14 +91,11 @@ def test_kopf_operator_adds_finalizer_patches_status_and_reacts_to_approval(
     with KopfRunner(["run", "-A", "--standalone", str(operator)], timeout=60,
                     registry=kopf.OperatorRegistry()) as runner:
         _wait_for_request(kube, lambda r: r.path == WATCH_PATH and "watch=true" in r.query)
-        started = time.monotonic()
         kube.create(run)
         created = kube.wait_for(AR, "agentruns", "default", "run1", lambda o: (
             _status(o).get("phase") == "Running"
             and FINALIZER in (o or {})["metadata"].get("finalizers", [])), timeout=20)
-        assert created is not None
-        # kopf waits up to 5 s for a watch event echoing each PATCH's resourceVersion
-        assert time.monotonic() - started < 4.0
+        assert created is not None  # within the deadline: the stand-in echoed the PATCHes
 
         approve = kube.kubectl(
             "patch", "agentrun", "run1", "--subresource=status", "--type=merge", "-p",

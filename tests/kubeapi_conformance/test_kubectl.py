@@ -54,11 +54,11 @@ def test_apply_crd_then_run_serves_it_with_printer_columns_and_defaults(kube: Ku
 
     _ok(kube.kubectl("patch", "agentrun", "run1", "--subresource=status", "--type=merge", "-p",
                      '{"status":{"phase":"Running","steps":{"total":4,"unknown":1},'
-                     '"pivot":{"state":"AwaitingApproval"}}}'))
+                     '"pivot":{"state":"AwaitingApproval"},"awaitingHuman":"3"}}'))
     header, row = _columns(_ok(kube.kubectl("get", "agentruns")))
-    assert header == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "AGE"]
-    assert row[:5] == ["run1", "Running", "4", "1", "AwaitingApproval"]
-    assert row[5].endswith("s")
+    assert header == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "HUMAN", "AGE"]
+    assert row[:6] == ["run1", "Running", "4", "1", "AwaitingApproval", "3"]
+    assert row[6].endswith("s")
 
     by_short_name = _columns(_ok(kube.kubectl("get", "ar", "run1")))
     assert by_short_name[1][:2] == ["run1", "Running"]

@@ -34,14 +34,16 @@ def test_generated_grpc_code_matches_the_protos() -> None:
 def test_public_api_is_pinned() -> None:
     # added on purpose: the error tree's new branches (DecisionError, CorrectionError,
     # LogUnavailable), the two refusals agents meet (PermissionDenied, RateLimited) and the
-    # code each error declares for a front end (ErrorCode)
+    # code each error declares for a front end (ErrorCode); a settlement a person cannot
+    # record (SettlementError) and the agent's "only a person can settle this" (ToolNeedsHuman)
     assert sorted(agentsaga.__all__) == sorted([
         "NO_LOOKUP", "TOOL_CLASSES", "Compensation", "CompensationUnavailable",
         "ConfigurationError", "CorrectionError", "DatabaseUnavailable", "DecisionError",
         "Effect", "ErrorCode", "Fenced", "InvalidArguments", "InvalidRunId", "LogUnavailable",
         "OutcomeUnknown", "PermissionDenied", "PivotError", "RateLimited", "Registry",
         "RegistrationError", "Rejected",
-        "RequestError", "RunEnded", "RunNotFound", "SagaError", "ToolError", "ToolSpec",
+        "RequestError", "RunEnded", "RunNotFound", "SagaError", "SettlementError", "ToolError",
+        "ToolNeedsHuman", "ToolSpec",
         "UnknownTool", "compensation_key", "default_registry", "ref", "register", "step_key",
         "tool",
     ])

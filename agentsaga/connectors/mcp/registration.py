@@ -32,6 +32,7 @@ from agentsaga.connectors.mcp.declarations import (
 from agentsaga.connectors.mcp.upstream import Upstream
 from agentsaga.errors import ConfigurationError, OutcomeUnknown, Rejected
 from agentsaga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
+from agentsaga.time_contract import TimeContract
 
 META_KEY = "agentsaga.io/idempotencyKey"
 DEFERRED = "$deferred"
@@ -269,7 +270,11 @@ def register(registry: Registry, tools: list[UpstreamTool]) -> Registry:
             tool, cls=decl.cls, name=tool.name, description=tool.description,
             audience=list(decl.audience),
             compensate=tool.compensate if decl.compensation else None,
-            lookup=tool.lookup if isinstance(decl.lookup, Lookup) else NO_LOOKUP)
+            lookup=tool.lookup if isinstance(decl.lookup, Lookup) else NO_LOOKUP,
+            # R7: the upstream's time contract as declared (`time:`); the call timeout is the
+            # MCP client's own (`tool.timeout`)
+            timing=TimeContract(decl.time.call_timeout_s, decl.time.visible_within_s,
+                                decl.time.dedupes_for_s))
     return registry
 
 

@@ -6,7 +6,8 @@ Faults are rows in `ledger_faults`, consumed one per call:
     kill_after_commit     the effect is committed, then the process SIGKILLs itself
     cut_db_after_commit   the effect is committed, then every other connection to the database
                           is terminated (the saga log loses its connections mid-call)
-    slow_commit           the effect is committed only after a second (a slow real system)
+    held_commit           the effect is committed only once the test calls `release(dsn, tool)`
+                          (a slow real system; the call fails after 30 s without it)
     reject                nothing happens; the tool raises Rejected
     hide_lookups          the next N lookups find nothing (a lagging index)
     fail_lookups          the next N lookups raise (the system cannot be asked)
@@ -37,7 +38,11 @@ CREATE TABLE IF NOT EXISTS ledger_calls (
 
 
 def _conn() -> psycopg.Connection[dict[str, Any]]:
-    return psycopg.connect(os.environ["LEDGER_DSN"], autocommit=True, row_factory=dict_row)
+    dsn = os.environ.get("LEDGER_DSN")
+    if not dsn:
+        raise RuntimeError("LEDGER_DSN is not set in this process: the ledger tools write to the "
+                           "database it names (the `ledger` fixture, or the cluster's DSN)")
+    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
 
 
 def setup(dsn: str) -> None:
@@ -49,6 +54,22 @@ def add_fault(dsn: str, tool: str, mode: str, times: int = 1) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO ledger_faults (tool, mode, remaining) VALUES (%s, %s, %s)",
                      (tool, mode, times))
+
+
+def release(dsn: str, tool: str) -> None:
+    """Let a `held_commit` call of `tool` go on."""
+    add_fault(dsn, tool, "release")
+
+
+HELD_COMMIT_DEADLINE_S = 30.0
+
+
+def _wait_for_release(conn: psycopg.Connection[dict[str, Any]], tool: str) -> None:
+    deadline = time.monotonic() + HELD_COMMIT_DEADLINE_S
+    while not _take_fault(conn, tool, ("release",)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{tool}: held_commit was never released (release(dsn, tool))")
+        time.sleep(0.02)
 
 
 def effects(dsn: str, kind: str | None = None) -> list[dict[str, Any]]:
@@ -79,9 +100,9 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
         conn.execute("INSERT INTO ledger_calls (tool, key, what) VALUES (%s, %s, 'call')",
                      (tool, key))
         fault = _take_fault(conn, tool, ("unknown_after_commit", "kill_after_commit", "reject",
-                                         "cut_db_after_commit", "slow_commit"))
-        if fault == "slow_commit":
-            time.sleep(1.0)
+                                         "cut_db_after_commit", "held_commit"))
+        if fault == "held_commit":
+            _wait_for_release(conn, tool)
         if fault == "reject":
             raise Rejected(f"{tool}: rejected by the ledger", status=422)
         row = conn.execute(
@@ -176,6 +197,26 @@ def build_registry() -> Registry:
                    lookup=lambda key: _lookup("send_correction", "correction", key))
     def send_correction(to: str, body: str, idempotency_key: str) -> dict[str, Any]:
         return _effect("send_correction", "correction", idempotency_key, {"to": to, "body": body})
+
+    # the compensations named above: every compensation names a registered tool (R6)
+    @registry.tool(cls="irreversible", audience=["support_team"], lookup=NO_LOOKUP)
+    def reopen_ticket(by_key: str, idempotency_key: str) -> dict[str, Any]:
+        with _conn() as conn:
+            conn.execute("UPDATE ledger SET closed = false WHERE key = %s", (by_key,))
+        return {"reopened": by_key}
+
+    @registry.tool(cls="irreversible", audience=["finance"], lookup=NO_LOOKUP)
+    def refund(charge_key: str, idempotency_key: str, amount: int | None = None
+               ) -> dict[str, Any]:
+        with _conn() as conn:
+            conn.execute("UPDATE ledger SET closed = true WHERE key = %s", (charge_key,))
+        return {"refunded": charge_key, "amount": amount}
+
+    @registry.tool(cls="irreversible", audience=["agent"], lookup=NO_LOOKUP)
+    def delete_draft(by_key: str, idempotency_key: str) -> dict[str, Any]:
+        with _conn() as conn:
+            conn.execute("UPDATE ledger SET closed = true WHERE key = %s", (by_key,))
+        return {"deleted": by_key}
 
     return registry
 

@@ -211,8 +211,12 @@ def sidecar_template() -> Obj:
 
 
 @pytest.fixture
-def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path) -> Iterator[Cluster]:
+def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
     ledger_tools.setup(pg)
+    # the ledger tools reach the ledger wherever they run: the sidecars and Jobs (their
+    # environment) and this process, where tests unwind runs in-process
+    monkeypatch.setenv("LEDGER_DSN", pg)
     kube_with_crds.create({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": SECRET, "namespace": "default"},

@@ -45,13 +45,18 @@ def _with_db(dsn: str, dbname: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_template(pg_server: str) -> str:
+def pg_template(pg_server: str) -> Iterator[str]:
+    """The migrated template of this session (one per process: sessions may share a server,
+    as `make mutate`'s do)."""
+    name = f"{TEMPLATE}_{os.getpid()}"
     with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
-        conn.execute(f"CREATE DATABASE {TEMPLATE}")
-    with psycopg.connect(_with_db(pg_server, TEMPLATE), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    with psycopg.connect(_with_db(pg_server, name), autocommit=True) as conn:
         schema.migrate(conn)
-    return TEMPLATE
+    yield name
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,24 @@ class SidecarProcess:
     proc: subprocess.Popen[str]
     address: str
     clients: list[SagaClient] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    _reader: threading.Thread | None = None
+
+    def wait_for_output(self, text: str, timeout: float = 20.0) -> str:
+        """Until the sidecar printed a line containing `text` (after it started listening);
+        returns that line. Fails after `timeout` seconds with what it printed."""
+        if self._reader is None:
+            assert self.proc.stdout is not None
+            stdout = self.proc.stdout
+            self._reader = threading.Thread(target=lambda: self.lines.extend(stdout),
+                                            daemon=True)
+            self._reader.start()
+        deadline = time.monotonic() + timeout
+        while not (found := [line for line in list(self.lines) if text in line]):
+            assert time.monotonic() < deadline, (
+                f"the sidecar never printed {text!r}:\n" + "".join(self.lines)[-3000:])
+            time.sleep(0.02)
+        return found[0]
 
     def client(self) -> SagaClient:
         client = SagaClient(self.address, timeout=30)

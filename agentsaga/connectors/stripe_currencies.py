@@ -2,12 +2,18 @@
 lists them ("Supported presentment currencies", "Minimum and maximum charge amounts",
 "Zero-decimal currencies"); amounts are in the currency's minor unit.
 
-A currency outside the list is refused (`currency`), as Stripe refuses it. A currency with no
-listed minimum must still be worth at least USD 0.50 at the day's rate; the stand-in knows no
-exchange rates and checks only that the amount is positive (docs/contracts.md).
+The connector's `charge_card` takes only these (`Currency`, `Amount`: checked before the
+intent, agentsaga.tool_schema), and the world's stand-in refuses what Stripe refuses. A currency
+outside the list is refused (`currency`), as Stripe refuses it. A currency with no listed
+minimum must still be worth at least USD 0.50 at the day's rate; the stand-in knows no exchange
+rates and checks only that the amount is positive (docs/contracts.md).
 """
 
 from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, WithJsonSchema
 
 _SUPPORTED = """
 usd aed afn all amd ang aoa ars aud awg azn bam bbd bdt bgn bhd bif bmd bnd bob brl bsd bwp byn
@@ -44,3 +50,24 @@ def display(amount: int, currency: str) -> str:
         major = f"{amount / 100:.2f}"
     symbol = {"usd": "$", "eur": "€", "gbp": "£", "jpy": "¥"}.get(currency, "")
     return f"{symbol}{major} {currency}"
+
+
+def supported(currency: str) -> str:
+    """A currency code Stripe takes for a charge, as it must be spelled: lowercase ISO 4217."""
+    if currency not in SUPPORTED:
+        hint = (f"; write it in lowercase: {currency.lower()!r}"
+                if currency.lower() in SUPPORTED else "")
+        raise ValueError(f"{currency!r} is not one of Stripe's supported currencies{hint}")
+    return currency
+
+
+Currency = Annotated[str, AfterValidator(supported), WithJsonSchema({
+    "type": "string", "enum": sorted(SUPPORTED),
+    "description": "a currency Stripe supports, lowercase ISO 4217 (usd, eur, gbp, ...)"})]
+"""A charge's currency: one of Stripe's supported presentment currencies, lowercase."""
+
+Amount = Annotated[int, Field(ge=1, le=MAXIMUM, description=(
+    "in the currency's smallest unit (cents for usd, yen for jpy), at least Stripe's minimum "
+    "for the currency (usd 50)"))]
+"""A charge's amount: an integer of the currency's smallest unit; below the currency's minimum
+Stripe itself answers 400 (nothing happens: FAILED)."""

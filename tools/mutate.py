@@ -1,0 +1,61 @@
+"""`make mutate`: the mutation score of the core (mutmut; not in CI, it is slow).
+
+mutmut mutates the modules `[tool.mutmut] only_mutate` names (pyproject.toml) and runs, for each
+mutant, the fast tests of `pytest_add_cli_args_test_selection` that reach the mutated function.
+Every test session it starts shares one embedded Postgres, started here (AGENTSAGA_TEST_DSN), so
+that a mutant costs its tests and not a server start. Prints the score and the surviving
+mutants; `mutmut show <name>` shows one.
+
+    tools/mutate.py [MUTANT_GLOB ...]    e.g. 'agentsaga.keys*' to re-run a module's mutants
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTMUT = Path(sys.executable).parent / "mutmut"
+KILLED = {"killed", "timeout"}
+"""A mutant that makes the tests hang is caught (by mutmut's time limit)."""
+
+
+def results() -> dict[str, str]:
+    """Every mutant mutmut ran, by name: killed, survived, timeout, no tests, ..."""
+    out = subprocess.run([str(MUTMUT), "results", "--all", "true"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep:
+            found[name] = status
+    return found
+
+
+def main(argv: list[str]) -> int:
+    from agentsaga.postgres import embedded_dsn
+
+    with tempfile.TemporaryDirectory(prefix="agentsaga-mutate-") as tmp:
+        env = {**os.environ, "AGENTSAGA_TEST_DSN": embedded_dsn(Path(tmp) / "pg")}
+        subprocess.run([str(MUTMUT), "run", *argv], cwd=ROOT, env=env, check=False)
+    found = results()
+    counts = Counter(found.values())
+    checked = sum(n for status, n in counts.items() if status != "not checked")
+    killed = sum(counts[status] for status in KILLED)
+    survivors = sorted(name for name, status in found.items()
+                       if status not in KILLED | {"not checked"})
+    print("\nsurviving mutants (`.venv/bin/mutmut show NAME`):")
+    for name in survivors:
+        print(f"  {name}: {found[name]}")
+    print("\n" + ", ".join(f"{status} {n}" for status, n in sorted(counts.items())))
+    score = 100.0 * killed / checked if checked else 0.0
+    print(f"mutation score: {killed} of {checked} mutants killed ({score:.1f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
