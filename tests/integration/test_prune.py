@@ -29,10 +29,6 @@ def _registry() -> Registry:
     def reserve(sku: str, idempotency_key: str) -> dict[str, str]:
         return {"id": f"r-{idempotency_key[:8]}"}
 
-    @registry.tool(cls="reversible", compensate=undo, lookup=lambda key: None)
-    def hang(idempotency_key: str) -> dict[str, str]:
-        raise TimeoutError("no answer")
-
     return registry
 
 
@@ -51,9 +47,12 @@ def test_prune_removes_only_runs_that_ended_before_the_cutoff(pg: str, tmp_path:
         service = SagaService(saga_log, _registry(), Settings(recheck_pause_s=0))
         service.begin_run("live-run")  # open, long ago or not: never pruned
         assert service.dispatch("live-run", "reserve", {"sku": "a"}).outcome == "CONFIRMED"
-        service.begin_run("unsettled-run")  # ended, but a row is UNKNOWN: R7 still needs it
-        assert service.dispatch("unsettled-run", "hang", {}).outcome == "UNKNOWN"
+        # ended, but a row is INTENDED (a crash after the intent): R7 still needs it
+        service.begin_run("unsettled-run")
         epoch = saga_log.require_run("unsettled-run").owner_epoch
+        saga_log.record_intent("unsettled-run", epoch, 0, tool="reserve", tool_class="reversible",
+                               key="k-unsettled", args={"sku": "b"}, compensation=None,
+                               audience=["agent"])
         saga_log.set_run_state("unsettled-run", epoch, RunState.FAILED, end=True)
 
         dry = _prune(pg, "--ended-before", "5d", "--dry-run", cwd=tmp_path)
@@ -72,7 +71,7 @@ def test_prune_removes_only_runs_that_ended_before_the_cutoff(pg: str, tmp_path:
         assert out["runs"] == 3
         assert {r.run_id for r in saga_log.runs()} == {"live-run", "unsettled-run"}
         assert [s.status for s in saga_log.steps("live-run")] == ["CONFIRMED"]
-        assert [s.status for s in saga_log.steps("unsettled-run")] == ["UNKNOWN"]
+        assert [s.status for s in saga_log.steps("unsettled-run")] == ["INTENDED"]
 
 
 def test_a_crash_between_batches_leaves_whole_runs(pg: str, tmp_path: Path) -> None:
