@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,17 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def stop_embedded(data_dir: Path) -> None:
+    """Stop the private server in `data_dir` now (`pg_ctl stop -m fast`), whoever else counted
+    on it: for a process that made a throw-away server (the benchmark) and must not leave it
+    running, even when a child process was killed before it could sign off."""
+    require("demo", "pgserver", what="the embedded Postgres")
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    pgdata = data_dir.resolve()
+    if (pgdata / "postmaster.pid").exists():
+        subprocess.run([str(POSTGRES_BIN_PATH / "pg_ctl"), "stop", "-D", str(pgdata), "-m",
+                        "fast", "-w", "-t", "60"], check=False, capture_output=True,
+                       timeout=90)

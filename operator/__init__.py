@@ -1,7 +1,8 @@
 """The agentsaga operator (kopf). Importing this package registers its handlers:
 
-    runs                 the AgentRun lifecycle: a resync loop per run against the saga log and
-                         its pod
+    runs                 the AgentRun lifecycle: a resync daemon per unfinished run against the
+                         saga log and its pod, woken by changes (finished runs have none)
+    log_watch            one batched check of the unfinished runs' saga log, not a timer per run
     pods                 agent pods: eviction, deletion or failure of a run's pod orphans the run
     run_jobs             orphaned runs, and every Job that acts on a run (reconcile, unwind,
                          corrections): started once, followed to its result

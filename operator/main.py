@@ -46,8 +46,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="directory with tls.crt, tls.key and ca.crt for the webhook")
     parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN)")
     parser.add_argument("--resync-interval", type=float, default=None, metavar="SECONDS",
-                        help="how often each AgentRun is checked against Postgres and its pod "
+                        help="how often the unfinished AgentRuns' saga log is checked for changes "
                         "(default: AGENTSAGA_OPERATOR_RESYNC_SECONDS, else 10)")
+    parser.add_argument("--full-resync-interval", type=float, default=None, metavar="SECONDS",
+                        help="how often each unfinished AgentRun is fully resynced when nothing "
+                        "changed (default: AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS, else 1800)")
     parser.add_argument("--watch-timeout", type=int, default=None, metavar="SECONDS",
                         help="server-side timeout of each watch request (default: 300)")
 
@@ -62,6 +65,10 @@ def build_config(args: argparse.Namespace) -> OperatorConfig:
         if args.resync_interval <= 0:
             raise ConfigurationError("--resync-interval must be positive")
         changes["resync_seconds"] = args.resync_interval
+    if args.full_resync_interval is not None:
+        if args.full_resync_interval <= 0:
+            raise ConfigurationError("--full-resync-interval must be positive")
+        changes["full_resync_seconds"] = args.full_resync_interval
     if args.watch_timeout is not None:
         changes["watch_timeout_seconds"] = args.watch_timeout
     return dataclasses.replace(config, **changes)  # type: ignore[arg-type]

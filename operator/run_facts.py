@@ -11,6 +11,7 @@ from typing import Any
 
 from agentsaga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
 from agentsaga.store import Correction, Run, SagaLog, Step
+from agentsaga.store.fingerprints import LogFingerprint
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,20 @@ def describe_unsettled(steps: list[Step]) -> str:
     return ", ".join(f"step {s.step_idx} {s.tool} ({s.status}"
                      f"{', compensation intended' if s.comp_status == 'INTENDED' else ''})"
                      for s in steps)
+
+
+def fingerprint(found: RunFacts) -> LogFingerprint | None:
+    """The same value `SagaLog.log_fingerprints` reads in SQL, from what a resync pass read:
+    the baseline a run's later checks are compared with (None: the run is not in the log)."""
+    run = found.run
+    if run is None:
+        return None
+    pivot = run.pivot
+    steps = ",".join(f"{s.status}:{s.comp_status or ''}"
+                     for s in sorted(found.steps, key=lambda s: s.step_idx))
+    pending = ",".join(f"{idx}:{shown['state']}"
+                       for idx, shown in sorted(found.corrections.items(),
+                                                key=lambda kv: int(kv[0])))
+    return (str(run.state), run.owner_epoch, run.irreversible_before_pivot,
+            "" if pivot is None else str(pivot.state), "" if pivot is None else pivot.plan_hash,
+            steps, pending)

@@ -14,7 +14,9 @@ from agentsaga.store.connections import Database, describe
 from agentsaga.store.correction_rows import CorrectionStatements
 from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
+from agentsaga.store.fingerprints import FingerprintStatements
 from agentsaga.store.hooks import NoHooks, StoreHooks
+from agentsaga.store.retention import RetentionStatements
 from agentsaga.store.runs import RunStatements
 from agentsaga.store.settlements import SettlementStatements
 from agentsaga.store.steps import StepStatements
@@ -25,7 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStatements,
-              CountStatements, WaitStatements, SettlementStatements):
+              CountStatements, WaitStatements, SettlementStatements, RetentionStatements,
+              FingerprintStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 
