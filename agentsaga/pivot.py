@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 from agentsaga import telemetry
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
-from agentsaga.redact import redact_text
 from agentsaga.registry import JSON, Registry, ToolSpec
 from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog, Step
@@ -30,8 +29,16 @@ def canonical(value: Any) -> str:
 
 
 def plan_hash(staged: list[JSON], commit: list[JSON]) -> str:
-    """The hash a human approves: over the steps done so far and the commit steps to come."""
-    return hashlib.sha256(canonical({"staged": staged, "commit": commit}).encode()).hexdigest()[:16]
+    """The hash a human approves (a full SHA-256): over the steps done so far and the commit
+    steps to come, each with the digest of its raw arguments."""
+    return hashlib.sha256(canonical({"staged": staged, "commit": commit}).encode()).hexdigest()
+
+
+def args_digest(args: JSON) -> str:
+    """SHA-256 of a commit step's canonical raw arguments, taken when the plan is staged: a call
+    after the pivot is admitted only with exactly these arguments (the stored arguments are
+    masked, `agentsaga.redact`, and two cards ending in the same four digits mask alike)."""
+    return hashlib.sha256(canonical(args).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -58,10 +65,11 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy,
                                 "no side effects until a human decides")
     if pivot is not None and state == PivotState.APPROVED:
         used = taken()
-        # the stored plan is what the approver saw: card numbers masked (agentsaga.redact)
-        seen = redact_text(canonical(args))
+        # the stored plan's arguments are masked (agentsaga.redact); what was approved exactly
+        # is the digest of the raw arguments, taken when the plan was staged
+        digest = args_digest(args)
         matching = [index for index, step in enumerate(pivot.commit)
-                    if step.get("tool") == spec.name and canonical(step.get("args", {})) == seen]
+                    if step.get("tool") == spec.name and step.get("argsDigest") == digest]
         for index in matching:
             if index not in used:
                 return Admission(True, after_pivot=True, commit_index=index)
@@ -111,8 +119,8 @@ def commit_steps(plan: list[JSON], registry: Registry) -> list[JSON]:
         spec = registry.get(tool)
         if spec.cls == "pure":
             raise InvalidArguments(f"commit step {index}: {tool} is pure and needs no approval")
-        checked.append({"tool": tool, "args": args, "class": spec.cls,
-                        "audience": spec.audience(args)})
+        checked.append({"tool": tool, "args": args, "argsDigest": args_digest(args),
+                        "class": spec.cls, "audience": spec.audience(args)})
     return checked
 
 
