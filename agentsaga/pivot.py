@@ -152,6 +152,40 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
         return stored
 
 
+SHOWN_ARGS_BYTES = 2048
+"""At most this much JSON of one step's (masked) arguments in a shown plan; longer ones show a
+note instead (the whole plan stays in the saga log: `agentsaga log`)."""
+SHOWN_STEPS = 50
+"""At most this many steps of each list in a shown plan; the rest are counted in `*Omitted`.
+With SHOWN_ARGS_BYTES this keeps an AgentRun's status.pivot and a ReachPivot answer small
+whatever the plan's size (about 120 KiB at most); approval needs only the planHash."""
+_SHOWN_KEYS = ("step", "tool", "class", "audience", "externalRef", "args",
+               "argsDigest")
+
+
+def shown(record: PivotRecord) -> JSON:
+    """The plan as an approver (status.pivot) and the agent (ReachPivot) see it: masked
+    arguments (as stored) bounded in size, each with its digest, and the decision."""
+    full = record.to_json()
+    out: JSON = {k: full[k] for k in ("state", "planHash", "stagedAt", "decision",
+                                      "decidedBy", "decidedAt", "reason") if full.get(k)}
+    for key, steps in (("steps", record.staged), ("commit", record.commit)):
+        out[key] = [_shown_step(step) for step in steps[:SHOWN_STEPS]]
+        if len(steps) > SHOWN_STEPS:
+            out[f"{key}Omitted"] = len(steps) - SHOWN_STEPS
+    return out
+
+
+def _shown_step(step: JSON) -> JSON:
+    out = {k: step[k] for k in _SHOWN_KEYS if k in step}
+    if "args" in out:
+        size = len(canonical(out["args"]).encode())
+        if size > SHOWN_ARGS_BYTES:
+            out["args"] = {"omitted": f"{size} bytes of arguments; `agentsaga log <run>` shows "
+                                      "them, argsDigest identifies them"}
+    return out
+
+
 def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: str,
                     approver: str, reason: str = "") -> PivotRecord:
     """Record a human decision on the staged plan, once, if the hash is the staged one.
@@ -181,13 +215,14 @@ def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: s
 
 
 def await_decision(saga_log: SagaLog, run_id: str, timeout: float, *,
-                   poll: float = 0.2) -> PivotRecord | None:
-    """Block until the staged plan is decided or `timeout` passes; returns the pivot record
-    (None when the run has staged none)."""
+                   poll: float = 0.2, gone: Callable[[], bool] = lambda: False,
+                   ) -> PivotRecord | None:
+    """Block until the staged plan is decided, `timeout` passes or the caller is `gone`;
+    returns the pivot record (None when the run has staged none)."""
     deadline = time.monotonic() + timeout
     while True:
         record = saga_log.require_run(run_id).pivot
-        if (record is not None and record.decided) or time.monotonic() >= deadline:
+        if (record is not None and record.decided) or time.monotonic() >= deadline or gone():
             return record
         time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
 

@@ -37,11 +37,11 @@ from agentsaga.calls import (
     ToolInfo,
 )
 from agentsaga.dispatch import Dispatcher, RunPolicy, check_signature
-from agentsaga.errors import PermissionDenied, PivotError, RunEnded, RunNotFound
+from agentsaga.errors import PermissionDenied, PivotError, RateLimited, RunEnded, RunNotFound
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import JSON, Registry
-from agentsaga.requests import check_run_id, end_state, parse_args
+from agentsaga.requests import check_run_id, end_state, parse_args, parse_plan
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
@@ -70,11 +70,29 @@ class SagaService:
         self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s, sleep)
         self.dispatcher = Dispatcher(saga_log, registry, self.reconciler)
         self.limiter = RunRateLimiter(settings.max_calls_per_s, clock=clock)
+        # every request, per run and over all runs (Dispatch also takes `limiter`)
+        self.request_limiter = RunRateLimiter(settings.max_rpcs_per_s, clock=clock)
+        self.total_limiter = RunRateLimiter(
+            settings.max_total_rpcs_per_s, clock=clock,
+            what="the sidecar serves more than {rate:g} requests per second over all runs "
+                 "(AGENTSAGA_MAX_TOTAL_RPCS_PER_S)")
+        # waits for a decision hold a worker each: at most half of them, so that health checks
+        # and every other request are always served
+        self._waiters = threading.BoundedSemaphore(max(1, settings.workers // 2))
         self.interceptors = tuple(interceptors)
         self._epochs: dict[str, int] = {}
         self._policies: dict[str, RunPolicy] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+
+    # -- bounds ----------------------------------------------------------------------------
+
+    def admit_request(self, run_id: str = "") -> None:
+        """Every request a front end takes: within the total rate and, naming a run, within
+        the run's rate (RESOURCE_EXHAUSTED beyond either, before anything is read or written)."""
+        self.total_limiter.take("")
+        if run_id:
+            self.request_limiter.take(run_id)
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -186,7 +204,8 @@ class SagaService:
         taken, the arguments parsed (a JSON object of bounded size)."""
         check_run_id(run_id)
         self.limiter.take(run_id)
-        return self.dispatch(run_id, tool, parse_args(args_json, self.settings.max_args_bytes))
+        return self.dispatch(run_id, tool, parse_args(args_json, self.settings.max_args_bytes,
+                                                      self.settings.max_json_depth))
 
     def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
         """One tool call through the registry, the saga log and the real system."""
@@ -230,9 +249,28 @@ class SagaService:
         with self.run_lock(run_id):
             return pivot.stage(self.saga_log, self.registry, run_id, self.epoch(run_id), plan)
 
-    def await_decision(self, run_id: str, timeout: float) -> PivotRecord | None:
+    def reach_pivot_request(self, run_id: str, plan_json: str) -> PivotRecord:
+        """ReachPivot from raw input: the plan's depth checked before it is parsed."""
         check_run_id(run_id)
-        return pivot.await_decision(self.saga_log, run_id, timeout)
+        return self.reach_pivot(run_id, parse_plan(plan_json, self.settings.max_json_depth))
+
+    def await_decision(self, run_id: str, timeout: float,
+                       gone: Callable[[], bool] = lambda: False) -> PivotRecord | None:
+        """Wait for the decision at most `timeout` seconds, capped by AGENTSAGA_AWAIT_DECISION_
+        MAX_S; `gone`: whether the caller left (the wait ends then). At most half the workers
+        wait at once; one more wait is refused (RESOURCE_EXHAUSTED) rather than starve the
+        others."""
+        check_run_id(run_id)
+        self.saga_log.require_run(run_id)
+        bounded = min(max(0.0, timeout), self.settings.await_decision_max_s)
+        if not self._waiters.acquire(blocking=False):
+            raise RateLimited(
+                "too many AwaitDecision calls are waiting in this sidecar already (at most "
+                "half of AGENTSAGA_WORKERS); call again later, with a timeout")
+        try:
+            return pivot.await_decision(self.saga_log, run_id, bounded, gone=gone)
+        finally:
+            self._waiters.release()
 
     # -- reconcile and unwind (R7, R8) -----------------------------------------------------
 

@@ -177,6 +177,22 @@ class Settings:
         "AGENTSAGA_MAX_CALLS_PER_S", 50.0,
         "tool calls one run may make per second through a sidecar (more: RESOURCE_EXHAUSTED, "
         "nothing written); 0 turns it off", minimum=0)
+    max_rpcs_per_s: float = variable(
+        "AGENTSAGA_MAX_RPCS_PER_S", 100.0,
+        "requests of any kind one run may make per second through a sidecar (more: "
+        "RESOURCE_EXHAUSTED); 0 turns it off", minimum=0)
+    max_total_rpcs_per_s: float = variable(
+        "AGENTSAGA_MAX_TOTAL_RPCS_PER_S", 1000.0,
+        "requests of any kind the sidecar serves per second over all runs (health checks "
+        "excepted); 0 turns it off", minimum=0)
+    await_decision_max_s: float = variable(
+        "AGENTSAGA_AWAIT_DECISION_MAX_S", 300.0,
+        "the longest one AwaitDecision call waits, whatever timeout it asks for (the agent "
+        "calls again)", positive=True)
+    max_json_depth: int = variable(
+        "AGENTSAGA_MAX_JSON_DEPTH", 64,
+        "the deepest nesting of arguments and plans accepted (checked before parsing)",
+        minimum=2)
     irreversible_before_pivot: Literal["refuse", "count"] = variable(
         "AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT", "refuse",
         "R10: `refuse` makes irreversible calls before the pivot wait for approval; `count` "

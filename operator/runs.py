@@ -14,7 +14,6 @@ and always reflects step counts, the owner epoch (R12), corrections and the pivo
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
@@ -33,19 +32,13 @@ from agentsaga.operator.status import (
     with_condition,
 )
 
+from agentsaga import pivot
 from agentsaga.states import DECIDED, ENDED_PHASE, RunPhase, RunState
 from agentsaga.store import PivotRecord
 
 logger = logging.getLogger(__name__)
 
-_STAGED_KEYS = ("step", "tool", "class", "audience", "externalRef", "args", "argsDigest")
-STATUS_ARGS_BYTES = 2048
-"""At most this much JSON of one step's (masked) arguments in status.pivot; longer ones show a
-note instead (the whole plan stays in the saga log: `agentsaga log`)."""
-STATUS_STEPS = 50
-"""At most this many steps of each list in status.pivot; the rest are counted in `*Omitted`.
-With STATUS_ARGS_BYTES this keeps the AgentRun far below etcd's object limit whatever the
-plan's size; approval needs only the planHash."""
+
 
 
 @kopf.daemon(*AGENTRUNS, id="resync", cancellation_timeout=5.0)
@@ -132,27 +125,9 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
     return patch or None
 
 
-def pivot_status(pivot: PivotRecord | None) -> Obj | None:
-    """The saga log's pivot record (agentsaga.pivot) in the CRD's status.pivot shape."""
-    if pivot is None or not pivot.plan_hash:
+def pivot_status(record: PivotRecord | None) -> Obj | None:
+    """The saga log's pivot record in the CRD's status.pivot shape: masked arguments bounded in
+    size, at most `pivot.SHOWN_STEPS` steps of each list (`agentsaga.pivot.shown`)."""
+    if record is None or not record.plan_hash:
         return None
-    record = pivot.to_json()
-    out: Obj = {k: record[k] for k in ("state", "planHash", "stagedAt", "decision",
-                                        "decidedBy", "decidedAt", "reason") if record.get(k)}
-    for key, steps in (("steps", record.get("staged") or []),
-                       ("commit", record.get("commit") or [])):
-        out[key] = [_shown(step) for step in steps[:STATUS_STEPS]]
-        if len(steps) > STATUS_STEPS:
-            out[f"{key}Omitted"] = len(steps) - STATUS_STEPS
-    return out
-
-
-def _shown(step: Obj) -> Obj:
-    """One step as status.pivot shows it: masked arguments (as stored), bounded in size."""
-    shown = {k: step[k] for k in _STAGED_KEYS if k in step}
-    if "args" in shown:
-        size = len(json.dumps(shown["args"], separators=(",", ":")).encode())
-        if size > STATUS_ARGS_BYTES:
-            shown["args"] = {"omitted": f"{size} bytes of arguments; `agentsaga log "
-                                        f"<run>` shows them, argsDigest identifies them"}
-    return shown
+    return pivot.shown(record)

@@ -14,7 +14,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from agentsaga.errors import ConfigurationError, DatabaseUnavailable, LogUnavailable
+from agentsaga.errors import (
+    ConfigurationError,
+    DatabaseUnavailable,
+    LogRefused,
+    LogUnavailable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +65,14 @@ def check_dsn(dsn: str) -> None:
 
 @contextmanager
 def translated(dsn: str) -> Iterator[None]:
-    """psycopg's 'the server is gone' as LogUnavailable; every other error passes."""
+    """psycopg's 'the server is gone' as LogUnavailable; any other database error (read-only
+    after a failover, a missing privilege) as LogRefused: no psycopg error leaves the store."""
     try:
         yield
     except psycopg.OperationalError as exc:
         raise LogUnavailable(where(dsn), exc) from exc
+    except psycopg.Error as exc:
+        raise LogRefused(where(dsn), exc) from exc
 
 
 class Database:
