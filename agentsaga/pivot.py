@@ -30,8 +30,11 @@ def canonical(value: Any) -> str:
 
 def plan_hash(staged: list[JSON], commit: list[JSON]) -> str:
     """The hash a human approves (a full SHA-256): over the steps done so far and the commit
-    steps to come, each with the digest of its raw arguments."""
-    return hashlib.sha256(canonical({"staged": staged, "commit": commit}).encode()).hexdigest()
+    steps to come, each named by the digest of its raw arguments (the stored arguments are
+    masked; the digest is exact). The operator recomputes it from the stored plan before it
+    records a decision."""
+    named = [{k: v for k, v in step.items() if k != "args"} for step in commit]
+    return hashlib.sha256(canonical({"staged": staged, "commit": named}).encode()).hexdigest()
 
 
 def args_digest(args: JSON) -> str:
@@ -205,6 +208,10 @@ def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: s
             raise PivotError(
                 f"stale approval: plan hash {plan_hash_!r} is not the staged plan "
                 f"{current.plan_hash!r}; review the staged plan and approve its hash")
+        if plan_hash(current.staged, current.commit) != current.plan_hash:
+            raise PivotError(
+                f"run {run_id!r}: the stored plan does not hash to its planHash (it was changed "
+                "after it was staged); nothing was recorded. Stage the plan again.")
         verdict = PivotState(decision)
         decided = current.deciding(verdict, approver, _now(), reason)
         if not saga_log.decide_pivot(run_id, decided, RUN_STATE_AFTER_DECISION[verdict]):

@@ -145,7 +145,18 @@ class Settings:
     dsn: str | None = variable(
         "AGENTSAGA_DSN", None,
         "the saga log's Postgres; unset: an embedded Postgres under `AGENTSAGA_DATA_DIR` "
-        "(needs `agentsaga[demo]`)", secret=True)
+        "(needs `agentsaga[demo]`). The sidecar's database role (`agentsaga_sidecar`): the "
+        "sidecar, the Jobs and the commands that read", secret=True)
+    operator_dsn: str | None = variable(
+        "AGENTSAGA_OPERATOR_DSN", None,
+        "the saga log as the operator's database role (`agentsaga_operator`, the only one that "
+        "records decisions): the operator, `agentsaga approve` and `corrections --approve`; "
+        "unset: `AGENTSAGA_DSN`, or the embedded Postgres as that role", secret=True)
+    migrate_dsn: str | None = variable(
+        "AGENTSAGA_MIGRATE_DSN", None,
+        "the saga log as the migration role (DDL, creates the other roles): `agentsaga "
+        "migrate` only; unset: `AGENTSAGA_DSN`, or the embedded Postgres's superuser",
+        secret=True)
     data_dir: Path | None = variable(
         "AGENTSAGA_DATA_DIR", None,
         "where the embedded Postgres keeps its files, whatever the current directory; unset: "

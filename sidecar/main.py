@@ -19,7 +19,7 @@ from agentsaga.connectors.mcp import TOOLS_MODULE
 from agentsaga.dispatch import RunPolicy
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
-from agentsaga.postgres import saga_log_dsn
+from agentsaga.postgres import embedded_migrated, saga_log_dsn
 from agentsaga.registry import Registry
 from agentsaga.service import OnBegin, SagaService
 from agentsaga.settings import Settings
@@ -97,9 +97,22 @@ def build_settings(args: argparse.Namespace) -> Settings:
 
 
 def open_log(settings: Settings) -> SagaLog:
-    return SagaLog(saga_log_dsn(settings), min_size=settings.pool_min, max_size=settings.pool_max,
-                   async_outcomes=settings.outcome_commit == "async",
-                   hooks=telemetry.TelemetryHooks()).open(timeout=settings.db_wait_s)
+    """The saga log as the sidecar's database role: no DDL, no decisions. The schema is the
+    migration's (`agentsaga migrate`, the chart's hook Job); a database without it is refused
+    with that advice. Only the embedded Postgres of a developer's machine is migrated here,
+    as its superuser, before the sidecar connects as its own role."""
+    embedded_migrated(settings)
+    saga_log = SagaLog(saga_log_dsn(settings), min_size=settings.pool_min,
+                       max_size=settings.pool_max,
+                       async_outcomes=settings.outcome_commit == "async",
+                       hooks=telemetry.TelemetryHooks()).open(migrate=False,
+                                                              timeout=settings.db_wait_s)
+    try:
+        saga_log.require_schema()
+    except BaseException:
+        saga_log.close()
+        raise
+    return saga_log
 
 
 def build_service(saga_log: SagaLog, settings: Settings,

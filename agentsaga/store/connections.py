@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from agentsaga.errors import (
@@ -52,6 +52,14 @@ def describe(dsn: str) -> str:
         return "the configured database"
     host = info.get("host") or "localhost"
     return f"the database {info.get('dbname') or '(default)'} on {host}:{info.get('port') or 5432}"
+
+
+def with_user(dsn: str, user: str) -> str:
+    """`dsn` as another database user (the embedded Postgres trusts its local users)."""
+    params = conninfo_to_dict(dsn)
+    params["user"] = user
+    params.pop("password", None)
+    return make_conninfo(**params)  # type: ignore[arg-type]
 
 
 def check_dsn(dsn: str) -> None:

@@ -145,7 +145,7 @@ class Correction:
 
 RUN_COLUMNS = (
     "run_id, agent, state, owner_epoch, owner, pod_uid, namespace, irreversible_before_pivot, "
-    "pivot, trace_context, created_at, ended_at"
+    "pivot, trace_context, created_at, ended_at, pivot_decision"
 )
 STEP_COLUMNS = (
     "run_id, step_idx, tool, tool_class, idempotency_key, args, status, external_ref, result, "
@@ -160,9 +160,28 @@ RUN_WIDTH = len(RUN_COLUMNS.split(","))
 def run_from_row(row: tuple[Any, ...]) -> Run:
     """A `saga_runs` row selected as RUN_COLUMNS."""
     (run_id, agent, state, epoch, owner, pod_uid, namespace, irreversible, pivot, trace,
-     created, ended) = row
+     created, ended, decision) = row
     return Run(run_id, agent, RunState(state), epoch, owner, pod_uid, namespace, irreversible,
-               None if pivot is None else PivotRecord.from_json(pivot), trace, created, ended)
+               None if pivot is None else decided_pivot(PivotRecord.from_json(pivot), decision),
+               trace, created, ended)
+
+
+def decided_pivot(staged: PivotRecord, decision: Mapping[str, Any] | None) -> PivotRecord:
+    """The staged plan (written by the run's owner) with the decision (written by the
+    operator's role only, `pivot_decision`): a decision is believed only from that column, for
+    the plan hash it names, and the commit steps it admits are those it recorded."""
+    if decision is None or decision.get("planHash") != staged.plan_hash:
+        return replace(staged, state=PivotState.AWAITING_APPROVAL, decision="", decided_by="",
+                       decided_at="", reason="") if staged.decided else staged
+    approved = list(decision.get("commit") or [])
+    shown = [({**staged.commit[i], **step} if i < len(staged.commit)
+              and staged.commit[i].get("argsDigest") == step.get("argsDigest") else step)
+             for i, step in enumerate(approved)]
+    return replace(staged, state=PivotState(decision["decision"]),
+                   decision=str(decision["decision"]),
+                   decided_by=str(decision.get("decidedBy") or ""),
+                   decided_at=str(decision.get("decidedAt") or ""),
+                   reason=str(decision.get("reason") or ""), commit=shown)
 
 
 def step_from_row(row: tuple[Any, ...]) -> Step:

@@ -8,7 +8,7 @@ from typing import Any
 from psycopg.rows import tuple_row
 
 from agentsaga.errors import Fenced, RunNotFound
-from agentsaga.states import PivotState, RunState
+from agentsaga.states import RunState
 from agentsaga.store.base import StoreBase, to_json
 from agentsaga.store.fencing import check_epoch
 from agentsaga.store.records import (
@@ -133,15 +133,22 @@ class RunStatements(StoreBase):
 
     def decide_pivot(self, run_id: str, decided: PivotRecord, state: RunState) -> bool:
         """Record a decision iff the staged plan is still `decided.plan_hash` and undecided (no
-        epoch: the decision is a human's, not the run owner's)."""
+        epoch: the decision is a human's, not the run owner's). Written to `pivot_decision`,
+        which only the operator's database role may write (`agentsaga.store.roles`): the plan
+        hash, the verdict, who and when, and the commit steps it admits (tool and digest)."""
         self.forget(run_id)
+        decision = {"planHash": decided.plan_hash, "decision": decided.decision,
+                    "decidedBy": decided.decided_by, "decidedAt": decided.decided_at,
+                    "reason": decided.reason,
+                    "commit": [{k: step[k] for k in ("tool", "argsDigest", "class", "audience")
+                                if k in step} for step in decided.commit]}
         with self.db.transaction() as conn:
             row = conn.execute(
-                "UPDATE saga_runs SET pivot = %s, state = %s, updated_at = now()"
+                "UPDATE saga_runs SET pivot_decision = %s, state = %s, updated_at = now()"
                 " WHERE run_id = %s AND pivot->>'planHash' = %s"
-                " AND pivot->>'state' = %s RETURNING run_id",
-                (to_json(decided.to_json()), str(state), run_id, decided.plan_hash,
-                 str(PivotState.AWAITING_APPROVAL)),
+                " AND (pivot_decision IS NULL OR pivot_decision->>'planHash' <> %s)"
+                " RETURNING run_id",
+                (to_json(decision), str(state), run_id, decided.plan_hash, decided.plan_hash),
             ).fetchone()
         return row is not None
 
