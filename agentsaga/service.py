@@ -81,7 +81,6 @@ class SagaService:
         self._waiters = threading.BoundedSemaphore(max(1, settings.workers // 2))
         self.interceptors = tuple(interceptors)
         self._epochs: dict[str, int] = {}
-        self._policies: dict[str, RunPolicy] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -96,18 +95,18 @@ class SagaService:
 
     # -- runs ------------------------------------------------------------------------------
 
-    def begin_run(self, run_id: str, *, agent: str = "", owner: str = "", pod_uid: str = "",
-                  namespace: str = "") -> BeganRun:
-        """Create or adopt the run (R12); this process then holds its epoch."""
+    def begin_run(self, run_id: str, *, agent: str = "") -> BeganRun:
+        """Create or adopt the run (R12); this process then holds its epoch. The run is bound
+        to this sidecar's pod, known from the downward API only (AGENTSAGA_POD_NAME, _UID,
+        _NAMESPACE, set by the chart's injection), never from the request; a run bound to
+        another pod is adopted only once the operator saw that pod go."""
         check_run_id(run_id)
         existing = self.saga_log.run(run_id)
         if existing is not None and not existing.open:
             raise RunEnded(f"run {run_id!r} has ended ({existing.state}); start a new run id")
         adoption = self.saga_log.begin_run(
-            run_id, agent=agent, owner=owner or self.settings.pod_name,
-            pod_uid=pod_uid or self.settings.pod_uid,
-            namespace=namespace or self.settings.pod_namespace,
-            trace_context=telemetry.trace_carrier())
+            run_id, agent=agent, owner=self.settings.pod_name, pod_uid=self.settings.pod_uid,
+            namespace=self.settings.pod_namespace, trace_context=telemetry.trace_carrier())
         run = adoption.run
         with self._guard:
             self._epochs[run_id] = run.owner_epoch
@@ -153,7 +152,7 @@ class SagaService:
         with self.run_lock(run_id):
             epoch = self.epoch(run_id)
             run = self.saga_log.require_owner(run_id, epoch)
-            if call.state == RunState.SUCCEEDED and self.policy(run_id).pivot_required and (
+            if call.state == RunState.SUCCEEDED and self.policy_of(run).pivot_required and (
                     run.pivot is None or run.pivot.state != PivotState.APPROVED):
                 raise PivotError(
                     f"run {run_id!r} requires a pivot (spec.pivot.required) and has no "
@@ -183,13 +182,12 @@ class SagaService:
                 f"run {run.run_id!r} is bound to another pod; this sidecar serves pod "
                 f"{self.settings.pod_uid or '(none)'!r}. Call BeginRun to adopt it on purpose.")
 
-    def set_policy(self, run_id: str, policy: RunPolicy) -> None:
-        """The run's own policy (its AgentRun's spec), over the sidecar's defaults."""
-        with self._guard:
-            self._policies[run_id] = policy
-
-    def policy(self, run_id: str) -> RunPolicy:
-        return self._policies.get(run_id) or RunPolicy(self.settings.irreversible_before_pivot)
+    def policy_of(self, run: Run) -> RunPolicy:
+        """The run's own policy (its AgentRun's spec, copied into the log by the operator),
+        else the sidecar's defaults."""
+        if run.policy is None:
+            return RunPolicy(self.settings.irreversible_before_pivot)
+        return RunPolicy.from_spec(run.policy)
 
     def run_lock(self, run_id: str) -> threading.Lock:
         """One action at a time on a run in this process: a dispatch, a reconcile, an unwind,
@@ -234,7 +232,7 @@ class SagaService:
             if run is None:
                 raise RunNotFound(run_id)
             self._check_open(run)
-            return self.dispatcher.dispatch_logged(run, epoch, self.policy(run_id), spec,
+            return self.dispatcher.dispatch_logged(run, epoch, self.policy_of(run), spec,
                                                    call.args, newest)
 
     def _check_open(self, run: Run) -> None:

@@ -209,14 +209,12 @@ class Settings:
         "R10: `refuse` makes irreversible calls before the pivot wait for approval; `count` "
         "only counts them")
     pod_name: str = variable(
-        "AGENTSAGA_POD_NAME", "", "the pod this sidecar serves (downward API); set: runs are "
-        "bound to AgentRuns")
+        "AGENTSAGA_POD_NAME", "", "the pod this sidecar serves (downward API, set by the "
+        "injection): the runs it begins are bound to this pod (the operator binds their "
+        "AgentRuns)")
     pod_namespace: str = variable(
         "AGENTSAGA_POD_NAMESPACE", "", "that pod's namespace (downward API)")
     pod_uid: str = variable("AGENTSAGA_POD_UID", "", "that pod's UID (downward API)")
-    agentrun: bool = variable(
-        "AGENTSAGA_AGENTRUN", True,
-        "`off`: a sidecar in a pod does not create or adopt AgentRuns")
     connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
     mcp: McpSettings = field(default_factory=McpSettings)
     operator: OperatorSettings = field(default_factory=OperatorSettings)

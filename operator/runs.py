@@ -21,11 +21,13 @@ import kopf
 from agentsaga.operator import correction_approval, pods, run_facts, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
+from agentsaga.operator.run_binding import other_namespace_condition
 from agentsaga.operator.status import (
     FINAL_PHASES,
     JOB_PHASES,
     LIVE_PHASES,
     Obj,
+    condition,
     generation,
     phase,
     run_id,
@@ -67,7 +69,14 @@ def resync_once(ctx: Context, namespace: str, name: str) -> Obj | None:
     if run is None or run["metadata"].get("deletionTimestamp"):
         return None
     current = phase(run)
-    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run))
+    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run),
+                                                              namespace)
+    if facts is not None and facts.other_namespace:
+        # an AgentRun naming another namespace's run sees nothing of it and decides nothing
+        ctx.kube.update_status(namespace, name, lambda obj: None if (condition(
+            obj, "RunLinked") or {}).get("reason") == "RunInOtherNamespace" else {
+            "conditions": other_namespace_condition(obj)})
+        return run
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
     if current in LIVE_PHASES and rejected and not (run.get("status") or {}).get("job"):
         # the decision was written but the operator stopped before starting the unwind

@@ -76,9 +76,9 @@ class SidecarServicer(pb_grpc.SidecarServicer):
 
     @rpc
     def BeginRun(self, request: pb.BeginRunRequest, context: Aborting) -> pb.BeginRunResponse:
-        return began_message(self.service.begin_run(
-            request.run_id, agent=request.agent, owner=request.pod_name,
-            pod_uid=request.pod_uid, namespace=request.namespace))
+        # the pod's identity comes from the downward API (the sidecar's settings) only; the
+        # request's pod_name, pod_uid and namespace are deprecated and ignored
+        return began_message(self.service.begin_run(request.run_id, agent=request.agent))
 
     @rpc
     def Dispatch(self, request: pb.DispatchRequest, context: Aborting) -> pb.DispatchResponse:

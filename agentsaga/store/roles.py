@@ -39,7 +39,8 @@ GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
     "saga_runs": {
         SIDECAR: ("SELECT", f"INSERT ({_RUN_SIDECAR_COLUMNS})",
                   f"UPDATE ({_RUN_SIDECAR_COLUMNS})"),
-        OPERATOR: ("SELECT", "UPDATE (pivot_decision, state, updated_at)"),
+        OPERATOR: ("SELECT",
+                   "UPDATE (pivot_decision, policy, released_pod, state, updated_at)"),
     },
     "saga_log": {SIDECAR: ("SELECT", "INSERT", "UPDATE"), OPERATOR: ("SELECT",)},
     "corrections": {

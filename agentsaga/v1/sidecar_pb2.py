@@ -25,49 +25,55 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentsaga/v1/sidecar.proto\x12\x0c\x61gentsaga.v1\"f\n\x0f\x42\x65ginRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x10\n\x08pod_name\x18\x03 \x01(\t\x12\x0f\n\x07pod_uid\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\"[\n\x10\x42\x65ginRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0bowner_epoch\x18\x02 \x01(\x03\x12\x0f\n\x07\x61\x64opted\x18\x03 \x01(\x08\x12\x11\n\tnext_step\x18\x04 \x01(\x05\"B\n\x0f\x44ispatchRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x11\n\targs_json\x18\x03 \x01(\t\"\xb1\x01\n\x10\x44ispatchResponse\x12&\n\x07outcome\x18\x01 \x01(\x0e\x32\x15.agentsaga.v1.Outcome\x12\x10\n\x08step_idx\x18\x02 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\x12\x14\n\x0c\x65xternal_ref\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\t\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x85\x02\n\x04Step\x12\x10\n\x08step_idx\x18\x01 \x01(\x05\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x12\n\ntool_class\x18\x03 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x11\n\targs_json\x18\x06 \x01(\t\x12\x13\n\x0bresult_json\x18\x07 \x01(\t\x12\x14\n\x0c\x65xternal_ref\x18\x08 \x01(\t\x12\x19\n\x11\x63ompensation_json\x18\t \x01(\t\x12\x10\n\x08\x61udience\x18\n \x03(\t\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nupdated_at\x18\r \x01(\t\"\x9e\x01\n\x0eGetRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x13\n\x0bowner_epoch\x18\x03 \x01(\x03\x12!\n\x19irreversible_before_pivot\x18\x04 \x01(\x05\x12!\n\x05steps\x18\x05 \x03(\x0b\x32\x12.agentsaga.v1.Step\x12\x12\n\npivot_json\x18\x06 \x01(\t\"\x12\n\x10ListToolsRequest\"o\n\x08ToolInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntool_class\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x12\n\nhas_lookup\x18\x04 \x01(\x08\x12\x18\n\x10has_compensation\x18\x05 \x01(\x08\":\n\x11ListToolsResponse\x12%\n\x05tools\x18\x01 \x03(\x0b\x32\x16.agentsaga.v1.ToolInfo\"\x1c\n\nRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"D\n\x0cSettleReport\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0breport_json\x18\x02 \x01(\t\x12\x0f\n\x07settled\x18\x03 \x01(\x08\"=\n\x11ReachPivotRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x18\n\x10\x63ommit_plan_json\x18\x02 \x01(\t\"?\n\x14\x41waitDecisionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x02 \x01(\x01\"U\n\rPivotResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x11\n\tplan_hash\x18\x03 \x01(\t\x12\x12\n\npivot_json\x18\x04 \x01(\t\"0\n\rEndRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07outcome\x18\x02 \x01(\t\"/\n\x0e\x45ndRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t*s\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n\tCONFIRMED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\x0b\n\x07UNKNOWN\x10\x03\x12\x13\n\x0fSTEP_UNRESOLVED\x10\x04\x12\x12\n\x0eNEEDS_APPROVAL\x10\x05\x32\x98\x05\n\x07Sidecar\x12I\n\x08\x42\x65ginRun\x12\x1d.agentsaga.v1.BeginRunRequest\x1a\x1e.agentsaga.v1.BeginRunResponse\x12I\n\x08\x44ispatch\x12\x1d.agentsaga.v1.DispatchRequest\x1a\x1e.agentsaga.v1.DispatchResponse\x12\x43\n\x06GetRun\x12\x1b.agentsaga.v1.GetRunRequest\x1a\x1c.agentsaga.v1.GetRunResponse\x12L\n\tListTools\x12\x1e.agentsaga.v1.ListToolsRequest\x1a\x1f.agentsaga.v1.ListToolsResponse\x12\x41\n\tReconcile\x12\x18.agentsaga.v1.RunRequest\x1a\x1a.agentsaga.v1.SettleReport\x12>\n\x06Unwind\x12\x18.agentsaga.v1.RunRequest\x1a\x1a.agentsaga.v1.SettleReport\x12J\n\nReachPivot\x12\x1f.agentsaga.v1.ReachPivotRequest\x1a\x1b.agentsaga.v1.PivotResponse\x12P\n\rAwaitDecision\x12\".agentsaga.v1.AwaitDecisionRequest\x1a\x1b.agentsaga.v1.PivotResponse\x12\x43\n\x06\x45ndRun\x12\x1b.agentsaga.v1.EndRunRequest\x1a\x1c.agentsaga.v1.EndRunResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentsaga/v1/sidecar.proto\x12\x0c\x61gentsaga.v1\"r\n\x0f\x42\x65ginRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x14\n\x08pod_name\x18\x03 \x01(\tB\x02\x18\x01\x12\x13\n\x07pod_uid\x18\x04 \x01(\tB\x02\x18\x01\x12\x15\n\tnamespace\x18\x05 \x01(\tB\x02\x18\x01\"[\n\x10\x42\x65ginRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0bowner_epoch\x18\x02 \x01(\x03\x12\x0f\n\x07\x61\x64opted\x18\x03 \x01(\x08\x12\x11\n\tnext_step\x18\x04 \x01(\x05\"B\n\x0f\x44ispatchRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x11\n\targs_json\x18\x03 \x01(\t\"\xb1\x01\n\x10\x44ispatchResponse\x12&\n\x07outcome\x18\x01 \x01(\x0e\x32\x15.agentsaga.v1.Outcome\x12\x10\n\x08step_idx\x18\x02 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\x12\x14\n\x0c\x65xternal_ref\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\t\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x85\x02\n\x04Step\x12\x10\n\x08step_idx\x18\x01 \x01(\x05\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x12\n\ntool_class\x18\x03 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x11\n\targs_json\x18\x06 \x01(\t\x12\x13\n\x0bresult_json\x18\x07 \x01(\t\x12\x14\n\x0c\x65xternal_ref\x18\x08 \x01(\t\x12\x19\n\x11\x63ompensation_json\x18\t \x01(\t\x12\x10\n\x08\x61udience\x18\n \x03(\t\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nupdated_at\x18\r \x01(\t\"\x9e\x01\n\x0eGetRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x13\n\x0bowner_epoch\x18\x03 \x01(\x03\x12!\n\x19irreversible_before_pivot\x18\x04 \x01(\x05\x12!\n\x05steps\x18\x05 \x03(\x0b\x32\x12.agentsaga.v1.Step\x12\x12\n\npivot_json\x18\x06 \x01(\t\"\x12\n\x10ListToolsRequest\"o\n\x08ToolInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntool_class\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x12\n\nhas_lookup\x18\x04 \x01(\x08\x12\x18\n\x10has_compensation\x18\x05 \x01(\x08\":\n\x11ListToolsResponse\x12%\n\x05tools\x18\x01 \x03(\x0b\x32\x16.agentsaga.v1.ToolInfo\"\x1c\n\nRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"D\n\x0cSettleReport\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0breport_json\x18\x02 \x01(\t\x12\x0f\n\x07settled\x18\x03 \x01(\x08\"=\n\x11ReachPivotRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x18\n\x10\x63ommit_plan_json\x18\x02 \x01(\t\"?\n\x14\x41waitDecisionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x02 \x01(\x01\"U\n\rPivotResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x11\n\tplan_hash\x18\x03 \x01(\t\x12\x12\n\npivot_json\x18\x04 \x01(\t\"0\n\rEndRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07outcome\x18\x02 \x01(\t\"/\n\x0e\x45ndRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t*s\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n\tCONFIRMED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\x0b\n\x07UNKNOWN\x10\x03\x12\x13\n\x0fSTEP_UNRESOLVED\x10\x04\x12\x12\n\x0eNEEDS_APPROVAL\x10\x05\x32\x98\x05\n\x07Sidecar\x12I\n\x08\x42\x65ginRun\x12\x1d.agentsaga.v1.BeginRunRequest\x1a\x1e.agentsaga.v1.BeginRunResponse\x12I\n\x08\x44ispatch\x12\x1d.agentsaga.v1.DispatchRequest\x1a\x1e.agentsaga.v1.DispatchResponse\x12\x43\n\x06GetRun\x12\x1b.agentsaga.v1.GetRunRequest\x1a\x1c.agentsaga.v1.GetRunResponse\x12L\n\tListTools\x12\x1e.agentsaga.v1.ListToolsRequest\x1a\x1f.agentsaga.v1.ListToolsResponse\x12\x41\n\tReconcile\x12\x18.agentsaga.v1.RunRequest\x1a\x1a.agentsaga.v1.SettleReport\x12>\n\x06Unwind\x12\x18.agentsaga.v1.RunRequest\x1a\x1a.agentsaga.v1.SettleReport\x12J\n\nReachPivot\x12\x1f.agentsaga.v1.ReachPivotRequest\x1a\x1b.agentsaga.v1.PivotResponse\x12P\n\rAwaitDecision\x12\".agentsaga.v1.AwaitDecisionRequest\x1a\x1b.agentsaga.v1.PivotResponse\x12\x43\n\x06\x45ndRun\x12\x1b.agentsaga.v1.EndRunRequest\x1a\x1c.agentsaga.v1.EndRunResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentsaga.v1.sidecar_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OUTCOME']._serialized_start=1554
-  _globals['_OUTCOME']._serialized_end=1669
+  _globals['_BEGINRUNREQUEST'].fields_by_name['pod_name']._loaded_options = None
+  _globals['_BEGINRUNREQUEST'].fields_by_name['pod_name']._serialized_options = b'\030\001'
+  _globals['_BEGINRUNREQUEST'].fields_by_name['pod_uid']._loaded_options = None
+  _globals['_BEGINRUNREQUEST'].fields_by_name['pod_uid']._serialized_options = b'\030\001'
+  _globals['_BEGINRUNREQUEST'].fields_by_name['namespace']._loaded_options = None
+  _globals['_BEGINRUNREQUEST'].fields_by_name['namespace']._serialized_options = b'\030\001'
+  _globals['_OUTCOME']._serialized_start=1566
+  _globals['_OUTCOME']._serialized_end=1681
   _globals['_BEGINRUNREQUEST']._serialized_start=44
-  _globals['_BEGINRUNREQUEST']._serialized_end=146
-  _globals['_BEGINRUNRESPONSE']._serialized_start=148
-  _globals['_BEGINRUNRESPONSE']._serialized_end=239
-  _globals['_DISPATCHREQUEST']._serialized_start=241
-  _globals['_DISPATCHREQUEST']._serialized_end=307
-  _globals['_DISPATCHRESPONSE']._serialized_start=310
-  _globals['_DISPATCHRESPONSE']._serialized_end=487
-  _globals['_GETRUNREQUEST']._serialized_start=489
-  _globals['_GETRUNREQUEST']._serialized_end=520
-  _globals['_STEP']._serialized_start=523
-  _globals['_STEP']._serialized_end=784
-  _globals['_GETRUNRESPONSE']._serialized_start=787
-  _globals['_GETRUNRESPONSE']._serialized_end=945
-  _globals['_LISTTOOLSREQUEST']._serialized_start=947
-  _globals['_LISTTOOLSREQUEST']._serialized_end=965
-  _globals['_TOOLINFO']._serialized_start=967
-  _globals['_TOOLINFO']._serialized_end=1078
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=1080
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=1138
-  _globals['_RUNREQUEST']._serialized_start=1140
-  _globals['_RUNREQUEST']._serialized_end=1168
-  _globals['_SETTLEREPORT']._serialized_start=1170
-  _globals['_SETTLEREPORT']._serialized_end=1238
-  _globals['_REACHPIVOTREQUEST']._serialized_start=1240
-  _globals['_REACHPIVOTREQUEST']._serialized_end=1301
-  _globals['_AWAITDECISIONREQUEST']._serialized_start=1303
-  _globals['_AWAITDECISIONREQUEST']._serialized_end=1366
-  _globals['_PIVOTRESPONSE']._serialized_start=1368
-  _globals['_PIVOTRESPONSE']._serialized_end=1453
-  _globals['_ENDRUNREQUEST']._serialized_start=1455
-  _globals['_ENDRUNREQUEST']._serialized_end=1503
-  _globals['_ENDRUNRESPONSE']._serialized_start=1505
-  _globals['_ENDRUNRESPONSE']._serialized_end=1552
-  _globals['_SIDECAR']._serialized_start=1672
-  _globals['_SIDECAR']._serialized_end=2336
+  _globals['_BEGINRUNREQUEST']._serialized_end=158
+  _globals['_BEGINRUNRESPONSE']._serialized_start=160
+  _globals['_BEGINRUNRESPONSE']._serialized_end=251
+  _globals['_DISPATCHREQUEST']._serialized_start=253
+  _globals['_DISPATCHREQUEST']._serialized_end=319
+  _globals['_DISPATCHRESPONSE']._serialized_start=322
+  _globals['_DISPATCHRESPONSE']._serialized_end=499
+  _globals['_GETRUNREQUEST']._serialized_start=501
+  _globals['_GETRUNREQUEST']._serialized_end=532
+  _globals['_STEP']._serialized_start=535
+  _globals['_STEP']._serialized_end=796
+  _globals['_GETRUNRESPONSE']._serialized_start=799
+  _globals['_GETRUNRESPONSE']._serialized_end=957
+  _globals['_LISTTOOLSREQUEST']._serialized_start=959
+  _globals['_LISTTOOLSREQUEST']._serialized_end=977
+  _globals['_TOOLINFO']._serialized_start=979
+  _globals['_TOOLINFO']._serialized_end=1090
+  _globals['_LISTTOOLSRESPONSE']._serialized_start=1092
+  _globals['_LISTTOOLSRESPONSE']._serialized_end=1150
+  _globals['_RUNREQUEST']._serialized_start=1152
+  _globals['_RUNREQUEST']._serialized_end=1180
+  _globals['_SETTLEREPORT']._serialized_start=1182
+  _globals['_SETTLEREPORT']._serialized_end=1250
+  _globals['_REACHPIVOTREQUEST']._serialized_start=1252
+  _globals['_REACHPIVOTREQUEST']._serialized_end=1313
+  _globals['_AWAITDECISIONREQUEST']._serialized_start=1315
+  _globals['_AWAITDECISIONREQUEST']._serialized_end=1378
+  _globals['_PIVOTRESPONSE']._serialized_start=1380
+  _globals['_PIVOTRESPONSE']._serialized_end=1465
+  _globals['_ENDRUNREQUEST']._serialized_start=1467
+  _globals['_ENDRUNREQUEST']._serialized_end=1515
+  _globals['_ENDRUNRESPONSE']._serialized_start=1517
+  _globals['_ENDRUNRESPONSE']._serialized_end=1564
+  _globals['_SIDECAR']._serialized_start=1684
+  _globals['_SIDECAR']._serialized_end=2348
 # @@protoc_insertion_point(module_scope)
