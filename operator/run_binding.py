@@ -65,8 +65,11 @@ def bind(ctx: Context, run: Run) -> Obj | None:
         if spec_run != run.run_id:
             return None  # another run's AgentRun: never bound to this one
         status = current.get("status") or {}
-        if not run.pod_uid or int(status.get("ownerEpoch") or 0) >= run.owner_epoch:
-            return None
+        shown = int(status.get("ownerEpoch") or 0)
+        bound = (status.get("pod") or {}).get("uid")
+        if not run.pod_uid or shown > run.owner_epoch or (
+                bound == run.pod_uid and shown == run.owner_epoch):
+            return None  # bound already (the resync may have shown the epoch first)
         message = f"pod {run.owner} holds the run (owner epoch {run.owner_epoch})"
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Orphaned"]
         if any(c.get("type") == "Orphaned" for c in status.get("conditions") or []):

@@ -20,7 +20,9 @@ def test_the_agentruns_spec_sets_its_pivot_rules(cluster: Cluster) -> None:
     agent.begin_run(RUN, agent="refunder")
     # the operator copies the AgentRun's policy into the log, where the sidecar reads it
     policy = cluster.wait_log(RUN, lambda run: run.policy is not None)
-    assert policy.policy == {"irreversibleBeforePivot": "count", "pivot": {"required": True}}
+    assert policy.policy is not None
+    assert (policy.policy["irreversibleBeforePivot"], policy.policy["pivot"]) == (
+        "count", {"required": True})
     agent.dispatch(RUN, "send_email", {"to": "c@example.com", "body": "early"})
     assert len(effects(cluster.dsn, "email")) == 1
     counted = cluster.wait_run(RUN, lambda o: o["status"].get("irreversibleBeforePivot") == 1)
