@@ -116,3 +116,32 @@ def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
         steps = saga_log.steps(RUN)
     assert record is not None and len(record.commit[0]["args"]["body"]) > 5 << 20
     assert [(s.tool, s.status) for s in steps] == [("send_email", "CONFIRMED")]
+
+
+def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
+        cluster: Cluster) -> None:
+    """A run of namespace `default` (bound by its pod there); an AgentRun in `sandbox` naming it
+    gets RunLinked=False, no plan, and its approval records nothing."""
+    plan_hash = staged_run(cluster)
+    created = cluster.kube.kubectl("create", "namespace", "sandbox")
+    assert created.returncode == 0, created.stderr
+    manifest = {"apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
+                "metadata": {"name": "borrowed", "namespace": "sandbox"},
+                "spec": {"agent": "mallory", "runId": RUN}}
+    applied = cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    assert applied.returncode == 0, applied.stderr
+    linked = cluster.kube.wait_for(
+        "agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+        lambda o: o is not None and any(c.get("reason") == "RunInOtherNamespace" for c in
+                                        (o.get("status") or {}).get("conditions") or []), 20)
+    assert linked is not None and "pivot" not in linked["status"]
+    body = {"status": {"approval": {"planHash": plan_hash, "decision": "Approved",
+                                    "approver": "mallory"}}}
+    patched = cluster.kube.kubectl("-n", "sandbox", "patch", "agentrun", "borrowed",
+                                   "--subresource=status", "--type=merge", "-p", json.dumps(body))
+    assert patched.returncode == 0, patched.stderr
+    cluster.kube.wait_for("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+                          lambda o: o is not None and "approval" not in o.get("status", {}), 20)
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        record = saga_log.require_run(RUN).pivot
+    assert record is not None and record.state == "AwaitingApproval"
