@@ -86,7 +86,17 @@ def bind(ctx: Context, run: Run) -> Obj | None:
     current = written or ctx.kube.get_run(run.namespace, name)
     if current is not None and ((current.get("spec") or {}).get("runId") or name) == run.run_id:
         copy_policy(ctx, run, current)
+        _annotate_trace(ctx, run, current)
     return current
+
+
+def _annotate_trace(ctx: Context, run: Run, agentrun: Obj) -> None:
+    """An AgentRun made by someone else (kubectl apply) gets the run's trace annotation unless
+    it has one: the operator and the Jobs continue the run's first trace."""
+    annotations = telemetry.run_annotations(run.trace_context or {})
+    present = (agentrun.get("metadata") or {}).get("annotations") or {}
+    if annotations and telemetry.ANNOTATION not in present:
+        ctx.kube.annotate_run(run.namespace, agentrun["metadata"]["name"], annotations)
 
 
 def copy_policy(ctx: Context, run: Run, agentrun: Obj) -> None:

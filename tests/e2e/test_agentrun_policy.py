@@ -42,8 +42,9 @@ def test_the_operator_creates_the_agentrun_of_a_run_begun_in_a_pod(cluster: Clus
     pod = cluster.create_pod("agent-1", "fresh-run")
     agent = cluster.start_sidecar(pod).client()
     agent.begin_run("fresh-run", agent="refunder")
-    bound = cluster.wait_run("fresh-run", lambda o: (o.get("status") or {}).get("ownerEpoch") == 1)
+    bound = cluster.wait_run("fresh-run", lambda o: ((o.get("status") or {}).get("pod") or {})
+                             .get("uid") == pod["metadata"]["uid"])
     assert bound["spec"]["runId"] == "fresh-run"
     assert bound["status"]["pod"] == {"name": "agent-1", "uid": pod["metadata"]["uid"],
                                       "namespace": "default"}
-    assert bound["status"]["phase"] == "Running"
+    assert bound["status"]["phase"] == "Running" and bound["status"]["ownerEpoch"] == 1

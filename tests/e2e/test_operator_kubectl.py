@@ -123,7 +123,8 @@ def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
     """A run of namespace `default` (bound by its pod there); an AgentRun in `sandbox` naming it
     gets RunLinked=False, no plan, and its approval records nothing."""
     plan_hash = staged_run(cluster)
-    created = cluster.kube.kubectl("create", "namespace", "sandbox")
+    created = cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sandbox"}}))
     assert created.returncode == 0, created.stderr
     manifest = {"apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
                 "metadata": {"name": "borrowed", "namespace": "sandbox"},
