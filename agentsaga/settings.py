@@ -115,6 +115,11 @@ class OperatorSettings:
         "AGENTSAGA_JOB_DEADLINE_SECONDS", None,
         "`activeDeadlineSeconds` of the reconcile/unwind Jobs (unset: no deadline); the orphan "
         "alert waits for the grace period plus this", positive=True)
+    job_ttl_seconds: int | None = variable(
+        "AGENTSAGA_JOB_TTL_SECONDS", None,
+        "`ttlSecondsAfterFinished` of the reconcile/unwind Jobs: a finished Job (and its pod) is "
+        "removed this long after (unset: kept until deleted); its outcome is already in the "
+        "AgentRun", positive=True)
 
 
 @dataclass(frozen=True)

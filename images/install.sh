@@ -3,7 +3,11 @@
 # tests/integration/test_chart_images.py (no Docker engine needed to check them).
 #
 #   install.sh wheel SRC OUT     build the agentsaga wheel of the project at SRC into OUT
-#   install.sh venv OUT VENV     create the virtualenv VENV and install the wheel from OUT into it
+#   install.sh venv OUT VENV [LOCK]
+#                                create the virtualenv VENV; install the dependencies pinned in the
+#                                requirements file LOCK (images/requirements.lock), every one
+#                                checked against its sha256 (--require-hashes), then the wheel
+#                                from OUT without resolving anything else (--no-deps)
 #
 # Extra flags, empty by default: AGENTSAGA_WHEEL_FLAGS (pip wheel), AGENTSAGA_VENV_FLAGS
 # (python -m venv), AGENTSAGA_PIP_FLAGS (pip install). PYTHON picks the interpreter.
@@ -23,14 +27,22 @@ case "$command" in
     "$PYTHON" -m pip wheel --no-cache-dir --no-deps ${AGENTSAGA_WHEEL_FLAGS:-} --wheel-dir "$out" "$src"
     ;;
   venv)
-    out="$(absolute "${2:?OUT}")"; venv="${3:?VENV}"
+    out="$(absolute "${2:?OUT}")"; venv="${3:?VENV}"; lock="${4:-}"
     case "$venv" in /*) ;; *) venv="$(pwd)/$venv" ;; esac
+    case "$lock" in /*|"") ;; *) lock="$(pwd)/$lock" ;; esac
     cd /
     # shellcheck disable=SC2086
     "$PYTHON" -m venv ${AGENTSAGA_VENV_FLAGS:-} "$venv"
+    if [ -n "$lock" ]; then
+      "$venv/bin/python" -m pip install --no-cache-dir --disable-pip-version-check \
+        --require-hashes --no-deps --only-binary=:all: -r "$lock"
+    fi
     # shellcheck disable=SC2086
-    "$venv/bin/python" -m pip install --no-cache-dir --disable-pip-version-check \
+    "$venv/bin/python" -m pip install --no-cache-dir --disable-pip-version-check --no-deps \
       ${AGENTSAGA_PIP_FLAGS:-} "$out"/agentsaga-*.whl
+    if [ -n "$lock" ]; then
+      "$venv/bin/python" -m pip check
+    fi
     "$venv/bin/agentsaga" --help >/dev/null
     ;;
   *)

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import run_jobs
+from agentsaga.operator import approval_trust, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.run_binding import same_namespace
@@ -64,12 +64,21 @@ def _record(ctx: Context, run: Obj, approval: Obj) -> tuple[str, str] | None:
     return None
 
 
+def _trust(ctx: Context, approval: Obj) -> tuple[str, str] | None:
+    """A refusal when the API server does not bind approvals to their approver."""
+    why = approval_trust.check(ctx.kube)
+    if why is None:
+        return None
+    return (approval_trust.REASON,
+            f"approval by {approval.get('approver')!r} not recorded: {why}")
+
+
 def decide(ctx: Context, namespace: str, name: str) -> None:
     run = ctx.kube.get_run(namespace, name)
     approval = None if run is None else (run.get("status") or {}).get("approval")
     if run is None or not approval:
         return
-    refused = refusal(run, approval) or _record(ctx, run, approval)
+    refused = refusal(run, approval) or _trust(ctx, approval) or _record(ctx, run, approval)
 
     def mutate(current: Obj) -> Obj | None:
         status = current.get("status") or {}

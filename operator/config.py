@@ -47,6 +47,8 @@ class OperatorConfig:
     job_deadline_seconds: int | None = None
     """activeDeadlineSeconds of the reconcile/unwind Jobs (AGENTSAGA_JOB_DEADLINE_SECONDS): a Job
     still running then fails, and its run shows it (the orphan alert counts on this)."""
+    job_ttl_seconds: int | None = None
+    """ttlSecondsAfterFinished of the Jobs (AGENTSAGA_JOB_TTL_SECONDS)."""
     watch_timeout_seconds: int = 300
     """Server-side timeout of each watch request (kopf re-watches from the last version)."""
     webhook_port: int | None = None
@@ -70,4 +72,5 @@ class OperatorConfig:
             dsn_secret=group.dsn_secret,
             resync_seconds=group.resync_seconds,
             job_deadline_seconds=group.job_deadline_seconds,
+            job_ttl_seconds=group.job_ttl_seconds,
         )

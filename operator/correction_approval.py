@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import job_manifests, run_facts, run_jobs
+from agentsaga.operator import approval_trust, job_manifests, run_facts, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
@@ -30,8 +30,13 @@ def decide(ctx: Context, namespace: str, name: str, step: str, approval: Obj) ->
     run = ctx.kube.get_run(namespace, name)
     if run is None or ctx.saga_log is None:
         return
-    if not step.isdigit():
-        refused: str | None = f"correction key {step!r} is not a step number"
+    untrusted = approval_trust.check(ctx.kube)
+    if untrusted is not None:
+        refused: str | None = (f"correction approval by {approval.get('approver')!r} not "
+                               f"recorded: {untrusted}")
+        state = None
+    elif not step.isdigit():
+        refused = f"correction key {step!r} is not a step number"
         state = None
     else:
         try:
@@ -56,7 +61,8 @@ def decide(ctx: Context, namespace: str, name: str, step: str, approval: Obj) ->
                 "observedGeneration": generation(current),
                 "conditions": with_condition(
                     current, "CorrectionsDecided", refused is None,
-                    "Refused" if refused else "Decided", message)}
+                    (approval_trust.REASON if untrusted else "Refused") if refused
+                    else "Decided", message)}
 
     written = ctx.kube.update_status(namespace, name, mutate)
     if written is not None and state == "Approved":

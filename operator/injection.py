@@ -1,5 +1,11 @@
-"""Sidecar injection: pods annotated `agentsaga.io/inject: "true"` get the agentsaga sidecar as a
-native sidecar (an init container with `restartPolicy: Always`).
+"""Sidecar injection: pods labelled `agentsaga.io/inject: "true"` get the agentsaga sidecar as a
+native sidecar (an init container with `restartPolicy: Always`), and no ServiceAccount token
+(`automountServiceAccountToken: false`) unless the pod's annotation
+`agentsaga.io/service-account-token: "true"` asks for one: the sidecar needs no Kubernetes
+credentials, and an agent's token is what a prompt-injected agent would use.
+
+The chart's webhook selects pods by that label (objectSelector) with `failurePolicy: Fail`, so an
+opted-in pod is never started without its sidecar while the operator is down.
 
 Two layers:
 
@@ -31,15 +37,17 @@ from agentsaga.environment import load, name_of
 from agentsaga.settings import OperatorSettings
 
 SIDECAR_NAME = "agentsaga-sidecar"
-INJECT_ANNOTATION = "agentsaga.io/inject"
+INJECT_LABEL = "agentsaga.io/inject"
+TOKEN_ANNOTATION = "agentsaga.io/service-account-token"
 HANDLER_ID = "inject-sidecar"
 TEMPLATE_ENV = name_of(OperatorSettings, "sidecar_template")
 
 __all__ = [
     "HANDLER_ID",
-    "INJECT_ANNOTATION",
+    "INJECT_LABEL",
     "SIDECAR_NAME",
     "TEMPLATE_ENV",
+    "TOKEN_ANNOTATION",
     "configure_admission",
     "inject_sidecar",
     "load_template",
@@ -62,7 +70,8 @@ def load_template(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def sidecar_patch(pod: dict[str, Any], template: dict[str, Any]) -> list[dict[str, Any]]:
     """JSON-patch ops that add the template's sidecar (first in `initContainers`, so it also serves
-    later init containers) and its missing volumes to `pod`.
+    later init containers) and its missing volumes to `pod`, and turn off the ServiceAccount
+    token unless the pod's annotation `agentsaga.io/service-account-token: "true"` asks for it.
 
     No ops if the pod already has a container named `agentsaga-sidecar`."""
     spec: dict[str, Any] = pod.get("spec") or {}
@@ -71,6 +80,9 @@ def sidecar_patch(pod: dict[str, Any], template: dict[str, Any]) -> list[dict[st
         return []
     container = copy.deepcopy(template["container"])
     ops: list[dict[str, Any]] = []
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(TOKEN_ANNOTATION) != "true":
+        ops.append({"op": "add", "path": "/spec/automountServiceAccountToken", "value": False})
     if spec.get("initContainers"):
         ops.append({"op": "add", "path": "/spec/initContainers/0", "value": container})
     else:
@@ -107,10 +119,10 @@ def _current_template() -> dict[str, Any]:
     "pods",
     id=HANDLER_ID,
     operations=["CREATE"],
-    annotations={INJECT_ANNOTATION: "true"},
+    labels={INJECT_LABEL: "true"},
 )
 def inject_sidecar(body: kopf.Body, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
-    """Mutating webhook: add the sidecar to an annotated pod on CREATE (reinvocation: never)."""
+    """Mutating webhook: add the sidecar to a labelled pod on CREATE (reinvocation: never)."""
     ops = sidecar_patch(dict(body), _current_template())
     if not ops:
         logger.debug("pod already has %s; nothing to inject", SIDECAR_NAME)

@@ -86,6 +86,8 @@ def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorC
               "app.kubernetes.io/managed-by": "agentsaga-operator"}
     pod_spec: Obj = {
         "restartPolicy": "Never",
+        # reconcile and unwind write only the saga log and the real systems: no Kubernetes token
+        "automountServiceAccountToken": False,
         "containers": [_container(config, template, kind, run_id)],
     }
     if template and template.get("volumes"):
@@ -113,6 +115,8 @@ def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorC
             },
             **({"activeDeadlineSeconds": config.job_deadline_seconds}
                if config.job_deadline_seconds else {}),
+            **({"ttlSecondsAfterFinished": config.job_ttl_seconds}
+               if config.job_ttl_seconds else {}),
         },
     }
 

@@ -43,6 +43,7 @@ class KubeApi:
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.batch = client.BatchV1Api(api)
+        self.admission = client.AdmissionregistrationV1Api(api)
 
     # -- AgentRuns -------------------------------------------------------------------------
 
@@ -93,6 +94,16 @@ class KubeApi:
                     return None
                 raise
         raise Conflicted(f"agentrun {namespace}/{name} kept changing; will retry")
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def admission_policies(self) -> tuple[list[Obj], list[Obj]]:
+        """Every ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding, as JSON."""
+        policies = _raw(lambda: self.admission.list_validating_admission_policy(
+            _preload_content=False)) or {}
+        bindings = _raw(lambda: self.admission.list_validating_admission_policy_binding(
+            _preload_content=False)) or {}
+        return list(policies.get("items") or []), list(bindings.get("items") or [])
 
     # -- pods and Jobs ---------------------------------------------------------------------
 

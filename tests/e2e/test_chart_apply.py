@@ -60,10 +60,12 @@ def test_rendered_chart_applies_to_the_api(kube: Kube, tmp_path: Path) -> None: 
     for namespace in ("agents", "payments"):
         role = json.loads(
             kube.kubectl(
-                "get", "role", "agentsaga-full-sidecar", "-n", namespace, "-o", "json", check=True
+                "get", "role", "agentsaga-full-operator-jobs", "-n", namespace, "-o", "json",
+                check=True,
             ).stdout
         )
-        assert role["rules"][0]["resources"] == ["agentruns"]
+        assert role["rules"] == [{"apiGroups": ["batch"], "resources": ["jobs"],
+                                  "verbs": ["create"]}]
         peering = kube.kubectl(
             "get",
             "kopfpeerings.kopf.dev",

@@ -13,11 +13,15 @@ import subprocess
 import threading
 
 from sagatest.kube_fixtures import KUBECTL, ROOT, Kube
+from sagatest.kubeapi.auth import ADMIN
 from sagatest.plugin_tools import PLUGIN_DIR
 
 DOC = (ROOT / "docs" / "deploy.md").read_text()
 BLOCK = re.compile(r"```(sh|console)\n(.*?)```", re.S)
 RUN, NAMESPACE = "refund-1182", "support-agents"
+# the chart's operator (release agentsaga in agentsaga-system): the one identity the approval
+# policy lets write an AgentRun's status
+OPERATOR = "--as=system:serviceaccount:agentsaga-system:agentsaga-operator"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
@@ -36,7 +40,7 @@ def test_only_docker_commands_are_left_unrun() -> None:
 
 
 def _stage(kube: Kube) -> None:
-    """What the sidecar and the operator write when the agent reaches the pivot."""
+    """What the operator writes when the agent reaches the pivot."""
     created = kube.kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
         "metadata": {"name": RUN, "namespace": NAMESPACE,
@@ -48,8 +52,8 @@ def _stage(kube: Kube) -> None:
                                    "commit": [{"tool": "send_receipt", "class": "irreversible",
                                                "audience": ["customer"],
                                                "args": {"to": "dana@example.com"}}]}}}
-    patched = kube.kubectl("-n", NAMESPACE, "patch", "agentrun", RUN, "--subresource=status",
-                           "--type=merge", "-p", json.dumps(status))
+    patched = kube.kubectl(OPERATOR, "-n", NAMESPACE, "patch", "agentrun", RUN,
+                           "--subresource=status", "--type=merge", "-p", json.dumps(status))
     assert patched.returncode == 0, patched.stderr
 
 
@@ -64,8 +68,8 @@ def _decide(kube: Kube) -> None:
                          "conditions": [{"type": "PivotApproved", "status": "True",
                                          "reason": "Approved", "message": "approved",
                                          "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
-    patched = kube.kubectl("-n", NAMESPACE, "patch", "agentrun", RUN, "--subresource=status",
-                           "--type=merge", "-p", json.dumps(status))
+    patched = kube.kubectl(OPERATOR, "-n", NAMESPACE, "patch", "agentrun", RUN,
+                           "--subresource=status", "--type=merge", "-p", json.dumps(status))
     assert patched.returncode == 0, patched.stderr
 
 
@@ -124,14 +128,15 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube) -> None:
         sidecar["env"])
     agent = json.loads(kube.kubectl("-n", NAMESPACE, "get", "deployment", "refund-agent", "-o",
                                     "json").stdout)
-    assert agent["spec"]["template"]["metadata"]["annotations"]["agentsaga.io/inject"] == "true"
+    assert agent["spec"]["template"]["metadata"]["labels"]["agentsaga.io/inject"] == "true"
     binding = json.loads(kube.kubectl("-n", NAMESPACE, "get", "rolebinding", "alice-approves",
                                       "-o", "json").stdout)
     assert binding["roleRef"]["name"] == "agentsaga-approver"
     assert binding["subjects"][0]["name"] == "alice"
     joined = "\n".join(outputs)
     assert "plan hash 0d4938282fe22e19" in joined
-    assert "plan 0d4938282fe22e19 Approved by tester" in joined
+    # the plugin approves as the user `kubectl auth whoami` reports: the kubeconfig's admin
+    assert f"plan 0d4938282fe22e19 Approved by {ADMIN}" in joined
     assert "trace id: 4bf92f3577b34da6a3ce929d0e0e4736" in joined
     run = json.loads(kube.kubectl("-n", NAMESPACE, "get", "agentrun", RUN, "-o", "json").stdout)
     assert run["status"]["pivot"]["decidedBy"] == "alice"  # the by-hand patch came last

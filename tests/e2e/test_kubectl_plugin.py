@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from sagatest.kube_fixtures import Kube
+from sagatest.kubeapi.auth import ADMIN
 from sagatest.operator_fixtures import Cluster
 from sagatest.plugin_tools import kubectl_agentsaga
 
@@ -51,13 +52,13 @@ def test_runs_plan_and_approve_through_the_operator(cluster: Cluster) -> None:
 
     approved = kubectl_agentsaga(kube, "approve", RUN, "--reason", "plan reviewed")
     assert approved.returncode == 0, approved.stderr
-    assert f"plan {plan_hash} Approved by tester" in approved.stdout
+    assert f"plan {plan_hash} Approved by {ADMIN}" in approved.stdout
     waited = kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved",
                           "--timeout=30s")
     assert waited.returncode == 0, waited.stderr
     pivot = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])["status"]["pivot"]
     assert (pivot["decision"], pivot["decidedBy"], pivot["reason"]) == (
-        "Approved", "tester", "plan reviewed")
+        "Approved", ADMIN, "plan reviewed")
 
     again = kubectl_agentsaga(kube, "approve", RUN)
     assert again.returncode == 1
@@ -94,7 +95,7 @@ def test_plan_masks_arguments_and_reject_writes_the_current_hash(kube_with_crds:
     assert rejected.returncode == 0, rejected.stderr
     run = json.loads(kube.kubectl("get", "agentrun", "refund-77", "-o", "json").stdout)
     assert run["status"]["approval"] == {"planHash": "9f2c41d7e0b3a6c5", "decision": "Rejected",
-                                         "approver": "tester", "reason": "wrong customer"}
+                                         "approver": ADMIN, "reason": "wrong customer"}
 
 
 def test_trace_prints_the_trace_id_and_links(kube_with_crds: Kube) -> None:

@@ -12,6 +12,7 @@ from agentsaga.store import SagaLog
 from sagatest.operator_fixtures import Cluster
 
 RUN = "refund-3001"
+ADMISSION = "admissionregistration.k8s.io/v1"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 
@@ -75,6 +76,35 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
         record = saga_log.require_run(RUN).pivot
     assert record is not None and (record.state, record.decided_by) == ("Approved", "alice")
     assert cluster.jobs() == []
+
+
+def test_no_approval_is_recorded_while_the_api_server_does_not_check_approvers(
+        cluster: Cluster) -> None:
+    plan_hash = staged_run(cluster)
+    binding = "saga-agentsaga-approval"
+    deny = cluster.kube.get(ADMISSION, "validatingadmissionpolicybindings", None, binding)
+    assert deny is not None and deny["spec"]["validationActions"] == ["Deny"]
+
+    # Warn only: the approver's name is refused by nothing, so the operator records nothing
+    cluster.kube.patch(ADMISSION, "validatingadmissionpolicybindings", None, binding,
+                       {"spec": {"validationActions": ["Warn", "Audit"]}})
+    approve(cluster, plan_hash)
+    untrusted = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])
+    condition = next(c for c in untrusted["status"]["conditions"] if c["type"] == "PivotApproved")
+    assert (condition["status"], condition["reason"]) == ("False", "ApprovalUntrusted")
+    assert "not bound with validationActions Deny" in condition["message"]
+    assert untrusted["status"]["pivot"]["state"] == "AwaitingApproval"
+
+    # no policy at all
+    cluster.kube.delete(ADMISSION, "validatingadmissionpolicybindings", None, binding)
+    cluster.kube.delete(ADMISSION, "validatingadmissionpolicies", None, binding)
+    approve(cluster, plan_hash)
+    again = cluster.wait_run(RUN, lambda o: "approval" not in o["status"] and any(
+        "no ValidatingAdmissionPolicy" in c["message"] for c in o["status"]["conditions"]))
+    assert again["status"]["phase"] == "AwaitingApproval"
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        record = saga_log.require_run(RUN).pivot
+    assert record is not None and record.state == "AwaitingApproval" and not record.decided_by
 
 
 def test_rejection_at_the_pivot_starts_the_unwind_job(cluster: Cluster) -> None:

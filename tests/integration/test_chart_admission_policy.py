@@ -259,12 +259,32 @@ def test_corrections_are_approved_the_same_way(policy: dict[str, Any]) -> None:
     assert verdict.messages == ["approvers may not add or remove status.corrections entries"]
 
 
-def test_operator_and_sidecar_service_accounts_are_not_matched(policy: dict[str, Any]) -> None:
+def test_only_the_operator_is_not_matched(policy: dict[str, Any]) -> None:
     old = staged_run()
     new = with_status(old, phase="Committing", approval=approval("someone-else"))
-    for username in (OPERATOR, SIDECAR):
+    verdict = admit(policy, OPERATOR, old, new)
+    assert verdict == Verdict(applied=False, allowed=True, messages=[])
+    # the agents' ServiceAccount (the sidecar's) is matched and denied, as is a look-alike of the
+    # operator in another namespace
+    for username in (SIDECAR, "system:serviceaccount:team-x:saga-agentsaga-operator"):
         verdict = admit(policy, username, old, new)
-        assert verdict == Verdict(applied=False, allowed=True, messages=[])
-    # a look-alike service account in another namespace is matched (and denied)
-    impostor = "system:serviceaccount:team-x:agentsaga-sidecar"
-    assert not admit(policy, impostor, old, new).allowed
+        assert verdict.applied and not verdict.allowed
+
+
+def test_the_operator_trusts_approvals_only_under_the_charts_policy_in_deny() -> None:
+    from agentsaga.operator.approval_trust import untrusted
+
+    docs = render()
+    vap, binding = one(docs, "ValidatingAdmissionPolicy"), one(
+        docs, "ValidatingAdmissionPolicyBinding")
+    assert untrusted([vap], [binding]) is None
+    warn = copy.deepcopy(binding)
+    warn["spec"]["validationActions"] = ["Warn", "Audit"]
+    assert "not bound with validationActions Deny" in str(untrusted([vap], [warn]))
+    assert "no ValidatingAdmissionPolicy" in str(untrusted([], []))
+    # a policy on AgentRuns that does not check who the approver is does not count
+    loose = copy.deepcopy(vap)
+    loose["spec"]["validations"] = [{"expression": "true"}]
+    assert "no ValidatingAdmissionPolicy" in str(untrusted([loose], [binding]))
+    off = render("--set", "admissionPolicy.enabled=false")
+    assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]

@@ -5,6 +5,7 @@ openAPIV3Schema; values.schema.json rejects bad values naming the field."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -92,8 +93,8 @@ def test_crds_and_example_custom_resources_validate() -> None:
     validate(run)
     deployment = yaml.safe_load((CHART / "examples" / "agent-deployment.yaml").read_text())
     validate(deployment)
-    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["agentsaga.io/inject"] == "true"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["agentsaga.io/inject"] == "true"
     bad = dict(run, spec={**run["spec"], "onOrphan": "explode"})
     with pytest.raises(jsonschema.ValidationError):
         validate(bad)
@@ -215,21 +216,35 @@ def _rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
 def test_rbac_is_least_privilege() -> None:
     docs = render()
     operator = _rules(one(docs, "ClusterRole", "saga-agentsaga-operator"))
+    # no `update` (kopf and the operator only patch), no `delete jobs` (ttlSecondsAfterFinished),
+    # and Jobs are created only through the Role in each sidecar namespace
     assert operator == {
-        *{("agentsaga.io", "agentruns", v) for v in ("get", "list", "watch", "patch", "update")},
-        *{("agentsaga.io", "agentruns/status", v) for v in ("get", "patch", "update")},
+        *{("agentsaga.io", "agentruns", v) for v in ("get", "list", "watch", "patch")},
+        *{("agentsaga.io", "agentruns/status", v) for v in ("get", "patch")},
+        ("agentsaga.io", "agentruns/finalizers", "update"),
         *{("", "pods", v) for v in ("get", "list", "watch")},
-        *{("batch", "jobs", v) for v in ("create", "get", "list", "watch", "delete")},
+        *{("batch", "jobs", v) for v in ("get", "list", "watch")},
         ("", "events", "create"),
         ("", "events", "patch"),
     }
     cluster = _rules(one(docs, "ClusterRole", "saga-agentsaga-operator-cluster"))
     assert ("kopf.dev", "clusterkopfpeerings", "patch") in cluster
     assert all(verb in ("get", "list", "watch", "patch") for _, _, verb in cluster)
-    sidecar = _rules(one(docs, "Role", "saga-agentsaga-sidecar"))
-    assert sidecar == {("agentsaga.io", "agentruns", v) for v in ("get", "create", "patch")} | {
-        ("agentsaga.io", "agentruns/status", v) for v in ("get", "patch")
-    }
+    assert ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", "list") in cluster
+    jobs = one(docs, "Role", "saga-agentsaga-operator-jobs")
+    assert _rules(jobs) == {("batch", "jobs", "create")}
+    assert jobs["metadata"]["namespace"] == "agentsaga-system"
+    binding = one(docs, "RoleBinding", "saga-agentsaga-operator-jobs")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "saga-agentsaga-operator",
+                                    "namespace": "agentsaga-system"}]
+    full_jobs = find(render("-f", str(FULL_VALUES)), "Role", "agentsaga-full-operator-jobs")
+    assert sorted(r["metadata"]["namespace"] for r in full_jobs) == ["agents", "payments"]
+    # nothing of this chart is bound to the agents' ServiceAccount, which mounts no token
+    for doc in docs:
+        if doc["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            assert all(s["name"] != "agentsaga-sidecar" for s in doc["subjects"]), doc
+    account = one(docs, "ServiceAccount", "agentsaga-sidecar")
+    assert account["automountServiceAccountToken"] is False
     approver = _rules(one(docs, "ClusterRole", "agentsaga-approver"))
     assert approver == {
         *{("agentsaga.io", "agentruns", v) for v in ("get", "list", "watch", "approve")},
@@ -261,10 +276,35 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
         "path": "/inject-sidecar",
         "port": 443,
     }
-    assert webhook["failurePolicy"] == "Ignore"
+    assert webhook["failurePolicy"] == "Fail"
     assert webhook["reinvocationPolicy"] == "Never"
     assert webhook["rules"][0]["operations"] == ["CREATE"]
-    assert webhook["namespaceSelector"]["matchExpressions"][0]["values"] == ["agentsaga-system"]
+    # the API server calls the webhook for opted-in pods only, outside its own and system namespaces
+    assert webhook["objectSelector"]["matchLabels"] == {"agentsaga.io/inject": "true"}
+    assert webhook["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["agentsaga-system"]},
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+         "values": ["agentsaga-system", "kube-system", "kube-public", "kube-node-lease"]},
+    ]
+    # the operator's pods roll when the certificate they serve changes
+    deployment = one(docs, "Deployment")
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    checksum = annotations["checksum/webhook-tls"]
+    assert len(checksum) == len(hashlib.sha256().hexdigest())
+    regenerated = render("--set", "injection.timeoutSeconds=4")  # another render, another cert
+    assert one(regenerated, "Secret")["data"]["ca.crt"] != secret["data"]["ca.crt"]
+    assert one(regenerated, "Deployment")["spec"]["template"]["metadata"]["annotations"][
+        "checksum/webhook-tls"] != checksum
+    managed = render("--set", "injection.certificate.certManager.enabled=true",
+                     "--set", "injection.certificate.certManager.issuerRef.name=internal-ca",
+                     "--set", "injection.certificate.certManager.issuerRef.kind=ClusterIssuer")
+    certificate = one(managed, "Certificate")
+    assert certificate["spec"]["secretName"] == "saga-agentsaga-webhook-tls"
+    assert not find(managed, "Secret")
+    configuration = one(managed, "MutatingWebhookConfiguration")
+    assert configuration["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "agentsaga-system/saga-agentsaga-webhook"}
+    assert "caBundle" not in configuration["webhooks"][0]["clientConfig"]
     assert {"key": "app.kubernetes.io/part-of", "operator": "NotIn", "values": ["agentsaga"]} in (
         webhook["objectSelector"]["matchExpressions"]
     )
@@ -353,3 +393,21 @@ def test_the_sidecar_serves_mcp_with_its_upstreams_when_asked(tmp_path: Path) ->
     notes = helm("install", "saga", str(CHART), "--dry-run=client", "-n", "agentsaga-system",
                  "-f", str(values)).stdout
     assert "http://127.0.0.1:8765/mcp" in notes and "Agentsaga-Run-Id" in notes
+
+
+def test_the_charts_jobs_have_no_token_a_deadline_and_a_ttl() -> None:
+    """The operator's Job settings as the chart renders them, through the operator's own code."""
+    from agentsaga.operator.config import OperatorConfig
+    from agentsaga.operator.job_manifests import build_job
+
+    deployment = one(render(), "Deployment")
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0][
+        "env"] if "value" in e and e["name"].startswith("AGENTSAGA_JOB")}
+    config = OperatorConfig.from_env({**env, "AGENTSAGA_SIDECAR_IMAGE": "sidecar:1"})
+    run = {"metadata": {"name": "refund-1182", "namespace": "agents", "uid": "u-1"}}
+    job = build_job(run, "unwind", "agentsaga-refund-1182-unwind-e2", "refund-1182", config, None)
+    assert job["spec"]["activeDeadlineSeconds"] == 1800
+    assert job["spec"]["ttlSecondsAfterFinished"] == 86400
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == "agentsaga-sidecar"

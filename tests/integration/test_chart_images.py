@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import shutil
 import site
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ROOT / "images"
@@ -48,12 +53,42 @@ def _copy_build_context(target: Path) -> None:
 def test_dockerfiles_share_install_script_and_run_as_nonroot() -> None:
     for kind, cmd in (("sidecar", '["sidecar"]'), ("operator", '["operator"')):
         text = (IMAGES / f"{kind}.Dockerfile").read_text()
-        assert "ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm" in text
+        # the base pinned by digest, the dependencies installed from the hashed lock
+        assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.11-slim-bookworm@sha256:[0-9a-f]{64}$",
+                         text, re.M)
+        assert "sh /wheels/install.sh venv /wheels /opt/venv /wheels/requirements.lock" in text
+        assert "cp images/install.sh images/requirements.lock /wheels/" in text
         assert text.count("FROM ${PYTHON_IMAGE}") == 2  # multi-stage: build, then runtime
         assert "install.sh wheel" in text and "install.sh venv" in text
         assert "USER 65532:65532" in text
         assert 'ENTRYPOINT ["agentsaga"]' in text
         assert f"CMD {cmd}" in text
+
+
+def test_the_lock_pins_every_dependency_with_a_hash() -> None:
+    script = (IMAGES / "install.sh").read_text()
+    assert '--require-hashes --no-deps --only-binary=:all: -r "$lock"' in script
+    entries = re.split(r"\n(?=[A-Za-z])", "\n".join(
+        line for line in (IMAGES / "requirements.lock").read_text().splitlines()
+        if not line.startswith("#")).strip())
+    pinned: dict[str, str] = {}
+    for entry in entries:
+        match = re.match(r"([A-Za-z0-9_.-]+)==(\S+) \\\n(\s+--hash=sha256:[0-9a-f]{64}( \\\n)?)+$",
+                         entry)
+        assert match, entry
+        pinned[canonical(match.group(1))] = match.group(2)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"]:
+        name = canonical(re.split(r"[\[<>=!~ ;]", requirement, maxsplit=1)[0])
+        assert name in pinned, f"{requirement} is not in images/requirements.lock: run " \
+                               "tools/lock_image_requirements.py"
+        specifier = requirement[len(re.split(r"[<>=!~ ;]", requirement, maxsplit=1)[0]):]
+        specifier = re.sub(r"^\[[^\]]*\]", "", specifier).strip()
+        assert Version(pinned[name]) in SpecifierSet(specifier), (requirement, pinned[name])
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def test_install_script_builds_wheel_and_installs_a_working_cli(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from agentsaga.operator.injection import (
-    INJECT_ANNOTATION,
+    INJECT_LABEL,
     SIDECAR_NAME,
     TEMPLATE_ENV,
     inject_sidecar,
@@ -93,6 +93,9 @@ def test_patched_pod_validates_and_has_the_native_sidecar(template: dict[str, An
         assert env[name]["valueFrom"]["fieldRef"]["fieldPath"] == field
     assert "secretKeyRef" in env["AGENTSAGA_DSN"]["valueFrom"]
     assert "AGENTSAGA_TOOLS" in env and "OTEL_SERVICE_NAME" in env
+    # no Kubernetes credentials in the pod: the sidecar does not try to write AgentRuns
+    assert env["AGENTSAGA_AGENTRUN"]["value"] == "off"
+    assert patched["spec"]["automountServiceAccountToken"] is False
     assert env["AGENTSAGA_LISTEN"]["value"].endswith(":50051") or "grpc" in sidecar["startupProbe"]
     assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True
     assert sidecar["startupProbe"] and sidecar["readinessProbe"] and sidecar["resources"]
@@ -102,6 +105,13 @@ def test_patched_pod_validates_and_has_the_native_sidecar(template: dict[str, An
     assert patched["spec"]["containers"] == pod["spec"]["containers"]
     # idempotent: a pod that has the sidecar gets no ops
     assert sidecar_patch(patched, template) == []
+
+
+def test_a_pod_may_ask_for_its_service_account_token(template: dict[str, Any]) -> None:
+    pod = example_pod()
+    pod["metadata"]["annotations"] = {"agentsaga.io/service-account-token": "true"}
+    patched = jsonpatch.apply_patch(pod, sidecar_patch(pod, template))
+    assert "automountServiceAccountToken" not in patched["spec"]
 
 
 def test_existing_init_containers_and_volumes_are_kept(template: dict[str, Any]) -> None:
@@ -132,7 +142,7 @@ def test_kopf_handler_answers_with_the_same_patch(
     assert load_template(path) == template
     monkeypatch.setenv(TEMPLATE_ENV, str(path))
     pod = admission_review(example_pod())["request"]["object"]
-    assert pod["metadata"]["annotations"][INJECT_ANNOTATION] == "true"
+    assert pod["metadata"]["labels"][INJECT_LABEL] == "true"
 
     patch = kopf.Patch(body=kopf.Body(raw(pod)))
     handle(body=kopf.Body(raw(pod)), patch=patch, logger=logging.getLogger("test"))

@@ -7,6 +7,8 @@ import urllib.request
 from typing import Any
 
 from sagatest.kube_fixtures import Kube
+from sagatest.kubeapi.auth import ADMIN_TOKEN
+from sagatest.kubeapi.tls import client_context
 
 CM = "/api/v1/namespaces/default/configmaps"
 
@@ -14,14 +16,16 @@ CM = "/api/v1/namespaces/default/configmaps"
 def _watch(kube: Kube, path: str, query: str) -> list[dict[str, Any]]:
     """Read a whole watch stream (the server closes it at timeoutSeconds)."""
     request = urllib.request.Request(f"{kube.url}{path}?watch=true&{query}",
-                                     headers={"Authorization": "Bearer any"})
-    with urllib.request.urlopen(request, timeout=15) as response:
+                                     headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=15, context=client_context()) as response:
         assert response.headers["Content-Type"] == "application/json"
         return [json.loads(line) for line in response.read().splitlines() if line.strip()]
 
 
 def _get(kube: Kube, path: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{kube.url}{path}", timeout=5) as response:
+    request = urllib.request.Request(f"{kube.url}{path}",
+                                     headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    with urllib.request.urlopen(request, timeout=5, context=client_context()) as response:
         body: dict[str, Any] = json.loads(response.read())
         return body
 

@@ -28,3 +28,14 @@ def test_jobs_carry_the_configured_deadline_and_none_without_it() -> None:
 def test_a_deadline_that_is_not_a_positive_number_is_refused(raw: str) -> None:
     with pytest.raises(ConfigurationError, match="AGENTSAGA_JOB_DEADLINE_SECONDS"):
         OperatorConfig.from_env({"AGENTSAGA_JOB_DEADLINE_SECONDS": raw})
+
+
+def test_jobs_mount_no_token_and_are_removed_after_the_configured_ttl() -> None:
+    spec = job_spec({"AGENTSAGA_JOB_TTL_SECONDS": "3600"})
+    assert spec["ttlSecondsAfterFinished"] == 3600
+    template = spec["template"]
+    assert isinstance(template, dict)
+    assert template["spec"]["automountServiceAccountToken"] is False
+    assert "ttlSecondsAfterFinished" not in job_spec({})
+    with pytest.raises(ConfigurationError, match="AGENTSAGA_JOB_TTL_SECONDS"):
+        OperatorConfig.from_env({"AGENTSAGA_JOB_TTL_SECONDS": "0"})

@@ -98,6 +98,10 @@ env:
     value: {{ include "agentsaga.sidecarTools" . | quote }}
   - name: AGENTSAGA_LISTEN
     value: {{ .Values.sidecar.listen | quote }}
+  # the sidecar writes only the saga log: its pod mounts no token and its ServiceAccount has no
+  # role, so it neither creates nor patches AgentRuns (the operator is their only writer)
+  - name: AGENTSAGA_AGENTRUN
+    value: "off"
   {{- with .Values.sidecar.mcp.listen }}
   - name: AGENTSAGA_MCP_LISTEN
     value: {{ . | quote }}

@@ -27,6 +27,7 @@ from agentsaga import subprocesses
 from agentsaga.store import Run, SagaLog, roles
 from agentsaga.store.connections import with_user
 from sagatest import ledger_tools
+from sagatest.chart_tools import render
 from sagatest.kube_fixtures import Kube, kube, kube_with_crds
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
@@ -235,6 +236,7 @@ def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path) -> Iterator[Cluster]:
         "metadata": {"name": SECRET, "namespace": "default"},
         "data": {"dsn": base64.b64encode(pg.encode()).decode()},
     })
+    install_approval_policy(kube_with_crds)
     template = tmp_path / "sidecar.json"
     template.write_text(json.dumps(sidecar_template()))
     found = Cluster(kube_with_crds, pg, tmp_path, template)
@@ -242,6 +244,19 @@ def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path) -> Iterator[Cluster]:
         yield found
     finally:
         found.close()
+
+
+def install_approval_policy(kube: Kube) -> None:
+    """The chart's approval ValidatingAdmissionPolicy and its Deny binding, which the operator
+    requires before it records any approval (operator/approval_trust.py).
+
+    Kept as objects but not evaluated: the sidecar still writes AgentRun status (status.pivot)
+    under the fixtures' admin identity, which the policy refuses to anyone but the operator.
+    tests/e2e/test_chart_rbac.py runs the chart's RBAC and policy enforced."""
+    for doc in render():
+        if doc["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+            kube.create(doc)
+    kube.enforce_admission_policies(False)
 
 
 def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, object]:

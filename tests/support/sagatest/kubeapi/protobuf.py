@@ -1,7 +1,8 @@
 """Decoding of the few protobuf request bodies clients send for built-in kinds.
 
-client-go's typed clients (kubectl `create configmap|secret`, helm's release storage) encode
-ConfigMaps and Secrets as protobuf, with no JSON fallback. Field numbers are those of
+client-go's typed clients (kubectl `create configmap|secret` and `auth can-i`, helm's release
+storage) encode ConfigMaps, Secrets and SelfSubjectAccessReviews as protobuf, with no JSON
+fallback. Field numbers are those of
 k8s.io/api core/v1 and k8s.io/apimachinery meta/v1 `generated.proto`.
 """
 
@@ -124,7 +125,26 @@ def _secret(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-DECODERS = {("v1", "ConfigMap"): _config_map, ("v1", "Secret"): _secret}
+_RESOURCE_ATTRIBUTES = ("namespace", "verb", "group", "version", "resource", "subresource",
+                        "name")
+
+
+def _self_subject_access_review(raw: bytes) -> dict[str, Any]:
+    """authorization/v1 SelfSubjectAccessReview (`kubectl auth can-i`)."""
+    spec: dict[str, Any] = {}
+    for number, value in _fields(raw):
+        if number != 2:
+            continue
+        for field, attributes in _fields(_raw(value)):
+            names = _RESOURCE_ATTRIBUTES if field == 1 else ("path", "verb")
+            key = "resourceAttributes" if field == 1 else "nonResourceAttributes"
+            spec[key] = {names[n - 1]: _text(v) for n, v in _fields(_raw(attributes))
+                         if n <= len(names)}
+    return {"spec": spec}
+
+
+DECODERS = {("v1", "ConfigMap"): _config_map, ("v1", "Secret"): _secret,
+            ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _self_subject_access_review}
 
 
 def decode(body: bytes) -> dict[str, Any]:
@@ -136,7 +156,8 @@ def decode(body: bytes) -> dict[str, Any]:
     api_version, kind = _text(type_meta.get(1, b"")), _text(type_meta.get(2, b""))
     decoder = DECODERS.get((api_version, kind))
     if decoder is None:
-        raise ApiError(415, f"the stand-in decodes protobuf only for ConfigMap and Secret, not "
+        raise ApiError(415, f"the stand-in decodes protobuf only for ConfigMap, Secret and "
+                            f"SelfSubjectAccessReview, not "
                             f"{api_version} {kind}: send JSON (kubectl apply -f)",
                        "UnsupportedMediaType")
     obj = decoder(_raw(envelope.get(2, b"")))

@@ -130,3 +130,27 @@ def json_path(obj: Any, path: str) -> Any:
             node = node.get(name.group(1)) if isinstance(node, dict) else None
             rest = rest[name.end():]
     return node
+
+
+def label_selector_object(selector: dict[str, Any]) -> Predicate:
+    """A metav1.LabelSelector (`matchLabels`, `matchExpressions`) as a predicate on objects."""
+    match_labels: dict[str, str] = selector.get("matchLabels") or {}
+    expressions: list[dict[str, Any]] = selector.get("matchExpressions") or []
+
+    def matches(obj: dict[str, Any]) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if any(labels.get(k) != v for k, v in match_labels.items()):
+            return False
+        for expr in expressions:
+            key, op, values = expr["key"], expr["operator"], set(expr.get("values") or [])
+            if op == "In" and labels.get(key) not in values:
+                return False
+            if op == "NotIn" and key in labels and labels[key] in values:
+                return False
+            if op == "Exists" and key not in labels:
+                return False
+            if op == "DoesNotExist" and key in labels:
+                return False
+        return True
+
+    return matches

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -11,13 +12,23 @@ import yaml
 from aiohttp import web
 
 from . import discovery, patch, protobuf, table
+from .auth import Attributes, Authenticator, UserInfo
 from .errors import ApiError, status_body
 from .resources import Registry, ResourceType
 from .selectors import field_selector, label_selector
-from .store import Store
+from .store import RequestContext, Store
 from .watch import serve_watch
 
 log = logging.getLogger(__name__)
+AUTHZ = "authorization.k8s.io"
+AUTHN = "authentication.k8s.io"
+MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's limit on a request body
+CONTEXT = web.RequestKey("context", RequestContext)
+
+
+def _ctx(request: web.Request) -> RequestContext:
+    ctx: RequestContext = request[CONTEXT]
+    return ctx
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,7 @@ class RequestRecord:
     accept: str
     user_agent: str
     authorization: str
+    user: str = ""
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -48,17 +60,30 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.address = "127.0.0.1"
         self.requests: list[RequestRecord] = []
-        self.app = web.Application(middlewares=[self._middleware])
+        self.authenticator = Authenticator()
+        self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 2**20)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
+
+    def identify(self, request: web.Request) -> UserInfo:
+        return self.authenticator.identify(
+            request.headers, request.headers.getall("Impersonate-Group", []),
+            self.store.authorizer)
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        self.requests.append(RequestRecord(
+        record = RequestRecord(
             request.method, request.path, request.query_string,
             request.headers.get("Content-Type", ""), request.headers.get("Accept", ""),
-            request.headers.get("User-Agent", ""), request.headers.get("Authorization", "")))
+            request.headers.get("User-Agent", ""), request.headers.get("Authorization", ""))
+        self.requests.append(record)
         try:
+            who = self.identify(request)
+            self.requests[-1] = dataclasses.replace(record, user=who.username)
+            ctx = RequestContext(who)
+            request[CONTEXT] = ctx
             response: web.StreamResponse = await handler(request)
+            for warning in ctx.warnings:
+                response.headers.add("Warning", f'299 - "{warning}"')
             return response
         except ApiError as exc:
             return _json(exc.body, exc.code)
@@ -69,6 +94,13 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
         registry = self.registry
+        resource_request = (len(parts) >= 3 and parts[0] == "api") or (
+            len(parts) >= 4 and parts[0] == "apis")
+        if not resource_request:
+            verb = {"GET": "get", "HEAD": "head", "POST": "post", "PUT": "put",
+                    "PATCH": "patch", "DELETE": "delete"}.get(request.method, "get")
+            self.store.authorizer.require(_ctx(request).user,
+                                          Attributes(verb, path=request.path))
         if request.method == "GET":
             if parts in (["healthz"], ["readyz"], ["livez"]):
                 return web.Response(text="ok")
@@ -89,11 +121,41 @@ class ApiServer:
             if len(parts) == 3 and parts[0] == "apis":
                 found = discovery.resource_list(registry, parts[1], parts[2])
                 return _json(found) if found else _json(_not_found().body, 404)
+        if request.method == "POST" and parts[:3] == ["apis", AUTHZ, "v1"] and len(parts) == 4:
+            return await self._access_review(request, parts[3])
+        if request.method == "POST" and parts == ["apis", AUTHN, "v1", "selfsubjectreviews"]:
+            return _json({"apiVersion": f"{AUTHN}/v1", "kind": "SelfSubjectReview",
+                          "metadata": {}, "status": {"userInfo": _ctx(request).user.as_dict()}},
+                         201)  # `kubectl auth whoami`
         if len(parts) >= 3 and parts[0] == "api":
             return await self._resource(request, "", parts[1], parts[2:])
         if len(parts) >= 4 and parts[0] == "apis":
             return await self._resource(request, parts[1], parts[2], parts[3:])
         raise _not_found()
+
+    async def _access_review(self, request: web.Request, kind: str) -> web.Response:
+        """SelfSubjectAccessReview (`kubectl auth can-i`) and SubjectAccessReview."""
+        body = await self._body(request) or {}
+        spec = body.get("spec") or {}
+        if kind == "selfsubjectaccessreviews":
+            who = _ctx(request).user
+        elif kind == "subjectaccessreviews":
+            self.store.authorizer.require(_ctx(request).user, Attributes(
+                "create", AUTHZ, kind))
+            who = UserInfo(spec.get("user", ""), tuple(spec.get("groups") or []),
+                           spec.get("uid", ""))
+        else:
+            raise _not_found()
+        resource = spec.get("resourceAttributes")
+        if resource is not None:
+            attrs = Attributes(resource.get("verb", ""), resource.get("group", ""),
+                               resource.get("resource", ""), resource.get("subresource", ""),
+                               resource.get("namespace", ""), resource.get("name", ""))
+        else:
+            other = spec.get("nonResourceAttributes") or {}
+            attrs = Attributes(other.get("verb", ""), path=other.get("path", ""))
+        allowed = self.store.authorizer.allowed(who, attrs)
+        return _json({**body, "status": {"allowed": allowed}}, 201)
 
     def _openapi(self, rest: list[str]) -> web.Response:
         if not rest:
@@ -122,13 +184,35 @@ class ApiServer:
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and sub not in rt.subresources:
             raise _not_found()
+        self.store.authorizer.require(_ctx(request).user, Attributes(
+            self._verb(request, name), group, rt.plural, sub or "", ns or "", name or ""))
         if name is None:
             return await self._collection(request, rt, ns)
         if rt.namespaced and ns is None:
             raise _not_found()
         return await self._object(request, rt, ns, name, sub)
 
+    @staticmethod
+    def _verb(request: web.Request, name: str | None) -> str:
+        """The RBAC verb of a resource request."""
+        method = request.method
+        if method == "GET":
+            if request.query.get("watch") in ("true", "1"):
+                return "watch"
+            return "get" if name else "list"
+        if method == "DELETE":
+            return "delete" if name else "deletecollection"
+        return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+    @staticmethod
+    async def _body_size(request: web.Request) -> None:
+        if (request.content_length or 0) > MAX_BODY_BYTES or len(
+                await request.read()) > MAX_BODY_BYTES:
+            raise ApiError(413, f"Request entity too large: limit is {MAX_BODY_BYTES}",
+                           "RequestEntityTooLarge")
+
     async def _body(self, request: web.Request) -> Any:
+        await self._body_size(request)
         content_type = request.headers.get("Content-Type", "")
         if "protobuf" in content_type:
             raw = await request.read()
@@ -175,12 +259,13 @@ class ApiServer:
                                          self.bookmark_interval)
             return self._respond(request, rt, self.store.list(rt, ns, predicate), single=False)
         if request.method == "POST":
-            created = self.store.create(rt, ns, await self._body(request), dry_run)
+            created = self.store.create(rt, ns, await self._body(request), dry_run,
+                                        _ctx(request))
             return _json(created, 201)
         if request.method == "DELETE":
             body = await self._body(request) or {}
             deleted = [self.store.delete(rt, o["metadata"].get("namespace"),
-                                         o["metadata"]["name"], body, dry_run)
+                                         o["metadata"]["name"], body, dry_run, _ctx(request))
                        for o in self.store.list(rt, ns, predicate)]
             return self._respond(request, rt, deleted, single=False)
         raise ApiError(405, f"{request.method} is not supported on a collection",
@@ -198,12 +283,14 @@ class ApiServer:
             return self._respond(request, rt, [self.store.get(rt, ns, name)], single=True)
         if method == "PUT":
             body = await self._body(request)
-            return _json(self.store.update(rt, ns, name, body, sub, dry_run))
+            return _json(self.store.update(rt, ns, name, body, sub, dry_run, _ctx(request)))
         if method == "PATCH":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
             if content_type == patch.APPLY:
+                await self._body_size(request)
                 config = yaml.safe_load(await request.text())
-                obj, created = self.store.apply(rt, ns, name, config, sub, dry_run)
+                obj, created = self.store.apply(rt, ns, name, config, sub, dry_run,
+                                                _ctx(request))
                 return _json(obj, 201 if created else 200)
             if rt.custom and content_type == patch.STRATEGIC:
                 raise ApiError(
@@ -212,12 +299,13 @@ class ApiServer:
                     f"Kind={rt.kind}: use --type=merge or --type=json",
                     "UnsupportedMediaType")
             document = await self._body(request)
-            return _json(self.store.patch(rt, ns, name, content_type, document, sub, dry_run))
+            return _json(self.store.patch(rt, ns, name, content_type, document, sub, dry_run,
+                                          _ctx(request)))
         if method == "DELETE":
             if sub is not None:
                 raise _not_found()
             options = await self._body(request) or {}
             if "gracePeriodSeconds" in request.query:
                 options["gracePeriodSeconds"] = int(request.query["gracePeriodSeconds"])
-            return _json(self.store.delete(rt, ns, name, options, dry_run))
+            return _json(self.store.delete(rt, ns, name, options, dry_run, _ctx(request)))
         raise ApiError(405, f"{method} is not supported", "MethodNotAllowed")

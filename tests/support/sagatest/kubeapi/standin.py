@@ -17,6 +17,9 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from . import tls
+from .admission import AuditRecord
+from .auth import SA_PREFIX, UserInfo, user
 from .errors import ApiError
 from .resources import Registry, ResourceType
 from .server import ApiServer, RequestRecord
@@ -47,7 +50,7 @@ class KubeStandIn:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
 
     def start(self) -> KubeStandIn:
         ready = threading.Event()
@@ -81,7 +84,8 @@ class KubeStandIn:
         self._server = ApiServer(self.registry, self._store, self._bookmark_interval)
         self._runner = web.AppRunner(self._server.app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port,
+                           ssl_context=tls.server_context())
         await site.start()
         sockets = getattr(site._server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1]
@@ -211,11 +215,39 @@ class KubeStandIn:
         rt = self.resource("v1", "pods")
         return self._call(lambda s: s.evict(rt, namespace, name, {}))
 
+    # ---- identities ------------------------------------------------------------------------
+
+    def add_token(self, token: str, username: str, groups: tuple[str, ...] = ()) -> str:
+        """Make bearer `token` authenticate as `username` (service accounts get their groups)."""
+        assert self._server is not None, "the stand-in is not running"
+        self._server.authenticator.tokens[token] = user(username, groups)
+        return token
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token of ServiceAccount `namespace/name` (what a pod would mount)."""
+        return self.add_token(f"sa-{namespace}-{name}", f"{SA_PREFIX}{namespace}:{name}")
+
+    def identity(self, token: str) -> UserInfo | None:
+        assert self._server is not None, "the stand-in is not running"
+        return self._server.authenticator.tokens.get(token)
+
+    @property
+    def audit(self) -> list[AuditRecord]:
+        """Messages of ValidatingAdmissionPolicy bindings with validationActions Audit."""
+        return self._call(lambda s: list(s.admission.audit))
+
     # ---- behaviour knobs -------------------------------------------------------------------
 
     def compact(self) -> None:
         """Forget the watch history: resuming a watch from any RV seen so far gets 410 Gone."""
         self._call(lambda s: s.compact())
+
+    def enforce_admission_policies(self, enabled: bool = True) -> None:
+        """False: keep ValidatingAdmissionPolicies as objects but evaluate none of them, as a
+        server started with --disable-admission-plugins=ValidatingAdmissionPolicy."""
+        def set_(s: Store) -> None:
+            s.admission.enabled = enabled
+        self._call(set_)
 
     def block_evictions(self, blocked: bool = True) -> None:
         """Make evictions fail with 429, as a PodDisruptionBudget would."""

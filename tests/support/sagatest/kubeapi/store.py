@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import secrets
 import string
 import uuid
@@ -15,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import defaults, errors, patch
+from . import defaults, errors, patch, schema
+from .admission import Admission, Request
+from .auth import Authorizer, UserInfo
 from .defaults import now
 from .errors import ApiError
 from .resources import Registry, ResourceType
@@ -26,6 +29,19 @@ StoreKey = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace or "", name)
 
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+MAX_OBJECT_BYTES = 1572864  # etcd's default --max-request-bytes (1.5 MiB)
+
+
+@dataclass
+class RequestContext:
+    """Who makes an HTTP request, and the warnings admission returns to them.
+
+    Writes through the stand-in's Python API carry none: they are the ground truth a test sets
+    up, as if written to etcd, and skip admission (never schema validation or the size limit).
+    """
+
+    user: UserInfo
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,8 @@ class Store:
         self.listeners: list[Callable[[], None]] = []
         self.evictions_blocked = False
         self.graceful_pod_deletion = False
+        self.authorizer = Authorizer(self.objects)
+        self.admission = Admission(self.objects, self.authorizer)
         ns_type = self.registry.find("", "v1", "namespaces")
         assert ns_type is not None
         for name in DEFAULT_NAMESPACES:
@@ -141,7 +159,8 @@ class Store:
 
     # ---- writes ----------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, ns: str | None, body: Any, dry_run: bool = False) -> Obj:
+    def create(self, rt: ResourceType, ns: str | None, body: Any, dry_run: bool = False,
+               ctx: RequestContext | None = None) -> Obj:
         if not isinstance(body, dict):
             raise ApiError(400, "the body of the request was not an object", "BadRequest")
         obj = copy.deepcopy(body)
@@ -176,8 +195,11 @@ class Store:
         meta["creationTimestamp"] = now()
         if rt.custom and rt.has_status:
             obj.pop("status", None)
+        self._prune(rt, obj)
         defaults.prepare(rt, obj)
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        self._check(rt, obj, name)
+        self._admit(rt, "CREATE", None, ns, name, None, obj, ctx, dry_run)
         if dry_run:
             meta["resourceVersion"] = str(self.rv)
             return self.present(rt, obj)
@@ -190,17 +212,19 @@ class Store:
 
 
     def update(self, rt: ResourceType, ns: str | None, name: str, body: Any,
-               subresource: str | None = None, dry_run: bool = False) -> Obj:
+               subresource: str | None = None, dry_run: bool = False,
+               ctx: RequestContext | None = None) -> Obj:
         if not isinstance(body, dict):
             raise ApiError(400, "the body of the request was not an object", "BadRequest")
         old = self._current(rt, ns, name)
         given_rv = (body.get("metadata") or {}).get("resourceVersion")
         if given_rv and given_rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
-        return self._write(rt, old, copy.deepcopy(body), subresource, dry_run)
+        return self._write(rt, old, copy.deepcopy(body), subresource, dry_run, ctx)
 
     def patch(self, rt: ResourceType, ns: str | None, name: str, content_type: str,
-              document: Any, subresource: str | None = None, dry_run: bool = False) -> Obj:
+              document: Any, subresource: str | None = None, dry_run: bool = False,
+              ctx: RequestContext | None = None) -> Obj:
         old = self._current(rt, ns, name)
         if content_type == patch.MERGE:
             new = patch.merge_patch(old, document)
@@ -219,10 +243,11 @@ class Store:
         patched_rv = (new.get("metadata") or {}).get("resourceVersion")
         if patched_rv and patched_rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
-        return self._write(rt, old, new, subresource, dry_run)
+        return self._write(rt, old, new, subresource, dry_run, ctx)
 
     def apply(self, rt: ResourceType, ns: str | None, name: str, config: Any,
-              subresource: str | None = None, dry_run: bool = False) -> tuple[Obj, bool]:
+              subresource: str | None = None, dry_run: bool = False,
+              ctx: RequestContext | None = None) -> tuple[Obj, bool]:
         """Server-side apply, simplified: create if absent, else merge the applied config.
 
         Field ownership is not tracked: fields dropped from the config are kept, and there
@@ -237,13 +262,45 @@ class Store:
         if self._okey(rt, ns, name) not in self._bucket(rt):
             if subresource is not None:
                 raise errors.not_found(rt, name)
-            return self.create(rt, ns, config, dry_run), True
+            return self.create(rt, ns, config, dry_run, ctx), True
         old = self._current(rt, ns, name)
         merged = patch.merge_patch(old, config)
-        return self._write(rt, old, merged, subresource, dry_run), False
+        return self._write(rt, old, merged, subresource, dry_run, ctx), False
+
+    def _prune(self, rt: ResourceType, obj: Obj) -> None:
+        if rt.custom and rt.schema:
+            schema.prune(rt.schema, obj)
+
+    def _check(self, rt: ResourceType, obj: Obj, name: str, old: Obj | None = None) -> None:
+        """Schema validation of custom resources, and etcd's object size limit."""
+        if rt.custom and rt.schema:
+            problems = schema.errors(rt.schema, obj) or schema.rule_errors(rt.schema, obj, old)
+            if problems:
+                shown = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+                causes = [{"reason": "FieldValueInvalid", "field": field, "message": message}
+                          for field, _, message in (p.partition(": ") for p in problems)]
+                raise ApiError(422, f'{rt.kind}.{rt.group} "{name}" is invalid: {shown}',
+                               "Invalid", {"name": name, "group": rt.group, "kind": rt.kind,
+                                           "causes": causes})
+        if len(json.dumps(obj, separators=(",", ":"))) > MAX_OBJECT_BYTES:
+            raise ApiError(413, "etcdserver: request is too large", "RequestEntityTooLarge",
+                           {"name": name, "group": rt.group, "kind": rt.plural})
+
+    def _admit(self, rt: ResourceType, operation: str, subresource: str | None,
+               ns: str | None, name: str, old: Obj | None, new: Obj | None,
+               ctx: RequestContext | None, dry_run: bool) -> None:
+        if ctx is None:
+            return
+        namespace_object = None
+        if rt.namespaced and ns:
+            namespace_object = self.objects.get(("", "namespaces"), {}).get(("", ns))
+        ctx.warnings += self.admission.validate(Request(
+            operation, rt.group, rt.version, rt.plural, subresource or "", rt.kind,
+            ns or "" if rt.namespaced else "", name, ctx.user, dry_run,
+            copy.deepcopy(old), copy.deepcopy(new), namespace_object))
 
     def _write(self, rt: ResourceType, old: Obj, new: Obj, subresource: str | None,
-               dry_run: bool) -> Obj:
+               dry_run: bool, ctx: RequestContext | None = None) -> Obj:
         """The common path of PUT and PATCH: status split, immutables, generation, no-ops."""
         name = old["metadata"]["name"]
         if subresource == "status":
@@ -276,7 +333,11 @@ class Store:
         if not meta.get("finalizers"):
             meta.pop("finalizers", None)
         new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
+        self._prune(rt, new)
         defaults.prepare_update(rt, old, new)
+        self._check(rt, new, name, old)
+        self._admit(rt, "UPDATE", subresource, meta.get("namespace"), name, old, new, ctx,
+                    dry_run)
         if _spec_part(new, rt) != _spec_part(old, rt):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         if _comparable(new) == _comparable(old):
@@ -319,9 +380,11 @@ class Store:
         self._emit(rt, "DELETED", final)
 
     def delete(self, rt: ResourceType, ns: str | None, name: str,
-               options: dict[str, Any] | None = None, dry_run: bool = False) -> Obj:
+               options: dict[str, Any] | None = None, dry_run: bool = False,
+               ctx: RequestContext | None = None) -> Obj:
         options = options or {}
         old = self._current(rt, ns, name)
+        self._admit(rt, "DELETE", None, ns, name, old, None, ctx, dry_run)
         pre = options.get("preconditions") or {}
         if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"][
                 "resourceVersion"]:
