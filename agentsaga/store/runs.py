@@ -75,12 +75,13 @@ class RunStatements(StoreBase):
         return Adoption(run_from_row(row), adopted=True)
 
     def adopt(self, run_id: str, owner: str) -> Run:
-        """Take over an existing run (a reconcile/unwind Job): bump the epoch (R12)."""
+        """Take over an existing run (a reconcile/unwind Job): bump the epoch (R12). The run is
+        bound to no pod then (the next BeginRun of a pod adopts it)."""
         self.forget(run_id)
         with self.db.transaction() as conn:
             row = conn.execute(
-                "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s, updated_at = now()"
-                f" WHERE run_id = %s RETURNING {RUN_COLUMNS}",
+                "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s, pod_uid = '',"
+                f" updated_at = now() WHERE run_id = %s RETURNING {RUN_COLUMNS}",
                 (owner, run_id),
             ).fetchone()
         if row is None:
