@@ -203,8 +203,8 @@ def test_the_shown_digest_is_keyed_by_a_secret_only_the_log_holds(
         assert step["argsDigest"] == keyed
     assert hashlib.sha256(canonical(args).encode()).hexdigest() not in shown
     assert shown[0] != shown[1]
-    printed = subprocess.run([sys.executable, "-m", "agentsaga.cli", "log", "--run", "keyed-1", "--json",
-                              "--dsn", ledger], capture_output=True, text=True, cwd=ROOT,
-                             timeout=60)
+    printed = subprocess.run(
+        [sys.executable, "-m", "agentsaga.cli", "log", "--run", "keyed-1", "--json", "--dsn",
+         ledger], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert printed.returncode == 0 and shown[0] in printed.stdout, printed.stderr
     assert "digestKey" not in printed.stdout
