@@ -159,7 +159,8 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
         if unresolved:
             raise PivotError(f"step {unresolved[-1].step_idx} ({unresolved[-1].tool}) has an "
                              "unknown outcome; resolve it before staging the plan")
-        key = new_digest_key()
+        # staging the same plan again (a restarted agent) gives the same planHash
+        key = (run.pivot.digest_key if run.pivot is not None else "") or new_digest_key()
         commit = commit_steps(plan, registry, key)
         done = staged_steps(steps)
         record = PivotRecord(state=PivotState.AWAITING_APPROVAL,
