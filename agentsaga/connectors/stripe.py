@@ -130,6 +130,7 @@ class StripeConnector:
             http_client=stripe.HTTPXClient(timeout=http.timeout_s, allow_sync_methods=True),
         )
         self.pacer = Pacer(http.search_rate)
+        self.list_pages = LIST_PAGES
 
     def _do(self, what: str, call: Callable[[], T]) -> T:
         try:
@@ -260,13 +261,13 @@ class StripeConnector:
 
     def _listed(self, window: Window) -> dict[str, str]:
         """The ids of the PaymentIntents created in `window` that carry one of its keys, paging
-        with `starting_after` for at most LIST_PAGES pages (beyond: OutcomeUnknown)."""
+        with `starting_after` for at most `list_pages` pages (beyond: OutcomeUnknown)."""
         created: dict[str, int] = {"gte": window.gte}
         if window.lte is not None:
             created["lte"] = window.lte
         params: dict[str, Any] = {"created": created, "limit": LIST_PAGE}
         hits: dict[str, str] = {}
-        for _ in range(LIST_PAGES):
+        for _ in range(self.list_pages):
             page = with_backoff(self._lister(dict(params)), self.http, "stripe list")
             for pi in page.data:
                 key = _meta(pi).get("saga_key")
@@ -276,7 +277,7 @@ class StripeConnector:
                 return hits
             params["starting_after"] = page.data[-1].id
         raise OutcomeUnknown(
-            f"stripe list: more than {LIST_PAGES * LIST_PAGE} PaymentIntents created between "
+            f"stripe list: more than {self.list_pages * LIST_PAGE} PaymentIntents created between "
             f"{window.gte} and {window.lte}; cannot tell whether {len(window.keys) - len(hits)} "
             "step(s) happened (they stay UNKNOWN; a person can settle them)")
 

@@ -269,10 +269,11 @@ def register_email(registry: Registry, email: EmailConnector, timeout_s: float) 
     registry.register(delete_email_draft, cls="irreversible", audience=["agent"],
                       lookup=NO_LOOKUP)
     registry.register(send_correction, cls="irreversible", audience=["customer"],
-                      lookup=_one(email), lookup_many=email.find_many, timing=timing)
+                      lookup=_one(email), lookup_many=email.find_many,
+                      lookup_steps=email.find_steps, timing=timing)
     registry.register(send_email, cls="irreversible", audience=["customer"],
                       compensate=correction, lookup=_one(email), lookup_many=email.find_many,
-                      commit_step=True, timing=timing)
+                      lookup_steps=email.find_steps, commit_step=True, timing=timing)
 
 
 def register_warehouse(registry: Registry, warehouse: WarehouseConnector,
