@@ -80,12 +80,12 @@ def test_every_request_the_connector_sends_and_every_answer_is_in_stripes_descri
     for i in range(LIST_PAGE):
         conn.charge_card("cus_2", 500, f"k-noise-{i}")
     now = datetime.now(UTC)
-    window = {"intended_at": now - timedelta(minutes=5), "deadline": now}
-    found = conn.find_charges([LookupContext("k-paid", {}, **window),
-                               LookupContext("k-none", {}, **window)])
+    since = now - timedelta(minutes=5)
+    found = conn.find_charges([LookupContext("k-paid", {}, since, now),
+                               LookupContext("k-none", {}, since, now)])
     assert found.keys() == {"k-paid"}
     captured = conn.find_captures([LookupContext("k-capture", {"payment_intent": paid.ref},
-                                                 **window)])
+                                                 since, now)])
     assert captured.keys() == {"k-capture"}
     listed = [e for e in stripe_exchanges(world)
               if e.method == "GET" and e.path == "/v1/payment_intents"]
