@@ -14,7 +14,11 @@ before anything is retried or undone.
 
 from typing import TYPE_CHECKING, Any
 
-from agentsaga.errors import (
+from agentsaga import grpc_tuning as _grpc_tuning
+
+_grpc_tuning.apply()  # before anything imports grpc: its core reads GRPC_EXPERIMENTS once
+
+from agentsaga.errors import (  # noqa: E402
     CompensationUnavailable,
     ConfigurationError,
     CorrectionError,
@@ -39,8 +43,8 @@ from agentsaga.errors import (
     ToolError,
     UnknownTool,
 )
-from agentsaga.keys import compensation_key, step_key
-from agentsaga.registry import (
+from agentsaga.keys import compensation_key, step_key  # noqa: E402
+from agentsaga.registry import (  # noqa: E402
     NO_LOOKUP,
     TOOL_CLASSES,
     Compensation,

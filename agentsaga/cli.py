@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "world": ("agentsaga.world.cli", "serve stand-ins of Stripe, Jira, Zendesk, email and a "
               "warehouse, with fault injection"),
     "chaos": ("agentsaga.chaos.cli", "run a seeded fault-injection campaign and check invariants"),
+    "prune": ("agentsaga.prune", "remove ended runs older than a cutoff from the saga log"),
     "bench": ("agentsaga.bench.cli", "measure dispatch overhead, peers, throughput and reconcile"),
     "reconcile": ("agentsaga.job_commands",
                   "settle a run's unknown steps by asking the real systems"),

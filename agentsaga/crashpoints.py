@@ -11,6 +11,7 @@ Points in the product:
     after_call:<tool>            the tool returned, its outcome not yet written
     after_compensation:<tool>    a compensating tool returned, DONE not yet written
     during_reconcile             a lookup found the effect by key, CONFIRMED not yet written
+    after_prune_batch            `agentsaga prune` committed a batch, the next not begun
 """
 
 from __future__ import annotations

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agentsaga.extras import require
 from agentsaga.settings import Settings
+from agentsaga.store import SagaLog, roles
+from agentsaga.store.connections import with_user
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +50,35 @@ def embedded_dsn(data_dir: Path) -> str:
     return dsn
 
 
-def saga_log_dsn(settings: Settings) -> str:
-    """The saga log's DSN: `settings.dsn` (AGENTSAGA_DSN or --dsn), else an embedded Postgres
-    in `settings.embedded_dir` (per user, whatever the current directory)."""
-    return settings.dsn or embedded_dsn(settings.embedded_dir)
+Role = Literal["sidecar", "operator", "migrate"]
+"""Which database role a process acts as (`agentsaga.store.roles`)."""
+
+
+def saga_log_dsn(settings: Settings, role: Role = "sidecar") -> str:
+    """The saga log's DSN for `role`: AGENTSAGA_OPERATOR_DSN / AGENTSAGA_MIGRATE_DSN for those
+    roles, else `settings.dsn` (AGENTSAGA_DSN or --dsn), else the embedded Postgres in
+    `settings.embedded_dir` (per user, whatever the current directory) as the role's database
+    user (its superuser for the migration role)."""
+    own = {"operator": settings.operator_dsn, "migrate": settings.migrate_dsn}.get(role)
+    if own:
+        return own
+    if settings.dsn:
+        return settings.dsn
+    embedded = embedded_dsn(settings.embedded_dir)
+    if role == "migrate":
+        return embedded
+    return with_user(embedded, roles.SIDECAR if role == "sidecar" else roles.OPERATOR)
+
+
+def embedded_migrated(settings: Settings) -> bool:
+    """For the embedded Postgres (no AGENTSAGA_DSN) only: migrate it as its superuser, so that
+    a sidecar on a developer's machine finds its schema and roles; True if it did. A real
+    database is migrated once per release by `agentsaga migrate` (the chart's hook Job)."""
+    if settings.dsn:
+        return False
+    SagaLog(saga_log_dsn(settings, "migrate"), min_size=1, max_size=1,
+            async_outcomes=False).open(migrate=True, timeout=settings.db_wait_s).close()
+    return True
 
 
 def _forget_dead_users(data_dir: Path) -> None:
@@ -75,3 +103,17 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def stop_embedded(data_dir: Path) -> None:
+    """Stop the private server in `data_dir` now (`pg_ctl stop -m fast`), whoever else counted
+    on it: for a process that made a throw-away server (the benchmark) and must not leave it
+    running, even when a child process was killed before it could sign off."""
+    require("demo", "pgserver", what="the embedded Postgres")
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    pgdata = data_dir.resolve()
+    if (pgdata / "postmaster.pid").exists():
+        subprocess.run([str(POSTGRES_BIN_PATH / "pg_ctl"), "stop", "-D", str(pgdata), "-m",
+                        "fast", "-w", "-t", "60"], check=False, capture_output=True,
+                       timeout=90)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from agentsaga import grpc_tuning
 from agentsaga.environment import load, read_secret, variable
 
 __all__ = ["ConnectorSettings", "DebugSettings", "McpSettings", "OperatorSettings",
@@ -115,7 +116,16 @@ class OperatorSettings:
         "(key defaults to `dsn`)")
     resync_seconds: float = variable(
         "AGENTSAGA_OPERATOR_RESYNC_SECONDS", 10.0,
-        "how often each AgentRun is checked against Postgres and its pod", positive=True)
+        "how often the saga log of the unfinished AgentRuns is checked for changes (one query "
+        "per batch of runs; orphaned runs and runs a Job drives are resynced this often)",
+        positive=True)
+    full_resync_seconds: float = variable(
+        "AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS", 1800.0,
+        "how often, besides events, each unfinished AgentRun is fully resynced against its pod "
+        "and the log (spread by ±25%); finished runs are never resynced", positive=True)
+    resync_batch: int = variable(
+        "AGENTSAGA_OPERATOR_RESYNC_BATCH", 500,
+        "runs whose saga log one change-check query reads", positive=True)
     job_deadline_seconds: int | None = variable(
         "AGENTSAGA_JOB_DEADLINE_SECONDS", None,
         "`activeDeadlineSeconds` of the reconcile/unwind Jobs (unset: no deadline); the orphan "
@@ -155,7 +165,18 @@ class Settings:
     dsn: str | None = variable(
         "AGENTSAGA_DSN", None,
         "the saga log's Postgres; unset: an embedded Postgres under `AGENTSAGA_DATA_DIR` "
-        "(needs `agentsaga[demo]`)", secret=True)
+        "(needs `agentsaga[demo]`). The sidecar's database role (`agentsaga_sidecar`): the "
+        "sidecar, the Jobs and the commands that read", secret=True)
+    operator_dsn: str | None = variable(
+        "AGENTSAGA_OPERATOR_DSN", None,
+        "the saga log as the operator's database role (`agentsaga_operator`, the only one that "
+        "records decisions): the operator, `agentsaga approve` and `corrections --approve`; "
+        "unset: `AGENTSAGA_DSN`, or the embedded Postgres as that role", secret=True)
+    migrate_dsn: str | None = variable(
+        "AGENTSAGA_MIGRATE_DSN", None,
+        "the saga log as the migration role (DDL, creates the other roles): `agentsaga "
+        "migrate` only; unset: `AGENTSAGA_DSN`, or the embedded Postgres's superuser",
+        secret=True)
     data_dir: Path | None = variable(
         "AGENTSAGA_DATA_DIR", None,
         "where the embedded Postgres keeps its files, whatever the current directory; unset: "
@@ -178,6 +199,10 @@ class Settings:
         "the tools modules: dotted names (the current directory is searched too) or files such "
         "as ./mytools.py, comma-separated")
     workers: int = variable("AGENTSAGA_WORKERS", 32, "gRPC worker threads", minimum=1)
+    grpc_experiments: str = variable(
+        "AGENTSAGA_GRPC_EXPERIMENTS", grpc_tuning.DEFAULT,
+        "`GRPC_EXPERIMENTS` for the sidecar and the client when it is not set (empty: grpc's "
+        "defaults); the default turns off the EventEngine paths, −0.3 ms a dispatch")
     recheck_pause_s: float = variable(
         "AGENTSAGA_RECHECK_PAUSE_S", 2.0, "R7: the pause before re-checking an empty lookup",
         minimum=0)
@@ -187,19 +212,33 @@ class Settings:
         "AGENTSAGA_MAX_CALLS_PER_S", 50.0,
         "tool calls one run may make per second through a sidecar (more: RESOURCE_EXHAUSTED, "
         "nothing written); 0 turns it off", minimum=0)
+    max_rpcs_per_s: float = variable(
+        "AGENTSAGA_MAX_RPCS_PER_S", 100.0,
+        "requests of any kind one run may make per second through a sidecar (more: "
+        "RESOURCE_EXHAUSTED); 0 turns it off", minimum=0)
+    max_total_rpcs_per_s: float = variable(
+        "AGENTSAGA_MAX_TOTAL_RPCS_PER_S", 1000.0,
+        "requests of any kind the sidecar serves per second over all runs (health checks "
+        "excepted); 0 turns it off", minimum=0)
+    await_decision_max_s: float = variable(
+        "AGENTSAGA_AWAIT_DECISION_MAX_S", 300.0,
+        "the longest one AwaitDecision call waits, whatever timeout it asks for (the agent "
+        "calls again)", positive=True)
+    max_json_depth: int = variable(
+        "AGENTSAGA_MAX_JSON_DEPTH", 64,
+        "the deepest nesting of arguments and plans accepted (checked before parsing)",
+        minimum=2)
     irreversible_before_pivot: Literal["refuse", "count"] = variable(
         "AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT", "refuse",
         "R10: `refuse` makes irreversible calls before the pivot wait for approval; `count` "
         "only counts them")
     pod_name: str = variable(
-        "AGENTSAGA_POD_NAME", "", "the pod this sidecar serves (downward API); set: runs are "
-        "bound to AgentRuns")
+        "AGENTSAGA_POD_NAME", "", "the pod this sidecar serves (downward API, set by the "
+        "injection): the runs it begins are bound to this pod (the operator binds their "
+        "AgentRuns)")
     pod_namespace: str = variable(
         "AGENTSAGA_POD_NAMESPACE", "", "that pod's namespace (downward API)")
     pod_uid: str = variable("AGENTSAGA_POD_UID", "", "that pod's UID (downward API)")
-    agentrun: bool = variable(
-        "AGENTSAGA_AGENTRUN", True,
-        "`off`: a sidecar in a pod does not create or adopt AgentRuns")
     connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
     mcp: McpSettings = field(default_factory=McpSettings)
     operator: OperatorSettings = field(default_factory=OperatorSettings)

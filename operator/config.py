@@ -41,8 +41,14 @@ class OperatorConfig:
     """`name[:key]` of the Secret with the DSN, for Jobs built without a template
     (AGENTSAGA_DSN_SECRET; key defaults to `dsn`)."""
     resync_seconds: float = 10.0
-    """How often each AgentRun is reconciled with Postgres and its pod (grace periods, lost
-    events, step counts); AGENTSAGA_OPERATOR_RESYNC_SECONDS or `--resync-interval`."""
+    """How often the unfinished AgentRuns' saga log is checked for changes (one query per
+    batch), and how often orphaned runs and runs a Job drives are resynced;
+    AGENTSAGA_OPERATOR_RESYNC_SECONDS or `--resync-interval`."""
+    full_resync_seconds: float = 1800.0
+    """How often each unfinished AgentRun is fully resynced without a change to wake it (what
+    no event reports); AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS or `--full-resync-interval`."""
+    resync_batch: int = 500
+    """Runs per change-check query (AGENTSAGA_OPERATOR_RESYNC_BATCH)."""
     job_backoff_limit: int = 3
     job_deadline_seconds: int | None = None
     """activeDeadlineSeconds of the reconcile/unwind Jobs (AGENTSAGA_JOB_DEADLINE_SECONDS): a Job
@@ -65,12 +71,14 @@ class OperatorConfig:
     def from_settings(cls, settings: Settings) -> OperatorConfig:
         group = settings.operator
         return cls(
-            dsn=settings.dsn,
+            dsn=settings.operator_dsn or settings.dsn,
             sidecar_image=group.sidecar_image,
             sidecar_template=group.sidecar_template,
             job_service_account=group.job_service_account,
             dsn_secret=group.dsn_secret,
             resync_seconds=group.resync_seconds,
+            full_resync_seconds=group.full_resync_seconds,
+            resync_batch=group.resync_batch,
             job_deadline_seconds=group.job_deadline_seconds,
             job_ttl_seconds=group.job_ttl_seconds,
         )

@@ -8,6 +8,7 @@ from typing import Any
 from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.kube import KubeApi
+from agentsaga.operator.log_watch import LogWatch
 
 from agentsaga.store import SagaLog
 
@@ -20,6 +21,12 @@ class Context:
     sidecar_template: dict[str, Any] | None = None
     gauges: RunGauges = field(default_factory=RunGauges)
     """What the resync passes saw, for the operator's gauges (`gauges`)."""
+    log_watch: LogWatch = field(init=False)
+    """The batched change-check of the unfinished runs' saga log (`log_watch`)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "log_watch", LogWatch(
+            self.saga_log, self.config.resync_seconds, self.config.resync_batch, self.gauges))
 
 
 def context(memo: Any) -> Context:

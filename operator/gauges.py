@@ -5,8 +5,10 @@
     agentsaga.run.orphan.grace     the same runs: spec.orphanGracePeriodSeconds
     agentsaga.operator.resync.age  the longest time since a run this replica handles was resynced
 
-A run is tracked while its resync daemon runs: a standby peer (kopf peering pauses its daemons)
-or a deleted run reports nothing, so only the replica that acts can page anyone.
+A run is tracked while its resync daemon runs (unfinished runs, and finished ones with corrections
+that wait): a standby peer (kopf peering pauses its daemons), a finished or a deleted run reports
+nothing, so only the replica that acts can page anyone. A run counts as resynced when a pass ran
+or when the log watch found its saga log unchanged (`log_watch`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentsaga.operator.config import DEFAULT_ORPHAN_GRACE_SECONDS
 from agentsaga.operator.status import Obj, parse, phase, run_id
@@ -63,6 +65,13 @@ class RunGauges:
                     run_id(run) if run else name)
         with self._lock:
             self._runs[(namespace, name)] = seen
+
+    def checked(self, namespace: str, name: str) -> None:
+        """The run's saga log was checked for changes (and had none that needed a pass)."""
+        with self._lock:
+            seen = self._runs.get((namespace, name))
+            if seen is not None:
+                self._runs[(namespace, name)] = replace(seen, resynced=self._monotonic())
 
     def stopped(self, namespace: str, name: str) -> None:
         with self._lock:

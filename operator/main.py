@@ -44,10 +44,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="serve the sidecar-injection admission webhook on this port")
     parser.add_argument("--webhook-cert-dir", default=None,
                         help="directory with tls.crt, tls.key and ca.crt for the webhook")
-    parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN)")
+    parser.add_argument("--dsn", help="Postgres DSN of the saga log as the operator's role "
+                        "(default: AGENTSAGA_OPERATOR_DSN, else AGENTSAGA_DSN)")
     parser.add_argument("--resync-interval", type=float, default=None, metavar="SECONDS",
-                        help="how often each AgentRun is checked against Postgres and its pod "
+                        help="how often the unfinished AgentRuns' saga log is checked for changes "
                         "(default: AGENTSAGA_OPERATOR_RESYNC_SECONDS, else 10)")
+    parser.add_argument("--full-resync-interval", type=float, default=None, metavar="SECONDS",
+                        help="how often each unfinished AgentRun is fully resynced when nothing "
+                        "changed (default: AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS, else 1800)")
     parser.add_argument("--watch-timeout", type=int, default=None, metavar="SECONDS",
                         help="server-side timeout of each watch request (default: 300)")
 
@@ -62,6 +66,10 @@ def build_config(args: argparse.Namespace) -> OperatorConfig:
         if args.resync_interval <= 0:
             raise ConfigurationError("--resync-interval must be positive")
         changes["resync_seconds"] = args.resync_interval
+    if args.full_resync_interval is not None:
+        if args.full_resync_interval <= 0:
+            raise ConfigurationError("--full-resync-interval must be positive")
+        changes["full_resync_seconds"] = args.full_resync_interval
     if args.watch_timeout is not None:
         changes["watch_timeout_seconds"] = args.watch_timeout
     return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
@@ -79,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
         logger.warning("no AGENTSAGA_DSN: step counts, the finalizer and pivot decisions cannot "
                     "consult the saga log")
     telemetry.setup("agentsaga-operator")  # OTEL_* environment; off when none is set
-    saga_log = None if config.dsn is None else SagaLog(config.dsn, min_size=1, max_size=4).open()
+    # the operator's database role: it records decisions; the schema is the migration's
+    saga_log = None if config.dsn is None else SagaLog(
+        config.dsn, min_size=1, max_size=4).open(migrate=False)
+    if saga_log is not None:
+        saga_log.require_schema()
     context = Context(config, KubeApi(api_client()), saga_log, template)
     instruments = telemetry.current().instruments
     telemetry.zero_operator_counters(instruments)

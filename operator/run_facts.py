@@ -11,6 +11,7 @@ from typing import Any
 
 from agentsaga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
 from agentsaga.store import Correction, Run, SagaLog, Step
+from agentsaga.store.fingerprints import LogFingerprint
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class RunFacts:
     human_steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The same as the AgentRun's `status.humanSteps` shows them: tool, stepKey (to copy into
     a settlement), why."""
+    other_namespace: bool = False
+    """The run id names a run of another namespace: this AgentRun sees nothing of it."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -46,10 +49,14 @@ class RunFacts:
         return self.run is not None and not self.run.open
 
 
-def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
+def facts(saga_log: SagaLog, run_id: str, namespace: str = "") -> RunFacts:
+    """What the log says about the run, as an AgentRun of `namespace` may see it: nothing of a
+    run bound to another namespace (`other_namespace`)."""
     run = saga_log.run(run_id)
     if run is None:
         return RunFacts(None)
+    if namespace and run.namespace and run.namespace != namespace:
+        return RunFacts(None, other_namespace=True)
     steps = saga_log.steps(run_id)
     pending = sorted(saga_log.corrections(run_id, pending_only=True),
                      key=lambda c: (c.rank, c.step_idx))
@@ -87,3 +94,20 @@ def describe_unsettled(steps: list[Step]) -> str:
     return ", ".join(f"step {s.step_idx} {s.tool} ({s.status}"
                      f"{', compensation intended' if s.comp_status == 'INTENDED' else ''})"
                      for s in steps)
+
+
+def fingerprint(found: RunFacts) -> LogFingerprint | None:
+    """The same value `SagaLog.log_fingerprints` reads in SQL, from what a resync pass read:
+    the baseline a run's later checks are compared with (None: the run is not in the log)."""
+    run = found.run
+    if run is None:
+        return None
+    pivot = run.pivot
+    steps = ",".join(f"{s.status}:{s.comp_status or ''}"
+                     for s in sorted(found.steps, key=lambda s: s.step_idx))
+    pending = ",".join(f"{idx}:{shown['state']}"
+                       for idx, shown in sorted(found.corrections.items(),
+                                                key=lambda kv: int(kv[0])))
+    return (str(run.state), run.owner_epoch, run.irreversible_before_pivot,
+            "" if pivot is None else str(pivot.state), "" if pivot is None else pivot.plan_hash,
+            steps, pending)

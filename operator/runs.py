@@ -1,5 +1,6 @@
-"""The AgentRun lifecycle: one resync loop per AgentRun reconciles its status with the saga log
-(R11) and with its pod.
+"""The AgentRun lifecycle: a resync daemon per unfinished AgentRun reconciles its status with the
+saga log (R11) and with its pod. It passes on change, not on a timer: watch events of the object
+and a batched check of the saga log (`log_watch`) wake it; finished runs have no daemon.
 
 Each pass reads the newest object and the log, then, by phase:
   new           → Pending (or Running once a pod is bound)
@@ -15,58 +16,117 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from typing import Any
 
 import kopf
 from agentsaga.operator import correction_approval, pods, run_facts, run_jobs, settlements
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
+from agentsaga.operator.run_binding import other_namespace_condition
 from agentsaga.operator.status import (
     FINAL_PHASES,
     JOB_PHASES,
     LIVE_PHASES,
     Obj,
+    condition,
     generation,
     phase,
     run_id,
     with_condition,
 )
 
-from agentsaga.states import DECIDED, ENDED_PHASE, RunPhase, RunState
+from agentsaga import pivot
+from agentsaga.states import CORRECTIONS_PENDING, DECIDED, ENDED_PHASE, RunPhase, RunState
 from agentsaga.store import PivotRecord
 
 logger = logging.getLogger(__name__)
 
-_STAGED_KEYS = ("step", "tool", "class", "audience", "externalRef", "args")
 
 
-@kopf.daemon(*AGENTRUNS, id="resync", cancellation_timeout=5.0)
+
+TIMED_PHASES = frozenset({RunPhase.ORPHANED, *JOB_PHASES})
+"""Phases where time matters (the orphan grace period, a Job to follow or re-create): their
+daemon passes every AGENTSAGA_OPERATOR_RESYNC_SECONDS, as they are few and short-lived."""
+
+
+def needs_daemon(body: kopf.Body, **_: Any) -> bool:
+    """A run has a resync daemon while it is unfinished, or finished with corrections that still
+    wait for a human or a sender; a finished run costs nothing (no daemon, no polling)."""
+    status = body.get("status") or {}
+    if phase(body) not in FINAL_PHASES:
+        return True
+    return any(str(c.get("state")) in CORRECTIONS_PENDING
+               for c in (status.get("corrections") or {}).values() if isinstance(c, dict))
+
+
+@kopf.on.event(*AGENTRUNS, id="run-changed")
+async def run_changed(name: str, namespace: str | None, body: kopf.Body, memo: Any,
+                **_: Any) -> None:
+    """A watch event of an AgentRun wakes its daemon (not its own status write)."""
+    if namespace is not None:
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        context(memo).log_watch.object_changed((namespace, name), version)
+
+
+@kopf.daemon(*AGENTRUNS, id="resync", cancellation_timeout=5.0, when=needs_daemon)
 async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.DaemonStopped,
                  logger: kopf.Logger, **_: Any) -> None:
+    """Passes when the run's object or its saga log changed (`log_watch`), every resync
+    interval in the timed phases, and otherwise once per full-resync period (±25%), for what
+    no event reports (a pod deleted while the operator was down)."""
     ctx = context(memo)
     if namespace is None:
         return
+    key = (namespace, name)
     ctx.gauges.started(namespace, name)
+    ctx.log_watch.register(key, name)
     try:
         while not stopped:
+            wait = ctx.config.full_resync_seconds * random.uniform(0.75, 1.25)
             try:
-                seen = await asyncio.to_thread(resync_once, ctx, namespace, name)
+                seen, found = await asyncio.to_thread(resync_pass, ctx, namespace, name)
                 ctx.gauges.resynced(namespace, name, seen)
+                if seen is not None:
+                    ctx.log_watch.register(key, run_id(seen))
+                    ctx.log_watch.passed(key, None if found is None
+                                         else run_facts.fingerprint(found),
+                                         str(seen["metadata"].get("resourceVersion") or ""))
+                    if phase(seen) in TIMED_PHASES or not phase(seen):
+                        wait = ctx.config.resync_seconds
             except Exception as exc:  # the next pass retries; the API or Postgres may be back
                 logger.warning("resync of %s/%s failed: %s", namespace, name, exc)
-            await stopped.wait(ctx.config.resync_seconds)
-    finally:  # deleted, or paused by peering: another replica (or nobody) reports it now
+                wait = ctx.config.resync_seconds
+            await ctx.log_watch.sleep(key, lambda: stopped.wait(), wait)
+    finally:  # finished, deleted, or paused by peering: another replica (or nobody) reports it
+        ctx.log_watch.unregister(key)
         ctx.gauges.stopped(namespace, name)
 
 
-def resync_once(ctx: Context, namespace: str, name: str) -> Obj | None:
+def resync_pass(ctx: Context, namespace: str, name: str
+                ) -> tuple[Obj | None, run_facts.RunFacts | None]:
+    """`resync_once`, and the saga-log facts it read (the log watch's baseline)."""
+    read: list[run_facts.RunFacts | None] = [None]
+    seen = resync_once(ctx, namespace, name, read)
+    return seen, read[0]
+
+
+def resync_once(ctx: Context, namespace: str, name: str,
+                read: list[run_facts.RunFacts | None] | None = None) -> Obj | None:
     """One pass of the resync: the AgentRun's status made to show the log and its pod; returns
-    the run as this pass left it (None: gone or being deleted)."""
+    the run as this pass left it (None: gone or being deleted). `read` receives the facts."""
     run = ctx.kube.get_run(namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
         return None
     current = phase(run)
-    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run))
+    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run),
+                                                              namespace)
+    if facts is not None and facts.other_namespace:
+        # an AgentRun naming another namespace's run sees nothing of it and decides nothing
+        ctx.kube.update_status(namespace, name, lambda obj: None if (condition(
+            obj, "RunLinked") or {}).get("reason") == "RunInOtherNamespace" else {
+            "conditions": other_namespace_condition(obj)})
+        return run
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
     if current in LIVE_PHASES and rejected and not (run.get("status") or {}).get("job"):
         # the decision was written but the operator stopped before starting the unwind
@@ -84,7 +144,16 @@ def resync_once(ctx: Context, namespace: str, name: str) -> Obj | None:
         correction_approval.ensure_jobs(ctx, run, facts)
     if facts is not None and current == RunPhase.FAILED:  # settled by `agentsaga settle`
         settlements.resume(ctx, run, facts)
-    written = ctx.kube.update_status(namespace, name, lambda obj: reflect(obj, facts))
+
+    def mutate(newest: Obj) -> Obj | None:
+        # the log read after the newest object: a decision written to the log and then to
+        # the object in between (a handler's) is never undone by facts read before it
+        fresh = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(newest))
+        if read is not None:
+            read[0] = fresh
+        return reflect(newest, fresh)
+
+    written = ctx.kube.update_status(namespace, name, mutate)
     return written or run
 
 
@@ -114,10 +183,9 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
             shown = status.get("humanSteps") or {}
             patch["humanSteps"] = {**{k: None for k in shown if k not in facts.human_steps},
                                    **facts.human_steps}
-        old = status.get("corrections") or {}
-        if old != facts.corrections:
-            patch["corrections"] = {**{k: None for k in old if k not in facts.corrections},
-                                    **facts.corrections}
+        corrections = corrections_patch(status.get("corrections") or {}, facts.corrections)
+        if corrections:
+            patch["corrections"] = corrections
         pivot = pivot_status(db.pivot)
         known = status.get("pivot") or {}
         if pivot and (known.get("planHash"), known.get("state")) != (
@@ -135,15 +203,20 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
     return patch or None
 
 
-def pivot_status(pivot: PivotRecord | None) -> Obj | None:
-    """The saga log's pivot record (agentsaga.pivot) in the CRD's status.pivot shape."""
-    if pivot is None or not pivot.plan_hash:
+def corrections_patch(shown: Obj, pending: dict[str, Obj]) -> Obj | None:
+    """The merge patch that makes status.corrections show the pending corrections. An entry
+    carrying a human's `approval` is left for the correction-approval handler to consume (or
+    refuse, with a condition), even when its correction no longer waits."""
+    gone: Obj = {k: None for k, v in shown.items()
+                 if k not in pending and not (v or {}).get("approval")}
+    changed = {k: v for k, v in pending.items()
+               if {f: x for f, x in (shown.get(k) or {}).items() if f != "approval"} != v}
+    return {**gone, **changed} or None
+
+
+def pivot_status(record: PivotRecord | None) -> Obj | None:
+    """The saga log's pivot record in the CRD's status.pivot shape: masked arguments bounded in
+    size, at most `pivot.SHOWN_STEPS` steps of each list (`agentsaga.pivot.shown`)."""
+    if record is None or not record.plan_hash:
         return None
-    record = pivot.to_json()
-    out: Obj = {k: record[k] for k in ("state", "planHash", "stagedAt", "decision",
-                                        "decidedBy", "decidedAt", "reason") if record.get(k)}
-    out["steps"] = [{k: s[k] for k in _STAGED_KEYS if k in s}
-                    for s in record.get("staged") or []]
-    out["commit"] = [{k: s[k] for k in _STAGED_KEYS if k in s}
-                     for s in record.get("commit") or []]
-    return out
+    return pivot.shown(record)

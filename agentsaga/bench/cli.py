@@ -4,6 +4,12 @@
     agentsaga bench --quick         under two minutes
     agentsaga bench --json          JSON instead of the table
     agentsaga bench --no-peers      skip DBOS, Temporal and Restate (reported as not measured)
+    agentsaga bench --log-rows N    dispatch with N ended-run rows in the log vs an empty log
+    agentsaga bench --operator-scale N --kube-url URL
+                                    the operator idle at N AgentRuns (90% finished), and the
+                                    time from a pod eviction to the Job under that load
+Every process the bench starts (sidecars, peers' servers, the operator, its embedded Postgres)
+is stopped before it exits.
 """
 
 from __future__ import annotations
@@ -11,15 +17,24 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentsaga.bench import mcp_overhead, overhead, reconcile_scale, throughput
-from agentsaga.bench.peers import SCRIPTS, PeerEnv
-from agentsaga.bench.processes import Sidecar, bench_database, start_sidecar
+from agentsaga.bench import (
+    log_scale,
+    mcp_overhead,
+    operator_scale,
+    overhead,
+    reconcile_scale,
+    throughput,
+)
+from agentsaga.bench.peers import PeerEnv
+from agentsaga.bench.processes import BenchDatabase, Sidecar, bench_database, start_sidecar
 from agentsaga.bench.stats import Sample
 
 logger = logging.getLogger(__name__)
@@ -45,6 +60,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="virtual environment for the peers (default bench/.venv-peers)")
     parser.add_argument("--dsn", help="admin DSN of a Postgres server to benchmark on "
                         "(default: an embedded one in a temporary folder)")
+    parser.add_argument("--log-rows", type=int, help="rows of ended runs to fill a saga log "
+                        "with, to time dispatch against it and an empty one (default 10000000, "
+                        "quick 1000000; 0: skip)")
+    parser.add_argument("--operator-scale", type=int, default=0, metavar="N",
+                        help="AgentRuns (90%% finished) to idle the operator at (needs "
+                        "--kube-url; default 0: skip)")
+    parser.add_argument("--kube-url", help="a Kubernetes API server that serves the AgentRun "
+                        "CRD without credentials: `kubectl proxy` in front of a throw-away "
+                        "cluster or of the API stand-in (PYTHONPATH=tests/support python -m "
+                        "sagatest.kubeapi --crds crds); the bench leaves its objects there")
+    parser.add_argument("--operator-idle-seconds", type=float, help="how long the operator is "
+                        "watched at idle (default 30, quick 15)")
 
 
 def _defaults(args: argparse.Namespace) -> None:
@@ -54,6 +81,14 @@ def _defaults(args: argparse.Namespace) -> None:
     args.reconcile_rows = args.reconcile_rows or (1000 if quick else 10000)
     args.reconcile_sample = args.reconcile_sample or (100 if quick else 500)
     args.reconcile_sample = min(args.reconcile_sample, args.reconcile_rows)
+    if args.log_rows is None:
+        args.log_rows = 1_000_000 if quick else 10_000_000
+    args.operator_idle_seconds = args.operator_idle_seconds or (15.0 if quick else 30.0)
+    if args.operator_scale and not args.kube_url:
+        raise SystemExit("agentsaga bench: --operator-scale needs --kube-url (an API server "
+                         "serving the AgentRun CRD, e.g. `kubectl proxy` or the API stand-in)")
+    if args.log_rows < 0 or args.operator_scale < 0:
+        raise SystemExit("agentsaga bench: --log-rows and --operator-scale must not be negative")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,9 +105,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def measure(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
-    out: dict[str, Any] = {"calls": args.calls}
     progress("starting Postgres")
-    dsn = bench_database(args.dsn)
+    database = bench_database(args.dsn)
+    try:
+        return _measure(args, database, progress)
+    finally:  # the embedded server too: the bench leaves nothing running
+        database.stop()
+
+
+def _measure(args: argparse.Namespace, database: BenchDatabase,
+             progress: Callable[[str], None]) -> dict[str, Any]:
+    out: dict[str, Any] = {"calls": args.calls}
+    dsn = database.dsn
     progress("starting the sidecar (start-up time)")
     starts: list[float] = []
     sidecar: Sidecar | None = None
@@ -112,8 +156,47 @@ def measure(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[s
         reconcile_unbatched_sample_s=rec.sample_s,
         reconcile_unbatched_extrapolated=rec.sample_rows < rec.rows,
     )
+    _log_scale(out, args, database, progress)
+    _operator_scale(out, args, database, progress)
     _ratios(out)
     return out
+
+
+def _log_scale(out: dict[str, Any], args: argparse.Namespace, database: BenchDatabase,
+               progress: Callable[[str], None]) -> None:
+    out["log_rows"] = args.log_rows or None
+    for key in ("dispatch_p50_empty_log_ms", "dispatch_p99_empty_log_ms",
+                "dispatch_p50_full_log_ms", "dispatch_p99_full_log_ms", "log_fill_s",
+                "full_vs_empty_log_p50"):
+        out[key] = None
+    if not args.log_rows:
+        return
+    name = f"agentsaga_bench_log_{os.getpid()}_{int(time.time())}"
+    found = log_scale.measure(database.admin_dsn, args.log_rows, args.calls, progress, name)
+    out.update(dispatch_p50_empty_log_ms=found.empty.p50, dispatch_p99_empty_log_ms=found.empty.p99,
+               dispatch_p50_full_log_ms=found.full.p50, dispatch_p99_full_log_ms=found.full.p99,
+               log_fill_s=found.fill_s, full_vs_empty_log_p50=found.full.p50 / found.empty.p50)
+
+
+def _operator_scale(out: dict[str, Any], args: argparse.Namespace, database: BenchDatabase,
+                    progress: Callable[[str], None]) -> None:
+    out["operator_runs"] = args.operator_scale or None
+    for key in ("operator_idle_api_rps", "operator_idle_sql_qps", "operator_rss_mb",
+                "eviction_to_job_s", "operator_settle_s"):
+        out[key] = None
+    if not args.operator_scale:
+        return
+    try:
+        found = operator_scale.measure(database.dsn, database.admin_dsn, args.kube_url,
+                                       args.operator_scale, args.operator_idle_seconds, progress)
+    except Exception as exc:  # reported with the reason, like a peer that cannot run
+        logger.warning("the operator at scale was not measured: %s", exc)
+        out["operator_error"] = str(exc)[-500:]
+        return
+    out.update(operator_idle_api_rps=found.api_rps, operator_idle_sql_qps=found.sql_qps,
+               operator_rss_mb=found.rss_mb, eviction_to_job_s=found.eviction_to_job_s,
+               operator_settle_s=found.settle_s, operator_finished_runs=found.finished,
+               operator_background_qps=found.background_qps)
 
 
 def _put(out: dict[str, Any], name: str, sample: Sample) -> None:
@@ -133,57 +216,74 @@ def _latencies(out: dict[str, Any], calls: int, dsn: str, sidecar: Sidecar,
     _put(out, "pure", overhead.through_sidecar(sidecar.address, calls, tool="pure_noop"))
 
 
+PEERS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    # key: (driver, its arguments, what it measures)
+    "dbos_step": ("dbos_step.py", (), "in-process step: a DBOS @DBOS.step in a workflow, "
+                  "same Postgres"),
+    "restate_inhandler_step": ("restate_step.py", ("inhandler",), "in-process step: a Restate "
+                               "ctx.run inside the handler (server journal, HTTP/2)"),
+    "restate_remote_step": ("restate_step.py", ("remote",), "remote step: one Restate ingress "
+                            "call per step to a handler doing one ctx.run"),
+    "temporal_durable_activity": ("temporal_activity.py", ("durable",), "remote step: one "
+                                  "Temporal activity per step, durable store (--db-filename)"),
+    "temporal_durable_1p_activity": ("temporal_activity.py", ("durable-1p",), "the same, task "
+                                     "queues with one partition"),
+}
+"""The peers, each with what it is compared with: in-process steps with the in-process
+dispatcher, remote steps (the agent in another process) with the sidecar."""
+
+
 def _peers(out: dict[str, Any], args: argparse.Namespace, dsn: str,
            progress: Callable[[str], None]) -> None:
-    keys = {"dbos_step": "dbos_step.py", "temporal_activity": "temporal_activity.py",
-            "restate_step": "restate_step.py"}
-    for name in keys:
+    for name in PEERS:
         out[f"{name}_p50_ms"] = out[f"{name}_p99_ms"] = None
-    out["temporal_activity_ms"] = out["restate_step_ms"] = None
     out["peers_measured"] = []
     out["peers_errors"] = {}
-    if args.no_peers:
-        return
-    env = PeerEnv(args.peers_dir.resolve())
-    progress(f"installing the peers into {env.root} (first run only)")
+    out["peers_labels"] = {name: label for name, (_, _, label) in PEERS.items()}
     try:
-        env.ensure()
-    except Exception as exc:  # no registry, no npm: the peers are reported as not measured
-        logger.warning("the peers could not be installed: %s", exc)
-        out["peers_errors"] = {name: f"not installed: {exc}" for name in keys}
-        return
-    peer_calls = max(50, args.calls // 4)
-    for name, script in keys.items():
-        if not (SCRIPTS / script).exists():
-            out["peers_errors"][name] = "no driver for this peer in this version"
-            continue
-        progress(f"peer: {name} ({peer_calls} steps)")
+        if args.no_peers:
+            return
+        env = PeerEnv(args.peers_dir.resolve())
+        progress(f"installing the peers into {env.root} (first run only)")
         try:
-            # each driver bounds itself (start-up 60 s + 1 s a step); this is the backstop
-            sample = env.run(script, dsn, str(peer_calls), timeout=90.0 + peer_calls)
-        except Exception as exc:  # a peer that cannot run is reported, not fatal
-            logger.warning("peer %s not measured: %s", name, exc)
-            out["peers_errors"][name] = str(exc)[-500:]
-            continue
-        _put(out, name, sample)
-        out["peers_measured"].append(name)
-    out["temporal_activity_ms"] = out["temporal_activity_p50_ms"]
-    out["restate_step_ms"] = out["restate_step_p50_ms"]
+            env.ensure()
+        except Exception as exc:  # no registry, no npm: the peers are reported as not measured
+            logger.warning("the peers could not be installed: %s", exc)
+            out["peers_errors"] = {name: f"not installed: {exc}" for name in PEERS}
+            return
+        peer_calls = max(50, args.calls // 4)
+        for name, (script, extra, _) in PEERS.items():
+            progress(f"peer: {name} ({peer_calls} steps)")
+            try:
+                # each driver bounds itself (start-up 60 s + 1 s a step); this is the backstop
+                sample = env.run(script, dsn, str(peer_calls), *extra,
+                                 timeout=90.0 + peer_calls)
+            except Exception as exc:  # a peer that cannot run is reported, not fatal
+                logger.warning("peer %s not measured: %s", name, exc)
+                out["peers_errors"][name] = str(exc)[-500:]
+                continue
+            _put(out, name, sample)
+            out["peers_measured"].append(name)
+    finally:  # the names of the first round, kept for existing readers of the JSON
+        out["temporal_activity_ms"] = out["temporal_durable_activity_p50_ms"]
+        out["restate_step_ms"] = out["restate_inhandler_step_p50_ms"]
 
 
 def _ratios(out: dict[str, Any]) -> None:
     side = out["sidecar_dispatch_p50_ms"]
+    inproc = out["inproc_dispatch_p50_ms"]
     out["sidecar_overhead_p50_ms"] = side - out["direct_p50_ms"]
     out["sidecar_overhead_p99_ms"] = out["sidecar_dispatch_p99_ms"] - out["direct_p99_ms"]
     out["sidecar_vs_floor_commit"] = side / out["floor_commit_p50_ms"]
-    out["sidecar_vs_inproc"] = side / out["inproc_dispatch_p50_ms"]
-    out["sync_vs_async_outcome"] = (out["inproc_sync_outcome_p50_ms"]
-                                    / out["inproc_dispatch_p50_ms"])
+    out["sidecar_vs_floors"] = side / (out["floor_commit_p50_ms"] + out["floor_grpc_p50_ms"])
+    out["sidecar_vs_inproc"] = side / inproc
+    out["sync_vs_async_outcome"] = (out["inproc_sync_outcome_p50_ms"] / inproc)
     out["mcp_overhead_p50_ms"] = out["mcp_sidecar_p50_ms"] - out["mcp_direct_p50_ms"]
     out["mcp_overhead_p99_ms"] = out["mcp_sidecar_p99_ms"] - out["mcp_direct_p99_ms"]
-    for peer in ("dbos_step", "temporal_activity", "restate_step"):
+    for peer in PEERS:
         value = out.get(f"{peer}_p50_ms")
-        out[f"{peer}_vs_sidecar"] = None if not value else value / side
+        base = inproc if "inhandler" in peer or peer == "dbos_step" else side
+        out[f"{peer}_vs_ours"] = None if not value else value / base
 
 
 def _ms(value: Any) -> str:
@@ -197,12 +297,6 @@ def render(out: dict[str, Any]) -> str:
     def lat(label: str, key: str, note: str = "") -> None:
         rows.append((label, _ms(out.get(f"{key}_p50_ms")), _ms(out.get(f"{key}_p99_ms")), note))
 
-    side = out["sidecar_dispatch_p50_ms"]
-
-    def vs(key: str) -> str:
-        value = out.get(f"{key}_p50_ms")
-        return "" if not value else f"{value / side:.1f}x the sidecar"
-
     lat("direct call (no harness)", "direct")
     lat("floor: durable INSERT+COMMIT", "floor_commit")
     lat("floor: gRPC round trip", "floor_grpc")
@@ -215,9 +309,10 @@ def render(out: dict[str, Any]) -> str:
     lat("upstream MCP tool, direct", "mcp_direct")
     lat("upstream MCP tool, via sidecar", "mcp_sidecar",
         f"overhead {out['mcp_overhead_p50_ms']:.3f} / {out['mcp_overhead_p99_ms']:.3f}")
-    lat("peer: DBOS step", "dbos_step", vs("dbos_step"))
-    lat("peer: Temporal activity", "temporal_activity", vs("temporal_activity"))
-    lat("peer: Restate ctx.run", "restate_step", vs("restate_step"))
+    for peer in PEERS:
+        ours = "in-process" if "inhandler" in peer or peer == "dbos_step" else "the sidecar"
+        ratio = out.get(f"{peer}_vs_ours")
+        lat(f"peer: {peer}", peer, "" if ratio is None else f"{ratio:.1f}x {ours}")
     width = max(len(r[0]) for r in rows)
     lines = [f"{'latency (ms)':<{width}}  {'p50':>12}  {'p99':>12}  note",
              f"{'-' * width}  {'-' * 12}  {'-' * 12}  ----"]
@@ -235,6 +330,24 @@ def render(out: dict[str, Any]) -> str:
         f"batched {out['reconcile_batched_s']:.1f} s / {out['reconcile_batched_requests']} "
         f"searches; one key per search {out['reconcile_unbatched_s']:.1f} s / "
         f"{out['reconcile_unbatched_requests']} searches{extra}")
+    if out.get("log_rows"):
+        lines.append(
+            f"dispatch with {out['log_rows']} ended-run rows in the log: p50 "
+            f"{out['dispatch_p50_full_log_ms']:.3f} / p99 {out['dispatch_p99_full_log_ms']:.3f} ms"
+            f" vs an empty log p50 {out['dispatch_p50_empty_log_ms']:.3f} / p99 "
+            f"{out['dispatch_p99_empty_log_ms']:.3f} ms ({out['full_vs_empty_log_p50']:.2f}x;"
+            f" filled in {out['log_fill_s']:.0f} s)")
+    if out.get("operator_error"):
+        lines.append(f"operator at scale not measured: {out['operator_error']}")
+    elif out.get("operator_runs"):
+        lines.append(
+            f"operator at {out['operator_runs']} AgentRuns ({out['operator_finished_runs']} "
+            f"finished), idle: {out['operator_idle_api_rps']:.2f} API requests/s, "
+            f"{out['operator_idle_sql_qps']:.2f} SQL queries/s, RSS {out['operator_rss_mb']:.0f}"
+            f" MiB; eviction to Job {out['eviction_to_job_s']:.2f} s (settled in "
+            f"{out['operator_settle_s']:.0f} s)")
+    for name, label in out.get("peers_labels", {}).items():
+        lines.append(f"peer {name}: {label}")
     for name, error in out.get("peers_errors", {}).items():
         lines.append(f"peer {name} not measured: {error.splitlines()[-1] if error else ''}")
     return "\n".join(lines)

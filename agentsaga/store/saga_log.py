@@ -14,7 +14,9 @@ from agentsaga.store.connections import Database, describe
 from agentsaga.store.correction_rows import CorrectionStatements
 from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
+from agentsaga.store.fingerprints import FingerprintStatements
 from agentsaga.store.hooks import NoHooks, StoreHooks
+from agentsaga.store.retention import RetentionStatements
 from agentsaga.store.runs import RunStatements
 from agentsaga.store.settlements import SettlementStatements
 from agentsaga.store.steps import StepStatements
@@ -25,7 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStatements,
-              CountStatements, WaitStatements, SettlementStatements):
+              CountStatements, WaitStatements, SettlementStatements, RetentionStatements,
+              FingerprintStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 
@@ -64,10 +67,9 @@ class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStateme
         self.db.check()
 
     def migrate(self) -> list[str]:
-        """Apply missing migrations; one read when the schema is already current."""
+        """Apply missing migrations and the roles' privileges (`agentsaga.store.roles`): the
+        migration role's work, never a sidecar's."""
         with self.db.connection() as conn:
-            if schema.is_current(conn):
-                return []
             conn.prepare_threshold = None  # migration files hold many statements
             try:
                 applied = schema.migrate(conn)

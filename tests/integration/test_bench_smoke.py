@@ -1,4 +1,6 @@
-"""`agentsaga bench` end to end with tiny sizes: every documented key is there and positive.
+"""`agentsaga bench` end to end with tiny sizes: every documented key is there and positive,
+the log-size and operator-scale measurements included (the operator against the API stand-in,
+given to the bench as --kube-url).
 
 No timing assertions: this checks that the benchmark runs, not how fast the machine is."""
 
@@ -7,24 +9,58 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from sagatest.kube_fixtures import KUBECTL, Kube
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ("direct_p50_ms", "sidecar_dispatch_p50_ms", "sidecar_dispatch_p99_ms", "pure_p50_ms",
         "floor_commit_p50_ms", "floor_grpc_p50_ms", "throughput_per_s", "sidecar_rss_mb",
         "startup_s", "reconcile_batched_s", "reconcile_unbatched_s", "mcp_direct_p50_ms",
-        "mcp_sidecar_p50_ms", "mcp_sidecar_p99_ms")
-PEERS = ("dbos_step_p50_ms", "temporal_activity_ms", "restate_step_ms")
+        "mcp_sidecar_p50_ms", "mcp_sidecar_p99_ms", "inproc_dispatch_p50_ms",
+        "dispatch_p50_full_log_ms", "dispatch_p99_full_log_ms", "dispatch_p50_empty_log_ms",
+        "operator_rss_mb", "eviction_to_job_s")
+PEERS = ("dbos_step_p50_ms", "restate_inhandler_step_p50_ms", "restate_remote_step_p50_ms",
+         "temporal_durable_activity_p50_ms", "temporal_activity_ms", "restate_step_ms")
 
 
-def test_bench_json_has_every_key(pg_server: str) -> None:
-    done = subprocess.run(
+@contextmanager
+def kubectl_proxy(kube: Kube) -> Iterator[str]:
+    """`kubectl proxy` in front of the stand-in: plain HTTP on loopback, the kubeconfig's
+    credentials added, as an operator of a real cluster would give the bench."""
+    proc = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(kube.kubeconfig), "proxy",
+                             "--port=0"], stdout=subprocess.PIPE, text=True, env=kube.env())
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "Starting to serve on 127.0.0.1:PORT"
+        assert "Starting to serve on" in line, line
+        yield "http://" + line.rsplit(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_bench_json_has_every_key(pg_server: str, kube_with_crds: Kube) -> None:
+    with kubectl_proxy(kube_with_crds) as kube_url:
+        done = _bench(pg_server, kube_url)
+    _check(done, kube_with_crds)
+
+
+def _bench(pg_server: str, kube_url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "agentsaga.cli", "bench", "--json", "--no-peers", "--calls", "50",
          "--seconds", "0.3", "--reconcile-rows", "30", "--reconcile-sample", "10",
-         "--dsn", pg_server],
-        capture_output=True, text=True, timeout=240, cwd=ROOT)
+         "--log-rows", "300", "--operator-scale", "20", "--kube-url", kube_url,
+         "--operator-idle-seconds", "1", "--dsn", pg_server],
+        capture_output=True, text=True, timeout=400, cwd=ROOT)
+
+
+def _check(done: subprocess.CompletedProcess[str], kube_with_crds: Kube) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout)
+    assert out.get("operator_error") is None, out.get("operator_error")
     for key in KEYS:
         assert isinstance(out[key], (int, float)) and out[key] > 0, key
     for key in PEERS:  # --no-peers: present, and reported as not measured
@@ -32,3 +68,17 @@ def test_bench_json_has_every_key(pg_server: str) -> None:
     assert out["reconcile_rows"] == 30
     assert out["reconcile_found"] + out["reconcile_not_executed"] == 30
     assert out["reconcile_batched_requests"] < out["reconcile_unbatched_requests"]
+    assert out["log_rows"] == 300
+    assert out["operator_runs"] == 20 and out["operator_finished_runs"] == 18
+    assert out["operator_idle_api_rps"] >= 0 and out["operator_idle_sql_qps"] >= 0
+    # the objects are in the API server the bench was given
+    runs = kube_with_crds.objects("agentsaga.io/v1alpha1", "agentruns", "default")
+    assert len(runs) == 21  # 18 finished, 2 running, the one whose pod was evicted
+    assert kube_with_crds.objects("batch/v1", "jobs", "default")
+
+
+def test_operator_scale_needs_a_kube_url(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "agentsaga.cli", "bench", "--operator-scale",
+                           "10"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "--operator-scale needs --kube-url" in done.stderr

@@ -217,9 +217,10 @@ def test_rbac_is_least_privilege() -> None:
     docs = render()
     operator = _rules(one(docs, "ClusterRole", "saga-agentsaga-operator"))
     # no `update` (kopf and the operator only patch), no `delete jobs` (ttlSecondsAfterFinished),
-    # and Jobs are created only through the Role in each sidecar namespace
+    # and Jobs are created only through the Role in each sidecar namespace; `create agentruns`:
+    # the operator creates the AgentRun of a run it learns of from the saga log
     assert operator == {
-        *{("agentsaga.io", "agentruns", v) for v in ("get", "list", "watch", "patch")},
+        *{("agentsaga.io", "agentruns", v) for v in ("get", "list", "watch", "create", "patch")},
         *{("agentsaga.io", "agentruns/status", v) for v in ("get", "patch")},
         ("agentsaga.io", "agentruns/finalizers", "update"),
         *{("", "pods", v) for v in ("get", "list", "watch")},
@@ -411,3 +412,18 @@ def test_the_charts_jobs_have_no_token_a_deadline_and_a_ttl() -> None:
     pod = job["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
     assert pod["serviceAccountName"] == "agentsaga-sidecar"
+
+
+def test_retention_cronjob_prunes_with_the_dsn_and_no_api_credentials() -> None:
+    cron = one(render("-f", str(FULL_VALUES)), "CronJob")
+    assert cron["spec"]["schedule"] == "5 2 * * *"
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    assert container["args"] == ["prune", "--ended-before=14d", "--batch=1000"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AGENTSAGA_DSN"]["valueFrom"]["secretKeyRef"]["name"] == "saga-postgres"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    off = render("--set", "retention.enabled=false")
+    assert not [d for d in off if d and d.get("kind") == "CronJob"]

@@ -150,6 +150,7 @@ def test_unwind_while_a_charge_is_on_the_wire_waits_for_its_deadline(
         "POST /v1/payment_intents/{id}/cancel", 0) == 1  # nothing compensated twice
 
 
+@pytest.mark.allow_effect_warnings("the late effect it provokes re-opens a settled step")
 def test_a_fenced_call_that_confirms_late_is_recorded_and_compensated(
         world: World, saga_log: SagaLog) -> None:
     """Even when a tool's declared deadline is too short (the call outlives it), a settled

@@ -203,12 +203,12 @@ def test_the_unwind_report_names_each_step_and_what_became_of_it(
         "compensated": [{"step_idx": 0, "tool": "create_ticket", "compensation": "close_ticket",
                          "ref": ticket, "correction": "Silent"}],
         "skipped": [{"step_idx": 1, "tool": "charge_card", "why": "FAILED"}],
-        "corrections": silent}
+        "corrections": silent, "wait_s": None, "waiting": [], "needs_human": False}
     assert again.to_json() == {
         "run_id": "r9", "action": "unwind", "epoch": 3, "settled": True, "state": "unwound",
         "reconciled": [], "compensated": [], "queued": [], "failed": [], "pending": [],
         "unsettled": [],
         "skipped": [{"step_idx": 1, "tool": "charge_card", "why": "FAILED"},
                     {"step_idx": 0, "tool": "create_ticket", "why": "compensated before"}],
-        "corrections": silent}
+        "corrections": silent, "wait_s": None, "waiting": [], "needs_human": False}
     assert [t["state"] for t in world.truth()["tickets"]] == ["closed"]

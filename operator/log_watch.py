@@ -1,0 +1,113 @@
+"""One change-check for every unfinished AgentRun, instead of a timer per run.
+
+Each resync daemon registers its run and sleeps. Every `AGENTSAGA_OPERATOR_RESYNC_SECONDS` one
+loop reads the saga-log fingerprint (`SagaLog.log_fingerprints`: state, epoch, pivot, step
+statuses, pending corrections) of up to `AGENTSAGA_OPERATOR_RESYNC_BATCH` runs per statement and
+wakes only the daemons whose fingerprint moved since their last pass. Watch events on the
+AgentRun wake its daemon too (unless the event is the daemon's own status write). Finished
+runs have no daemon (`runs.needs_daemon`), so they are not checked at all; with nothing
+registered the loop ends, so an idle operator with only finished runs makes no request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from agentsaga.operator.gauges import RunGauges
+
+from agentsaga.store import SagaLog
+from agentsaga.store.fingerprints import LogFingerprint
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+"""(namespace, AgentRun name)"""
+
+
+@dataclass
+class Watched:
+    run_id: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    fingerprint: LogFingerprint | None = None
+    """As the run's last pass read it; None: not in the log then (any row wakes it)."""
+    written: str = ""
+    """resourceVersion of the daemon's own last write: its watch event wakes nobody."""
+
+
+class LogWatch:
+    """Lives on kopf's event loop: every method is called from it."""
+
+    def __init__(self, saga_log: SagaLog | None, interval: float, batch: int,
+                 gauges: RunGauges) -> None:
+        self.saga_log = saga_log
+        self.interval = interval
+        self.batch = batch
+        self.gauges = gauges
+        self._runs: dict[Key, Watched] = {}
+        self._loop: asyncio.Task[None] | None = None
+
+    def register(self, key: Key, run_id: str) -> asyncio.Event:
+        watched = self._runs.setdefault(key, Watched(run_id))
+        watched.run_id = run_id
+        if self.saga_log is not None and (self._loop is None or self._loop.done()):
+            self._loop = asyncio.create_task(self._check_forever(), name="agentsaga-log-watch")
+        return watched.wake
+
+    def unregister(self, key: Key) -> None:
+        self._runs.pop(key, None)
+
+    def passed(self, key: Key, fingerprint: LogFingerprint | None, resource_version: str) -> None:
+        """A resync pass of this run read `fingerprint` and left the object at this version."""
+        watched = self._runs.get(key)
+        if watched is not None:
+            watched.fingerprint = fingerprint
+            watched.written = resource_version
+
+    def object_changed(self, key: Key, resource_version: str) -> None:
+        """A watch event of the AgentRun: wake its daemon unless it wrote this version."""
+        watched = self._runs.get(key)
+        if watched is not None and resource_version != watched.written:
+            watched.wake.set()
+
+    async def sleep(self, key: Key, stopped: Callable[[], Awaitable[object]],
+                    seconds: float) -> None:
+        """Until the run is woken, its daemon is stopped, or `seconds` pass."""
+        watched = self._runs[key]
+        waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(watched.wake.wait()),
+                                                asyncio.ensure_future(stopped())}
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            watched.wake.clear()
+
+    async def check_once(self) -> int:
+        """One walk over every registered run, a statement per batch; returns how many woke."""
+        assert self.saga_log is not None
+        keys = list(self._runs)
+        woke = 0
+        for start in range(0, len(keys), self.batch):
+            chunk = [(k, self._runs[k]) for k in keys[start:start + self.batch] if k in self._runs]
+            found = await asyncio.to_thread(self.saga_log.log_fingerprints,
+                                            sorted({w.run_id for _, w in chunk}))
+            for key, watched in chunk:
+                now = found.get(watched.run_id)
+                if now is not None and now != watched.fingerprint:
+                    watched.fingerprint = now  # woken once per change
+                    watched.wake.set()
+                    woke += 1
+                self.gauges.checked(*key)
+        return woke
+
+    async def _check_forever(self) -> None:
+        while self._runs:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.check_once()
+            except Exception as exc:  # Postgres away: the next round tries again
+                logger.warning("checking the saga log of %d runs failed: %s",
+                               len(self._runs), exc)
