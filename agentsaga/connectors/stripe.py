@@ -100,9 +100,9 @@ def windows(steps: Sequence[LookupContext], margin_s: float = CLOCK_MARGIN_S) ->
     """Each step's window, from its intent time to its deadline widened by `margin_s`; windows
     that overlap are listed once. A row without a deadline is open-ended."""
     spans = sorted(
-        (math.floor(c.intended_at.timestamp() - margin_s),
-         None if c.deadline is None else math.ceil(c.deadline.timestamp() + margin_s), c.key)
-        for c in steps)
+        ((math.floor(c.intended_at.timestamp() - margin_s),
+          None if c.deadline is None else math.ceil(c.deadline.timestamp() + margin_s), c.key)
+         for c in steps), key=lambda span: span[0])
     out: list[Window] = []
     for gte, lte, key in spans:
         last = out[-1] if out else None
