@@ -37,7 +37,13 @@ def test_compensation_key_is_the_golden_value() -> None:
 
 ARGS = {"to": "c@x", "body": "b"}
 ARGS_DIGEST = "4e1cd56ca59aa6b4a70880bf4e0239d321e90375ceb2e5ebde61ea9d6260954c"
-"""sha256('{"body":"b","to":"c@x"}'): canonical JSON, keys sorted, no spaces."""
+"""sha256('{"body":"b","to":"c@x"}'): canonical JSON, keys sorted, no spaces (the digest of a
+plan staged before runs had a digest key: such runs in flight are still admitted)."""
+DIGEST_KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+"""base64url of the bytes 0x00..0x1f."""
+KEYED_DIGEST = "1173d97ed3ed4514e7e3a31929abbd37e4d892bf2c86e0efe8d4a47c7bbe1641"
+"""HMAC-SHA-256 of the same canonical JSON under DIGEST_KEY (also computed with
+`openssl dgst -sha256 -mac HMAC -macopt hexkey:000102...1f`)."""
 
 STAGED: list[dict[str, Any]] = [
     {"step": 0, "tool": "create_ticket", "class": "compensatable", "status": "CONFIRMED",
@@ -73,9 +79,16 @@ PLAN_VARIATIONS = [
 
 
 def test_args_digest_is_the_golden_value() -> None:
-    assert args_digest(ARGS) == ARGS_DIGEST
-    assert args_digest({"to": "c@x", "body": "B"}) == PLAN_VARIATIONS[7][2]
-    assert args_digest({"body": "b", "to": "c@x"}) == ARGS_DIGEST  # key order is not content
+    assert args_digest(ARGS, "") == ARGS_DIGEST
+    assert args_digest({"to": "c@x", "body": "B"}, "") == PLAN_VARIATIONS[7][2]
+    assert args_digest({"body": "b", "to": "c@x"}, "") == ARGS_DIGEST  # key order is not content
+
+
+def test_keyed_args_digest_is_the_golden_value() -> None:
+    assert args_digest(ARGS, DIGEST_KEY) == KEYED_DIGEST
+    assert args_digest({"body": "b", "to": "c@x"}, DIGEST_KEY) == KEYED_DIGEST
+    other_key = DIGEST_KEY.replace("AAEC", "AQEC")
+    assert args_digest(ARGS, other_key) not in (KEYED_DIGEST, ARGS_DIGEST)
 
 
 def test_plan_hash_is_the_golden_value() -> None:
