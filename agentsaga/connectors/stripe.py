@@ -8,6 +8,7 @@ the key was pruned still finds the PaymentIntent through the Search API (which l
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -75,7 +76,11 @@ def _quote(value: str) -> str:
 class StripeConnector:
     """charge_card, capture_payment and cancel_or_refund_payment, with lookups by key."""
 
-    def __init__(self, config: StripeConfig, http: HttpSettings) -> None:
+    def __init__(self, config: StripeConfig, http: HttpSettings, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        """`clock` and `sleep` pace the searches and time the back-off after a 429 (the clock
+        seam: a test passes the world's ManualClock and its `advance`)."""
         base = {"api": config.api_base} if config.api_base else None
         self.http = http
         self.client = stripe.StripeClient(
@@ -83,7 +88,8 @@ class StripeConnector:
             max_network_retries=0,
             http_client=stripe.HTTPXClient(timeout=http.timeout_s, allow_sync_methods=True),
         )
-        self.pacer = Pacer(http.search_rate)
+        self.sleep = sleep
+        self.pacer = Pacer(http.search_rate, clock=clock, sleep=sleep)
 
     def _do(self, what: str, call: Callable[[], T]) -> T:
         try:
@@ -182,7 +188,8 @@ class StripeConnector:
         for start in range(0, len(wanted), SEARCH_CLAUSES):
             chunk = wanted[start:start + SEARCH_CLAUSES]
             query = " OR ".join(f"metadata['{field}']:{_quote(k)}" for k in chunk)
-            hits: list[Any] = with_backoff(self._searcher(query), self.http, "stripe search")
+            hits: list[Any] = with_backoff(self._searcher(query), self.http, "stripe search",
+                                          sleep=self.sleep)
             for pi in hits:
                 key = _meta(pi).get(field)
                 if key in chunk and key not in found:

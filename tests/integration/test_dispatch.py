@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import psycopg
@@ -180,11 +181,15 @@ def test_ended_run_refuses_calls(dispatcher: SagaService, ledger: str) -> None:
 
 @pytest.mark.allow_effect_warnings("the outcome write it provokes fails")
 def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
-        dispatcher: SagaService, ledger: str) -> None:
+        dispatcher: SagaService, ledger: str, caplog: pytest.LogCaptureFixture) -> None:
     dispatcher.begin_run("r12")
     add_fault(ledger, "create_ticket", "cut_db_after_commit")
-    first = dispatcher.dispatch("r12", "create_ticket", {"summary": "a", "order_id": "1"})
+    with caplog.at_level(logging.WARNING, logger="agentsaga.dispatch"):
+        first = dispatcher.dispatch("r12", "create_ticket", {"summary": "a", "order_id": "1"})
     assert first.outcome == "UNKNOWN" and "could not record its outcome" in first.message
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "agentsaga.dispatch"]
+    assert "create_ticket ran and came back CONFIRMED" in warning, warning
+    assert "nothing was called" not in warning  # the tool did run: its effect is in the ledger
     assert rows(ledger) == [(0, "create_ticket", "INTENDED", first.key)]
     again = None
     for _ in range(5):  # the pool hands out its terminated connections once each
