@@ -49,6 +49,8 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Saga
     assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", out.key)]
     assert [e["key"] for e in effects(ledger, "ticket")] == [out.key]
     assert out.external_ref == out.result["id"]
+    assert dispatcher.saga_log.step_by_key(out.key) == dispatcher.saga_log.step("refund-1182", 0)
+    assert dispatcher.saga_log.step_by_key(step_key("refund-1182", 1, "create_ticket")) is None
 
 
 def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
@@ -234,3 +236,31 @@ def test_no_new_step_while_the_log_holds_an_unsettled_one(dispatcher: SagaServic
     again = dispatcher.dispatch("r14", "charge_card", {"customer_id": "c", "amount": 5})
     assert again.outcome == "STEP_UNRESOLVED" and "create_ticket" in again.message
     assert [r[2] for r in rows(ledger)] == ["INTENDED"]
+
+
+def test_a_lost_answer_of_a_tool_without_lookup_is_handed_to_a_person(
+        dispatcher: SagaService, ledger: str) -> None:
+    """NEEDS_HUMAN, in full: what the agent is told, the step left UNKNOWN, and the hand-over
+    recorded with why (the command a person runs)."""
+    from agentsaga.dispatch import RunPolicy
+
+    dispatcher.begin_run("r14")
+    dispatcher.set_policy("r14", RunPolicy("count"))
+    dispatcher.dispatch("r14", "create_ticket", {"summary": "a", "order_id": "1"})
+    add_fault(ledger, "send_email", "unknown_after_commit")
+    out = dispatcher.dispatch("r14", "send_email", {"to": "c@example.com", "body": "b"})
+    command = ("agentsaga settle --run r14 --step 1 (--happened [--ref ID] | --not-happened)"
+               " --reason TEXT")
+    assert (out.outcome, out.step_idx, out.key, out.status) == (
+        "NEEDS_HUMAN", 1, step_key("r14", 1, "send_email"), "UNKNOWN")
+    assert out.message == (
+        "step 1 (send_email): only a person can settle this step: its outcome is unknown and "
+        "the tool has no lookup. Do not call send_email again and do not work around it with "
+        "other tools; tell the user what you were doing and end your turn. A person records "
+        f"what happened with `{command}`.")
+    [waiting] = dispatcher.saga_log.settlements("r14", waiting_only=True)
+    assert (waiting.step_idx, waiting.step_key, waiting.state) == (1, out.key, "Waiting")
+    assert waiting.why == ("tool 'send_email' declares no lookup: only a person can tell "
+                           f"whether step 1 happened; record it with `{command}`")
+    assert rows(ledger)[1] == (1, "send_email", "UNKNOWN", out.key)
+    assert len(calls(ledger, "send_email")) == 1
