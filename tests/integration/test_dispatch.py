@@ -264,3 +264,52 @@ def test_a_lost_answer_of_a_tool_without_lookup_is_handed_to_a_person(
                            f"whether step 1 happened; record it with `{command}`")
     assert rows(ledger)[1] == (1, "send_email", "UNKNOWN", out.key)
     assert len(calls(ledger, "send_email")) == 1
+
+
+def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
+        pg: str, ledger: str) -> None:
+    """R2 for a pure tool: no intent, no key; what it returned (an id becomes the ref), and a
+    refusal or any error as FAILED with what went wrong."""
+    from agentsaga.calls import DispatchResult
+    from agentsaga.errors import Rejected
+    from agentsaga.registry import Effect, Registry
+    from agentsaga.states import DispatchOutcome
+
+    registry = Registry()
+
+    @registry.tool(cls="pure")
+    def find_order(order_id: str) -> dict[str, str]:
+        return {"id": f"O-{order_id}", "status": "delivered"}
+
+    @registry.tool(cls="pure")
+    def find_note(order_id: str) -> Effect:
+        return Effect(ref=None, result={"note": order_id})
+
+    @registry.tool(cls="pure")
+    def find_nothing(order_id: str) -> None:
+        return None
+
+    @registry.tool(cls="pure")
+    def refuse(order_id: str) -> None:
+        raise Rejected(f"no order {order_id}")
+
+    @registry.tool(cls="pure")
+    def crash(order_id: str) -> None:
+        raise ValueError(f"bad order {order_id}")
+
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
+        service.begin_run("r15")
+        args = {"order_id": "7"}
+        assert service.dispatch("r15", "find_order", args) == DispatchResult(
+            DispatchOutcome.CONFIRMED, result={"id": "O-7", "status": "delivered"},
+            external_ref="O-7")
+        assert service.dispatch("r15", "find_note", args) == DispatchResult(
+            DispatchOutcome.CONFIRMED, result={"note": "7"}, external_ref=None)
+        assert service.dispatch("r15", "find_nothing", args) == DispatchResult(
+            DispatchOutcome.CONFIRMED)
+        assert service.dispatch("r15", "refuse", args) == DispatchResult(
+            DispatchOutcome.FAILED, message="no order 7")
+        assert service.dispatch("r15", "crash", args) == DispatchResult(
+            DispatchOutcome.FAILED, message="ValueError: bad order 7")
+    assert rows(ledger) == []
