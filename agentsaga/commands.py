@@ -10,8 +10,9 @@ import json
 from agentsaga import corrections, human_settlement, pivot, telemetry
 from agentsaga.database import open_saga_log
 from agentsaga.loading import load_tools
+from agentsaga.postgres import Role
 from agentsaga.settings import Settings
-from agentsaga.store import PivotRecord, SagaLog, Step, StoreHooks
+from agentsaga.store import PivotRecord, SagaLog, Step, StoreHooks, roles
 from agentsaga.store.timing import Attempt, Observation
 
 
@@ -22,10 +23,12 @@ def add_dsn(parser: argparse.ArgumentParser) -> None:
 
 
 def open_log_from(args: argparse.Namespace, *, check_schema: bool = True,
-                  hooks: StoreHooks | None = None) -> SagaLog:
-    """The saga log of `--dsn` (else AGENTSAGA_DSN, else the embedded one), waited for up to
-    AGENTSAGA_DB_WAIT_S; never migrated here (only `agentsaga migrate` and the sidecar do)."""
-    return open_saga_log(args.dsn, Settings.from_env(), check_schema=check_schema, hooks=hooks)
+                  hooks: StoreHooks | None = None, role: Role = "sidecar") -> SagaLog:
+    """The saga log of `--dsn` (else the role's DSN: AGENTSAGA_OPERATOR_DSN for decisions,
+    AGENTSAGA_DSN, the embedded one as the role's user), waited for up to AGENTSAGA_DB_WAIT_S;
+    never migrated here (only `agentsaga migrate` does, and a sidecar on the embedded one)."""
+    return open_saga_log(args.dsn, Settings.from_env(), check_schema=check_schema, hooks=hooks,
+                         role=role)
 
 
 def configure_migrate(parser: argparse.ArgumentParser) -> None:
@@ -33,12 +36,14 @@ def configure_migrate(parser: argparse.ArgumentParser) -> None:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    saga_log = open_log_from(args, check_schema=False)
+    """The schema and the roles' privileges, as the migration role (AGENTSAGA_MIGRATE_DSN)."""
+    saga_log = open_log_from(args, check_schema=False, role="migrate")
     try:
         applied = saga_log.migrate()
     finally:
         saga_log.close()
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+    print("privileges set for " + ", ".join(roles.ROLES))
     return 0
 
 
@@ -160,8 +165,9 @@ def _decision(text: str) -> str:
 
 
 def run_approve(args: argparse.Namespace) -> int:
-    """The pivot decision without Kubernetes, through the same validation as the operator's."""
-    saga_log = open_log_from(args)
+    """The pivot decision without Kubernetes, through the same validation as the operator's,
+    as the operator's database role (the only one that may record it)."""
+    saga_log = open_log_from(args, role="operator")
     try:
         record = pivot.record_decision(saga_log, args.run, args.plan_hash, args.decision,
                                        args.approver, args.reason)
@@ -228,7 +234,9 @@ def configure_corrections(parser: argparse.ArgumentParser) -> None:
 
 def run_corrections(args: argparse.Namespace) -> int:
     """List a run's corrections (internal first), decide one, or send the approved ones."""
-    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
+    deciding = args.approve is not None or args.dismiss is not None
+    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks(),
+                             role="operator" if deciding else "sidecar")
     try:
         saga_log.require_run(args.run)
         step = args.approve if args.approve is not None else args.dismiss

@@ -8,22 +8,23 @@ it says so and changes nothing, instead of creating tables in a database that is
 
 from __future__ import annotations
 
-from agentsaga.postgres import saga_log_dsn
+from agentsaga.postgres import Role, saga_log_dsn
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog, StoreHooks
 
 
-def resolve_dsn(dsn: str | None, settings: Settings) -> str:
-    """--dsn, else AGENTSAGA_DSN, else the embedded Postgres in the per-user data directory."""
-    return saga_log_dsn(settings.with_(dsn=dsn) if dsn else settings)
+def resolve_dsn(dsn: str | None, settings: Settings, role: Role = "sidecar") -> str:
+    """--dsn, else the role's DSN (`agentsaga.postgres.saga_log_dsn`)."""
+    return dsn or saga_log_dsn(settings, role)
 
 
 def open_saga_log(dsn: str | None, settings: Settings, *, migrate: bool = False,
-                  check_schema: bool = True, hooks: StoreHooks | None = None) -> SagaLog:
+                  check_schema: bool = True, hooks: StoreHooks | None = None,
+                  role: Role = "sidecar") -> SagaLog:
     """The saga log, waited for up to AGENTSAGA_DB_WAIT_S. `migrate`: apply what is missing;
     else, unless `check_schema` is off, refuse a database whose schema is missing or behind
     (`SagaLog.require_schema`)."""
-    target = resolve_dsn(dsn, settings)
+    target = resolve_dsn(dsn, settings, "migrate" if migrate else role)
     saga_log = SagaLog(target, min_size=1, max_size=2, async_outcomes=False, hooks=hooks).open(
         migrate=migrate, timeout=settings.db_wait_s)
     if migrate or not check_schema:

@@ -65,6 +65,13 @@ class RunPolicy:
     irreversible_before_pivot: pivot.Policy = "refuse"
     pivot_required: bool = False
 
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> RunPolicy:
+        """The pivot rules an AgentRun's spec sets (as the operator copied it into the log)."""
+        policy = spec.get("irreversibleBeforePivot", "refuse")
+        return cls(irreversible_before_pivot="count" if policy == "count" else "refuse",
+                   pivot_required=bool((spec.get("pivot") or {}).get("required", False)))
+
 
 class Dispatcher:
     """One tool call of a run this process owns (the caller holds its epoch and its lock)."""

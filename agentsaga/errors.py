@@ -15,7 +15,9 @@
     │   ├── PermissionDenied       the run is bound to another pod; this sidecar may not serve it
     │   └── RateLimited            the run exceeds its calls per second (AGENTSAGA_MAX_CALLS_PER_S)
     ├── LogUnavailable             the saga log's Postgres went away during an operation
-    │   └── DatabaseUnavailable    ... or could not be reached at start
+    │   ├── DatabaseUnavailable    ... or could not be reached at start
+    │   └── LogRefused             ... or refused a statement (read-only after a failover,
+    │                              no privilege): what was done is unknown to the caller
     ├── DecisionError              a human decision that cannot be honoured; nothing recorded
     │   ├── PivotError             a stale or misplaced pivot approval, a plan not stageable
     │   ├── CorrectionError        a decision on a correction that is not Proposed
@@ -44,6 +46,7 @@ class ErrorCode(StrEnum):
     RESOURCE_EXHAUSTED = "resource_exhausted"
     TAKEN_OVER = "taken_over"
     UNAVAILABLE = "unavailable"
+    UNKNOWN = "unknown"
 
 
 class SagaError(Exception):
@@ -177,6 +180,20 @@ class LogUnavailable(SagaError):
         self.reason = _first_line(cause)
         """Why Postgres could not be reached, without the claim that nothing was called (a
         write after the call, such as its outcome's, is reported with this)."""
+
+
+class LogRefused(LogUnavailable):
+    """The saga log's Postgres answered but refused a statement (read-only after a failover,
+    a missing privilege, a broken constraint): the request's outcome is UNKNOWN to the caller,
+    as an effect may already have happened."""
+
+    error_code = ErrorCode.UNKNOWN
+
+    def __init__(self, where: str, cause: Exception) -> None:
+        super().__init__(where, cause, message=(
+            f"the saga log's Postgres at {where} refused a write or read "
+            f"({_first_line(cause)}); the outcome of this request is unknown. Read the run "
+            "(GetRun) once the database accepts writes again, before calling again."))
 
 
 class DatabaseUnavailable(LogUnavailable):

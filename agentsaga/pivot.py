@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 from agentsaga import telemetry
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
-from agentsaga.redact import redact_text
 from agentsaga.registry import JSON, Registry, ToolSpec
 from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog, Step
@@ -30,8 +29,19 @@ def canonical(value: Any) -> str:
 
 
 def plan_hash(staged: list[JSON], commit: list[JSON]) -> str:
-    """The hash a human approves: over the steps done so far and the commit steps to come."""
-    return hashlib.sha256(canonical({"staged": staged, "commit": commit}).encode()).hexdigest()[:16]
+    """The hash a human approves (a full SHA-256): over the steps done so far and the commit
+    steps to come, each named by the digest of its raw arguments (the stored arguments are
+    masked; the digest is exact). The operator recomputes it from the stored plan before it
+    records a decision."""
+    named = [{k: v for k, v in step.items() if k != "args"} for step in commit]
+    return hashlib.sha256(canonical({"staged": staged, "commit": named}).encode()).hexdigest()
+
+
+def args_digest(args: JSON) -> str:
+    """SHA-256 of a commit step's canonical raw arguments, taken when the plan is staged: a call
+    after the pivot is admitted only with exactly these arguments (the stored arguments are
+    masked, `agentsaga.redact`, and two cards ending in the same four digits mask alike)."""
+    return hashlib.sha256(canonical(args).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -58,10 +68,11 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy,
                                 "no side effects until a human decides")
     if pivot is not None and state == PivotState.APPROVED:
         used = taken()
-        # the stored plan is what the approver saw: card numbers masked (agentsaga.redact)
-        seen = redact_text(canonical(args))
+        # the stored plan's arguments are masked (agentsaga.redact); what was approved exactly
+        # is the digest of the raw arguments, taken when the plan was staged
+        digest = args_digest(args)
         matching = [index for index, step in enumerate(pivot.commit)
-                    if step.get("tool") == spec.name and canonical(step.get("args", {})) == seen]
+                    if step.get("tool") == spec.name and step.get("argsDigest") == digest]
         for index in matching:
             if index not in used:
                 return Admission(True, after_pivot=True, commit_index=index)
@@ -111,8 +122,8 @@ def commit_steps(plan: list[JSON], registry: Registry) -> list[JSON]:
         spec = registry.get(tool)
         if spec.cls == "pure":
             raise InvalidArguments(f"commit step {index}: {tool} is pure and needs no approval")
-        checked.append({"tool": tool, "args": args, "class": spec.cls,
-                        "audience": spec.audience(args)})
+        checked.append({"tool": tool, "args": args, "argsDigest": args_digest(args),
+                        "class": spec.cls, "audience": spec.audience(args)})
     return checked
 
 
@@ -144,6 +155,40 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
         return stored
 
 
+SHOWN_ARGS_BYTES = 2048
+"""At most this much JSON of one step's (masked) arguments in a shown plan; longer ones show a
+note instead (the whole plan stays in the saga log: `agentsaga log`)."""
+SHOWN_STEPS = 50
+"""At most this many steps of each list in a shown plan; the rest are counted in `*Omitted`.
+With SHOWN_ARGS_BYTES this keeps an AgentRun's status.pivot and a ReachPivot answer small
+whatever the plan's size (about 120 KiB at most); approval needs only the planHash."""
+_SHOWN_KEYS = ("step", "tool", "class", "audience", "externalRef", "args",
+               "argsDigest")
+
+
+def shown(record: PivotRecord) -> JSON:
+    """The plan as an approver (status.pivot) and the agent (ReachPivot) see it: masked
+    arguments (as stored) bounded in size, each with its digest, and the decision."""
+    full = record.to_json()
+    out: JSON = {k: full[k] for k in ("state", "planHash", "stagedAt", "decision",
+                                      "decidedBy", "decidedAt", "reason") if full.get(k)}
+    for key, steps in (("steps", record.staged), ("commit", record.commit)):
+        out[key] = [_shown_step(step) for step in steps[:SHOWN_STEPS]]
+        if len(steps) > SHOWN_STEPS:
+            out[f"{key}Omitted"] = len(steps) - SHOWN_STEPS
+    return out
+
+
+def _shown_step(step: JSON) -> JSON:
+    out = {k: step[k] for k in _SHOWN_KEYS if k in step}
+    if "args" in out:
+        size = len(canonical(out["args"]).encode())
+        if size > SHOWN_ARGS_BYTES:
+            out["args"] = {"omitted": f"{size} bytes of arguments; `agentsaga log <run>` shows "
+                                      "them, argsDigest identifies them"}
+    return out
+
+
 def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: str,
                     approver: str, reason: str = "") -> PivotRecord:
     """Record a human decision on the staged plan, once, if the hash is the staged one.
@@ -163,6 +208,10 @@ def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: s
             raise PivotError(
                 f"stale approval: plan hash {plan_hash_!r} is not the staged plan "
                 f"{current.plan_hash!r}; review the staged plan and approve its hash")
+        if plan_hash(current.staged, current.commit) != current.plan_hash:
+            raise PivotError(
+                f"run {run_id!r}: the stored plan does not hash to its planHash (it was changed "
+                "after it was staged); nothing was recorded. Stage the plan again.")
         verdict = PivotState(decision)
         decided = current.deciding(verdict, approver, _now(), reason)
         if not saga_log.decide_pivot(run_id, decided, RUN_STATE_AFTER_DECISION[verdict]):
@@ -173,13 +222,14 @@ def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: s
 
 
 def await_decision(saga_log: SagaLog, run_id: str, timeout: float, *,
-                   poll: float = 0.2) -> PivotRecord | None:
-    """Block until the staged plan is decided or `timeout` passes; returns the pivot record
-    (None when the run has staged none)."""
+                   poll: float = 0.2, gone: Callable[[], bool] = lambda: False,
+                   ) -> PivotRecord | None:
+    """Block until the staged plan is decided, `timeout` passes or the caller is `gone`;
+    returns the pivot record (None when the run has staged none)."""
     deadline = time.monotonic() + timeout
     while True:
         record = saga_log.require_run(run_id).pivot
-        if (record is not None and record.decided) or time.monotonic() >= deadline:
+        if (record is not None and record.decided) or time.monotonic() >= deadline or gone():
             return record
         time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
 

@@ -14,10 +14,12 @@ import os
 import subprocess
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agentsaga.extras import require
 from agentsaga.settings import Settings
+from agentsaga.store import SagaLog, roles
+from agentsaga.store.connections import with_user
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +50,35 @@ def embedded_dsn(data_dir: Path) -> str:
     return dsn
 
 
-def saga_log_dsn(settings: Settings) -> str:
-    """The saga log's DSN: `settings.dsn` (AGENTSAGA_DSN or --dsn), else an embedded Postgres
-    in `settings.embedded_dir` (per user, whatever the current directory)."""
-    return settings.dsn or embedded_dsn(settings.embedded_dir)
+Role = Literal["sidecar", "operator", "migrate"]
+"""Which database role a process acts as (`agentsaga.store.roles`)."""
+
+
+def saga_log_dsn(settings: Settings, role: Role = "sidecar") -> str:
+    """The saga log's DSN for `role`: AGENTSAGA_OPERATOR_DSN / AGENTSAGA_MIGRATE_DSN for those
+    roles, else `settings.dsn` (AGENTSAGA_DSN or --dsn), else the embedded Postgres in
+    `settings.embedded_dir` (per user, whatever the current directory) as the role's database
+    user (its superuser for the migration role)."""
+    own = {"operator": settings.operator_dsn, "migrate": settings.migrate_dsn}.get(role)
+    if own:
+        return own
+    if settings.dsn:
+        return settings.dsn
+    embedded = embedded_dsn(settings.embedded_dir)
+    if role == "migrate":
+        return embedded
+    return with_user(embedded, roles.SIDECAR if role == "sidecar" else roles.OPERATOR)
+
+
+def embedded_migrated(settings: Settings) -> bool:
+    """For the embedded Postgres (no AGENTSAGA_DSN) only: migrate it as its superuser, so that
+    a sidecar on a developer's machine finds its schema and roles; True if it did. A real
+    database is migrated once per release by `agentsaga migrate` (the chart's hook Job)."""
+    if settings.dsn:
+        return False
+    SagaLog(saga_log_dsn(settings, "migrate"), min_size=1, max_size=1,
+            async_outcomes=False).open(migrate=True, timeout=settings.db_wait_s).close()
+    return True
 
 
 def _forget_dead_users(data_dir: Path) -> None:

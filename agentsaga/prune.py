@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_runs is not None and args.max_runs < 0:
         raise SystemExit("agentsaga prune: --max-runs must not be negative")
     cutoff = datetime.datetime.now(datetime.UTC) - args.ended_before
-    saga_log = open_log_from(args)
+    saga_log = open_log_from(args, role="migrate")  # deleting history is maintenance
     try:
         if args.dry_run:
             total = saga_log.prunable(cutoff, args.max_runs if args.max_runs is not None

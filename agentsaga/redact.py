@@ -1,18 +1,59 @@
-"""Card numbers never reach the saga log, the logs or error messages (PCI: store no PAN).
+"""Card numbers and secrets never reach the saga log, the AgentRun's status, the logs, traces or
+error messages (PCI: store no PAN; no credential at rest in clear).
 
-`redact_text` replaces every run of 13–19 digits (spaces or dashes allowed between them) that
-passes the Luhn check and starts like a card of a major network (2–6) with `[card ****1234]`.
-The saga log applies it to every JSON value and error text it stores; what the tool itself
-receives is unchanged.
+`redact_text` masks, in any text:
+
+- **card numbers**: 13–19 digits (ASCII or full-width) that pass the Luhn check and start like a
+  card of a major network (2–6), written together or in groups of two or more digits separated
+  by a space, no-break space, thin space, dash, dot or slash: `[card ****1234]`. Other long
+  numbers (ids, UUIDs, amounts, dates) fail the Luhn check or the shape and are left alone;
+- **secret-looking values**: Stripe-style secret keys (`sk_live_…`, `rk_test_…`, `whsec_…`),
+  `Bearer`/`Basic` credentials, `password=…` / `"api_key": "…"`-style assignments and PEM
+  private keys become `[redacted]`.
+
+`redact_value` applies it to every string of a JSON value (and masks a card number given as a
+JSON number); the saga log stores every JSON value and error text through it. What the tool
+itself receives is unchanged: masking happens on the way to storage, after the call's
+arguments, its compensation and its key were taken from the real values.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-# Not part of a longer number or a decimal ("12.4242…", "…4242.5"); a sentence's full stop
-# after a card number is fine.
-_CANDIDATE = re.compile(r"(?<!\d)(?<!\d\.)[2-6]\d(?:[ -]?\d){11,17}(?!\d)(?!\.\d)")
+MASK = "[redacted]"
+
+_DIGIT = "0-9\uff10-\uff19"  # ASCII and full-width digits
+_SEP = " \u00a0\u2007\u2009\u202f\u3000./-"
+# A maximal run of digit groups (two or more digits each) joined by single separators: not a
+# part of a longer number, nor a decimal ("12.4242…", "…4242.5").
+_CANDIDATE = re.compile(
+    rf"(?<![{_DIGIT}])(?<![{_DIGIT}][{_SEP}])[{_DIGIT}]{{2,}}(?:[{_SEP}][{_DIGIT}]{{2,}})*"
+    rf"(?![{_DIGIT}])(?![{_SEP}][{_DIGIT}])")
+_FULL_WIDTH = str.maketrans({chr(0xFF10 + d): str(d) for d in range(10)})
+
+_SECRETS = (
+    # Stripe and webhook secrets
+    (re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]+|\bwhsec_[0-9A-Za-z]+"), MASK),
+    # PEM private keys, whole or cut off (in JSON text their newlines are escaped)
+    (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE "
+                r"KEY-----|[A-Za-z0-9+/=\s\\]*)", re.DOTALL), MASK),
+    # HTTP credentials
+    (re.compile(r"\b(Bearer|Basic|Token)(\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
+     rf"\1\2{MASK}"),
+    # password=..., "api_key": "...", client_secret: ...
+    (re.compile(r"(?i)\b(pass(?:word|wd|phrase)?|pwd|secret|client[_-]?secret|secret[_-]?key|"
+                r"api[_-]?key|access[_-]?token|refresh[_-]?token|auth[_-]?token)"
+                r"((?:\\?[\"'])?\s*[=:]\s*(?:\\?[\"'])?)(?!\[redacted\])([^\s\"'\\&,;}\]]+)"),
+     rf"\1\2{MASK}"),
+)
+
+
+_SECRET_KEY = re.compile(
+    r"(?i)^(pass(word|wd|phrase)?|pwd|secret|client[_-]?secret|secret[_-]?key|api[_-]?key|"
+    r"access[_-]?token|refresh[_-]?token|auth[_-]?token|authorization|private[_-]?key)$")
+"""Keys whose values are secrets whatever they look like."""
 
 
 def luhn_ok(digits: str) -> bool:
@@ -26,8 +67,9 @@ def luhn_ok(digits: str) -> bool:
 
 
 def _replace(match: re.Match[str]) -> str:
-    digits = re.sub(r"[ -]", "", match.group(0))
-    if not 13 <= len(digits) <= 19 or not luhn_ok(digits):
+    digits = "".join(ch for ch in match.group(0).translate(_FULL_WIDTH) if ch.isascii()
+                     and ch.isdigit())
+    if not 13 <= len(digits) <= 19 or digits[0] not in "23456" or not luhn_ok(digits):
         return match.group(0)
     return f"[card ****{digits[-4:]}]"
 
@@ -36,14 +78,35 @@ _ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
 def redact_text(text: str) -> str:
-    """`text` with every card number masked to its last four digits, and NUL characters
-    (which Postgres text and JSON cannot hold), raw or JSON-escaped, replaced by U+FFFD."""
+    """`text` with every card number masked to its last four digits, secret-looking values
+    replaced by `[redacted]`, and NUL characters (which Postgres text and JSON cannot hold),
+    raw or JSON-escaped, replaced by U+FFFD."""
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
     if "\\u0000" in text:
         text = _ESCAPED_NUL.sub(lambda m: m.group(1) + "\\ufffd", text)
-    return _CANDIDATE.sub(_replace, text)
+    text = _CANDIDATE.sub(_replace, text)
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def redact_optional(text: str | None) -> str | None:
     return None if text is None else redact_text(text)
+
+
+def redact_value(value: Any) -> Any:
+    """A JSON value with `redact_text` applied to every string (keys included) and a card
+    number given as a JSON number masked; the value of a secret-named key (`password`,
+    `api_key`, `authorization`, ...) becomes `[redacted]`."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {redact_text(str(k)): MASK if _SECRET_KEY.match(str(k)) and v not in (None, "")
+                else redact_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_value(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value > 10**12:
+        masked = redact_text(str(value))
+        return masked if masked != str(value) else value
+    return value

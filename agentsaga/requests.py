@@ -4,6 +4,7 @@ arguments (a JSON object of bounded size, no NUL), a commit plan, a run's end.""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from agentsaga.errors import InvalidArguments, InvalidRunId
@@ -21,20 +22,51 @@ def check_run_id(run_id: str) -> None:
         raise InvalidRunId(problem)
 
 
-def parse_args(args_json: str, limit: int) -> JSON:
-    """Arguments as the agent sent them: a JSON object of at most `limit` bytes."""
+DEFAULT_DEPTH = 64
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def check_depth(text: str, limit: int, what: str = "arguments") -> None:
+    """Refuse JSON nested deeper than `limit` before parsing it (a parser recurses)."""
+    if text.count("[") + text.count("{") <= limit:
+        return
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > limit:
+            raise InvalidArguments(
+                f"{what} are nested more than {limit} levels deep (AGENTSAGA_MAX_JSON_DEPTH); "
+                "flatten them")
+
+
+def loads(text: str, limit: int, what: str) -> Any:
+    """JSON from an agent: depth checked first; malformed JSON or a lone surrogate (which no
+    real system and no database takes) is InvalidArguments."""
+    check_depth(text, limit, what)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArguments(f"{what} are not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidArguments(f"{what} are nested too deeply to be read") from None
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
+        raise InvalidArguments(f"{what} contain a lone UTF-16 surrogate (\\ud800-\\udfff "
+                               "without its pair), which is not text; send valid Unicode")
+    return value
+
+
+def parse_args(args_json: str, limit: int, depth: int = DEFAULT_DEPTH) -> JSON:
+    """Arguments as the agent sent them: a JSON object of at most `limit` bytes, nested at most
+    `depth` levels."""
     size = len(args_json.encode())
     if size > limit:
         raise InvalidArguments(
             f"arguments are {size} bytes; the limit is {limit} (AGENTSAGA_MAX_ARGS_BYTES). "
             "Pass large content by reference (a URL or an id), not inline."
         )
-    try:
-        value = json.loads(args_json) if args_json.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise InvalidArguments(f"arguments are not valid JSON: {exc}") from None
-    except RecursionError:
-        raise InvalidArguments("arguments are nested too deeply to be read") from None
+    value = loads(args_json, depth, "arguments") if args_json.strip() else {}
     if not isinstance(value, dict):
         raise InvalidArguments(
             f"arguments must be a JSON object, got a JSON {type(value).__name__}"
@@ -43,6 +75,20 @@ def parse_args(args_json: str, limit: int) -> JSON:
         raise InvalidArguments("arguments contain a NUL character (\\u0000), which no real "
                                "system takes in text; remove it")
     return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def _has_nul(value: Any) -> bool:
@@ -55,12 +101,9 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def parse_plan(plan_json: str) -> list[JSON]:
+def parse_plan(plan_json: str, depth: int = DEFAULT_DEPTH) -> list[JSON]:
     """A commit plan: a JSON list of {"tool": ..., "args": {...}} (R10)."""
-    try:
-        plan = json.loads(plan_json or "[]")
-    except json.JSONDecodeError as exc:
-        raise InvalidArguments(f"the commit plan is not valid JSON: {exc}") from None
+    plan = loads(plan_json or "[]", depth + 2, "the commit plan's steps")
     if not isinstance(plan, list) or not all(isinstance(s, dict) for s in plan):
         raise InvalidArguments(
             'the commit plan must be a JSON list of {"tool": ..., "args": {...}}')

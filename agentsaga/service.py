@@ -37,11 +37,11 @@ from agentsaga.calls import (
     ToolInfo,
 )
 from agentsaga.dispatch import Dispatcher, RunPolicy
-from agentsaga.errors import PermissionDenied, PivotError, RunEnded, RunNotFound
+from agentsaga.errors import PermissionDenied, PivotError, RateLimited, RunEnded, RunNotFound
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import JSON, Registry
-from agentsaga.requests import check_run_id, end_state, parse_args
+from agentsaga.requests import check_run_id, end_state, parse_args, parse_plan
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
@@ -72,26 +72,43 @@ class SagaService:
         self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s, sleep)
         self.dispatcher = Dispatcher(saga_log, registry, self.reconciler)
         self.limiter = RunRateLimiter(settings.max_calls_per_s, clock=clock)
+        # every request, per run and over all runs (Dispatch also takes `limiter`)
+        self.request_limiter = RunRateLimiter(settings.max_rpcs_per_s, clock=clock)
+        self.total_limiter = RunRateLimiter(
+            settings.max_total_rpcs_per_s, clock=clock,
+            what="the sidecar serves more than {rate:g} requests per second over all runs "
+                 "(AGENTSAGA_MAX_TOTAL_RPCS_PER_S)")
+        # waits for a decision hold a worker each: at most half of them, so that health checks
+        # and every other request are always served
+        self._waiters = threading.BoundedSemaphore(max(1, settings.workers // 2))
         self.interceptors = tuple(interceptors)
         self._epochs: dict[str, int] = {}
-        self._policies: dict[str, RunPolicy] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
+    # -- bounds ----------------------------------------------------------------------------
+
+    def admit_request(self, run_id: str = "") -> None:
+        """Every request a front end takes: within the total rate and, naming a run, within
+        the run's rate (RESOURCE_EXHAUSTED beyond either, before anything is read or written)."""
+        self.total_limiter.take("")
+        if run_id:
+            self.request_limiter.take(run_id)
+
     # -- runs ------------------------------------------------------------------------------
 
-    def begin_run(self, run_id: str, *, agent: str = "", owner: str = "", pod_uid: str = "",
-                  namespace: str = "") -> BeganRun:
-        """Create or adopt the run (R12); this process then holds its epoch."""
+    def begin_run(self, run_id: str, *, agent: str = "") -> BeganRun:
+        """Create or adopt the run (R12); this process then holds its epoch. The run is bound
+        to this sidecar's pod, known from the downward API only (AGENTSAGA_POD_NAME, _UID,
+        _NAMESPACE, set by the chart's injection), never from the request; a run bound to
+        another pod is adopted only once the operator saw that pod go."""
         check_run_id(run_id)
         existing = self.saga_log.run(run_id)
         if existing is not None and not existing.open:
             raise RunEnded(f"run {run_id!r} has ended ({existing.state}); start a new run id")
         adoption = self.saga_log.begin_run(
-            run_id, agent=agent, owner=owner or self.settings.pod_name,
-            pod_uid=pod_uid or self.settings.pod_uid,
-            namespace=namespace or self.settings.pod_namespace,
-            trace_context=telemetry.trace_carrier())
+            run_id, agent=agent, owner=self.settings.pod_name, pod_uid=self.settings.pod_uid,
+            namespace=self.settings.pod_namespace, trace_context=telemetry.trace_carrier())
         run = adoption.run
         with self._guard:
             self._epochs[run_id] = run.owner_epoch
@@ -137,7 +154,7 @@ class SagaService:
         with self.run_lock(run_id):
             epoch = self.epoch(run_id)
             run = self.saga_log.require_owner(run_id, epoch)
-            if call.state == RunState.SUCCEEDED and self.policy(run_id).pivot_required and (
+            if call.state == RunState.SUCCEEDED and self.policy_of(run).pivot_required and (
                     run.pivot is None or run.pivot.state != PivotState.APPROVED):
                 raise PivotError(
                     f"run {run_id!r} requires a pivot (spec.pivot.required) and has no "
@@ -167,13 +184,12 @@ class SagaService:
                 f"run {run.run_id!r} is bound to another pod; this sidecar serves pod "
                 f"{self.settings.pod_uid or '(none)'!r}. Call BeginRun to adopt it on purpose.")
 
-    def set_policy(self, run_id: str, policy: RunPolicy) -> None:
-        """The run's own policy (its AgentRun's spec), over the sidecar's defaults."""
-        with self._guard:
-            self._policies[run_id] = policy
-
-    def policy(self, run_id: str) -> RunPolicy:
-        return self._policies.get(run_id) or RunPolicy(self.settings.irreversible_before_pivot)
+    def policy_of(self, run: Run) -> RunPolicy:
+        """The run's own policy (its AgentRun's spec, copied into the log by the operator),
+        else the sidecar's defaults."""
+        if run.policy is None:
+            return RunPolicy(self.settings.irreversible_before_pivot)
+        return RunPolicy.from_spec(run.policy)
 
     def run_lock(self, run_id: str) -> threading.Lock:
         """One action at a time on a run in this process: a dispatch, a reconcile, an unwind,
@@ -188,7 +204,8 @@ class SagaService:
         taken, the arguments parsed (a JSON object of bounded size)."""
         check_run_id(run_id)
         self.limiter.take(run_id)
-        return self.dispatch(run_id, tool, parse_args(args_json, self.settings.max_args_bytes))
+        return self.dispatch(run_id, tool, parse_args(args_json, self.settings.max_args_bytes,
+                                                      self.settings.max_json_depth))
 
     def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
         """One tool call through the registry, the saga log and the real system."""
@@ -219,7 +236,7 @@ class SagaService:
             if run is None:
                 raise RunNotFound(run_id)
             self._check_open(run)
-            return self.dispatcher.dispatch_logged(run, epoch, self.policy(run_id), spec,
+            return self.dispatcher.dispatch_logged(run, epoch, self.policy_of(run), spec,
                                                    call.args, newest)
 
     def _check_open(self, run: Run) -> None:
@@ -234,9 +251,28 @@ class SagaService:
         with self.run_lock(run_id):
             return pivot.stage(self.saga_log, self.registry, run_id, self.epoch(run_id), plan)
 
-    def await_decision(self, run_id: str, timeout: float) -> PivotRecord | None:
+    def reach_pivot_request(self, run_id: str, plan_json: str) -> PivotRecord:
+        """ReachPivot from raw input: the plan's depth checked before it is parsed."""
         check_run_id(run_id)
-        return pivot.await_decision(self.saga_log, run_id, timeout)
+        return self.reach_pivot(run_id, parse_plan(plan_json, self.settings.max_json_depth))
+
+    def await_decision(self, run_id: str, timeout: float,
+                       gone: Callable[[], bool] = lambda: False) -> PivotRecord | None:
+        """Wait for the decision at most `timeout` seconds, capped by AGENTSAGA_AWAIT_DECISION_
+        MAX_S; `gone`: whether the caller left (the wait ends then). At most half the workers
+        wait at once; one more wait is refused (RESOURCE_EXHAUSTED) rather than starve the
+        others."""
+        check_run_id(run_id)
+        self.saga_log.require_run(run_id)
+        bounded = min(max(0.0, timeout), self.settings.await_decision_max_s)
+        if not self._waiters.acquire(blocking=False):
+            raise RateLimited(
+                "too many AwaitDecision calls are waiting in this sidecar already (at most "
+                "half of AGENTSAGA_WORKERS); call again later, with a timeout")
+        try:
+            return pivot.await_decision(self.saga_log, run_id, bounded, gone=gone)
+        finally:
+            self._waiters.release()
 
     # -- reconcile and unwind (R7, R8) -----------------------------------------------------
 

@@ -165,7 +165,18 @@ class Settings:
     dsn: str | None = variable(
         "AGENTSAGA_DSN", None,
         "the saga log's Postgres; unset: an embedded Postgres under `AGENTSAGA_DATA_DIR` "
-        "(needs `agentsaga[demo]`)", secret=True)
+        "(needs `agentsaga[demo]`). The sidecar's database role (`agentsaga_sidecar`): the "
+        "sidecar, the Jobs and the commands that read", secret=True)
+    operator_dsn: str | None = variable(
+        "AGENTSAGA_OPERATOR_DSN", None,
+        "the saga log as the operator's database role (`agentsaga_operator`, the only one that "
+        "records decisions): the operator, `agentsaga approve` and `corrections --approve`; "
+        "unset: `AGENTSAGA_DSN`, or the embedded Postgres as that role", secret=True)
+    migrate_dsn: str | None = variable(
+        "AGENTSAGA_MIGRATE_DSN", None,
+        "the saga log as the migration role (DDL, creates the other roles): `agentsaga "
+        "migrate` only; unset: `AGENTSAGA_DSN`, or the embedded Postgres's superuser",
+        secret=True)
     data_dir: Path | None = variable(
         "AGENTSAGA_DATA_DIR", None,
         "where the embedded Postgres keeps its files, whatever the current directory; unset: "
@@ -201,19 +212,33 @@ class Settings:
         "AGENTSAGA_MAX_CALLS_PER_S", 50.0,
         "tool calls one run may make per second through a sidecar (more: RESOURCE_EXHAUSTED, "
         "nothing written); 0 turns it off", minimum=0)
+    max_rpcs_per_s: float = variable(
+        "AGENTSAGA_MAX_RPCS_PER_S", 100.0,
+        "requests of any kind one run may make per second through a sidecar (more: "
+        "RESOURCE_EXHAUSTED); 0 turns it off", minimum=0)
+    max_total_rpcs_per_s: float = variable(
+        "AGENTSAGA_MAX_TOTAL_RPCS_PER_S", 1000.0,
+        "requests of any kind the sidecar serves per second over all runs (health checks "
+        "excepted); 0 turns it off", minimum=0)
+    await_decision_max_s: float = variable(
+        "AGENTSAGA_AWAIT_DECISION_MAX_S", 300.0,
+        "the longest one AwaitDecision call waits, whatever timeout it asks for (the agent "
+        "calls again)", positive=True)
+    max_json_depth: int = variable(
+        "AGENTSAGA_MAX_JSON_DEPTH", 64,
+        "the deepest nesting of arguments and plans accepted (checked before parsing)",
+        minimum=2)
     irreversible_before_pivot: Literal["refuse", "count"] = variable(
         "AGENTSAGA_IRREVERSIBLE_BEFORE_PIVOT", "refuse",
         "R10: `refuse` makes irreversible calls before the pivot wait for approval; `count` "
         "only counts them")
     pod_name: str = variable(
-        "AGENTSAGA_POD_NAME", "", "the pod this sidecar serves (downward API); set: runs are "
-        "bound to AgentRuns")
+        "AGENTSAGA_POD_NAME", "", "the pod this sidecar serves (downward API, set by the "
+        "injection): the runs it begins are bound to this pod (the operator binds their "
+        "AgentRuns)")
     pod_namespace: str = variable(
         "AGENTSAGA_POD_NAMESPACE", "", "that pod's namespace (downward API)")
     pod_uid: str = variable("AGENTSAGA_POD_UID", "", "that pod's UID (downward API)")
-    agentrun: bool = variable(
-        "AGENTSAGA_AGENTRUN", True,
-        "`off`: a sidecar in a pod does not create or adopt AgentRuns")
     connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
     mcp: McpSettings = field(default_factory=McpSettings)
     operator: OperatorSettings = field(default_factory=OperatorSettings)

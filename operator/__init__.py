@@ -6,6 +6,9 @@
     pods                 agent pods: eviction, deletion or failure of a run's pod orphans the run
     run_jobs             orphaned runs, and every Job that acts on a run (reconcile, unwind,
                          corrections): started once, followed to its result
+    run_binding          the only writer to the Kubernetes API for runs: LISTENs to the saga log,
+                         creates or adopts each run's AgentRun, binds its pod and epoch, and
+                         copies the AgentRun's spec policy into the log
     approval             the pivot approval a human patches into status.approval (R10)
     correction_approval  a correction's approval in status.corrections.<step>.approval (R9)
     settlements          a person's settlement of a step in status.settlements.<step> (R7)
@@ -26,6 +29,7 @@ from agentsaga.operator import (  # noqa: F401
     injection,
     kopf_settings,
     pods,
+    run_binding,
     run_jobs,
     runs,
     settlements,

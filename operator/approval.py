@@ -16,6 +16,7 @@ import kopf
 from agentsaga.operator import approval_trust, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
+from agentsaga.operator.run_binding import same_namespace
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
 
 from agentsaga import pivot
@@ -45,6 +46,10 @@ def _record(ctx: Context, run: Obj, approval: Obj) -> tuple[str, str] | None:
     """Record the decision in the saga log; a refusal (reason, message) if it cannot be."""
     if ctx.saga_log is None:
         return None
+    logged = ctx.saga_log.run(run_id(run))
+    if logged is not None and not same_namespace(logged, run["metadata"].get("namespace", "")):
+        return ("RunInOtherNamespace", "spec.runId names a run of another namespace; an "
+                "AgentRun decides only runs of its own namespace. Nothing was recorded.")
     try:
         pivot.record_decision(ctx.saga_log, run_id(run), approval["planHash"],
                               approval["decision"], approval["approver"],

@@ -71,7 +71,7 @@ class OperatorConfig:
     def from_settings(cls, settings: Settings) -> OperatorConfig:
         group = settings.operator
         return cls(
-            dsn=settings.dsn,
+            dsn=settings.operator_dsn or settings.dsn,
             sidecar_image=group.sidecar_image,
             sidecar_template=group.sidecar_template,
             job_service_account=group.job_service_account,

@@ -31,7 +31,8 @@ def settle_before_delete(body: kopf.Body, namespace: str | None, name: str, memo
         return
     if ctx.saga_log is None:
         return
-    unsettled = run_facts.facts(ctx.saga_log, run_id(run)).unsettled
+    unsettled = run_facts.facts(ctx.saga_log, run_id(run),
+                                run["metadata"].get("namespace", "")).unsettled
     if not unsettled:
         return
     message = (f"deletion waits: {len(unsettled)} unsettled step(s) of run {run_id(run)}: "

@@ -56,6 +56,21 @@ class KubeApi:
                 return None
             raise
 
+    def create_run(self, namespace: str, body: Obj) -> bool:
+        """Create the AgentRun; False if one of that name exists already."""
+        try:
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def annotate_run(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, {"metadata": {"annotations": annotations}},
+            _content_type="application/merge-patch+json")
+
     def update_status(self, namespace: str, name: str, mutate: Mutation,
                       attempts: int = 8) -> Obj | None:
         """CAS-write the status patch `mutate(newest)`; returns the written object or None."""

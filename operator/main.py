@@ -44,7 +44,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="serve the sidecar-injection admission webhook on this port")
     parser.add_argument("--webhook-cert-dir", default=None,
                         help="directory with tls.crt, tls.key and ca.crt for the webhook")
-    parser.add_argument("--dsn", help="Postgres DSN of the saga log (default: AGENTSAGA_DSN)")
+    parser.add_argument("--dsn", help="Postgres DSN of the saga log as the operator's role "
+                        "(default: AGENTSAGA_OPERATOR_DSN, else AGENTSAGA_DSN)")
     parser.add_argument("--resync-interval", type=float, default=None, metavar="SECONDS",
                         help="how often the unfinished AgentRuns' saga log is checked for changes "
                         "(default: AGENTSAGA_OPERATOR_RESYNC_SECONDS, else 10)")
@@ -86,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
         logger.warning("no AGENTSAGA_DSN: step counts, the finalizer and pivot decisions cannot "
                     "consult the saga log")
     telemetry.setup("agentsaga-operator")  # OTEL_* environment; off when none is set
-    saga_log = None if config.dsn is None else SagaLog(config.dsn, min_size=1, max_size=4).open()
+    # the operator's database role: it records decisions; the schema is the migration's
+    saga_log = None if config.dsn is None else SagaLog(
+        config.dsn, min_size=1, max_size=4).open(migrate=False)
+    if saga_log is not None:
+        saga_log.require_schema()
     context = Context(config, KubeApi(api_client()), saga_log, template)
     instruments = telemetry.current().instruments
     telemetry.zero_operator_counters(instruments)

@@ -27,6 +27,8 @@ class RunFacts:
     human_steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The same as the AgentRun's `status.humanSteps` shows them: tool, stepKey (to copy into
     a settlement), why."""
+    other_namespace: bool = False
+    """The run id names a run of another namespace: this AgentRun sees nothing of it."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -47,10 +49,14 @@ class RunFacts:
         return self.run is not None and not self.run.open
 
 
-def facts(saga_log: SagaLog, run_id: str) -> RunFacts:
+def facts(saga_log: SagaLog, run_id: str, namespace: str = "") -> RunFacts:
+    """What the log says about the run, as an AgentRun of `namespace` may see it: nothing of a
+    run bound to another namespace (`other_namespace`)."""
     run = saga_log.run(run_id)
     if run is None:
         return RunFacts(None)
+    if namespace and run.namespace and run.namespace != namespace:
+        return RunFacts(None, other_namespace=True)
     steps = saga_log.steps(run_id)
     pending = sorted(saga_log.corrections(run_id, pending_only=True),
                      key=lambda c: (c.rank, c.step_idx))

@@ -40,7 +40,8 @@ def precise() -> str:
 
 
 def _facts(ctx: Context, run: Obj) -> run_facts.RunFacts | None:
-    return None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run))
+    return None if ctx.saga_log is None else run_facts.facts(
+        ctx.saga_log, run_id(run), run["metadata"].get("namespace", ""))
 
 
 def trace_context(run: Obj) -> dict[str, str] | None:
@@ -78,6 +79,9 @@ def orphan(ctx: Context, namespace: str, name: str, pod_name: str, pod_uid: str,
         }
 
     written = ctx.kube.update_status(namespace, name, mutate)
+    if written is not None and ctx.saga_log is not None and pod_uid:
+        # R12: the pod is gone; another pod may adopt the run now (BeginRun checks this)
+        ctx.saga_log.release_pod(run_id(written), pod_uid)
     if written is not None:
         with telemetry.operator_span("orphan", run_id(written), trace_context(written),
                                      attributes={"agentsaga.orphan.reason": reason}):

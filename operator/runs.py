@@ -23,23 +23,26 @@ import kopf
 from agentsaga.operator import correction_approval, pods, run_facts, run_jobs, settlements
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
+from agentsaga.operator.run_binding import other_namespace_condition
 from agentsaga.operator.status import (
     FINAL_PHASES,
     JOB_PHASES,
     LIVE_PHASES,
     Obj,
+    condition,
     generation,
     phase,
     run_id,
     with_condition,
 )
 
+from agentsaga import pivot
 from agentsaga.states import CORRECTIONS_PENDING, DECIDED, ENDED_PHASE, RunPhase, RunState
 from agentsaga.store import PivotRecord
 
 logger = logging.getLogger(__name__)
 
-_STAGED_KEYS = ("step", "tool", "class", "audience", "externalRef", "args")
+
 
 
 TIMED_PHASES = frozenset({RunPhase.ORPHANED, *JOB_PHASES})
@@ -116,7 +119,14 @@ def resync_once(ctx: Context, namespace: str, name: str,
     if run is None or run["metadata"].get("deletionTimestamp"):
         return None
     current = phase(run)
-    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run))
+    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run),
+                                                              namespace)
+    if facts is not None and facts.other_namespace:
+        # an AgentRun naming another namespace's run sees nothing of it and decides nothing
+        ctx.kube.update_status(namespace, name, lambda obj: None if (condition(
+            obj, "RunLinked") or {}).get("reason") == "RunInOtherNamespace" else {
+            "conditions": other_namespace_condition(obj)})
+        return run
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
     if current in LIVE_PHASES and rejected and not (run.get("status") or {}).get("job"):
         # the decision was written but the operator stopped before starting the unwind
@@ -204,15 +214,9 @@ def corrections_patch(shown: Obj, pending: dict[str, Obj]) -> Obj | None:
     return {**gone, **changed} or None
 
 
-def pivot_status(pivot: PivotRecord | None) -> Obj | None:
-    """The saga log's pivot record (agentsaga.pivot) in the CRD's status.pivot shape."""
-    if pivot is None or not pivot.plan_hash:
+def pivot_status(record: PivotRecord | None) -> Obj | None:
+    """The saga log's pivot record in the CRD's status.pivot shape: masked arguments bounded in
+    size, at most `pivot.SHOWN_STEPS` steps of each list (`agentsaga.pivot.shown`)."""
+    if record is None or not record.plan_hash:
         return None
-    record = pivot.to_json()
-    out: Obj = {k: record[k] for k in ("state", "planHash", "stagedAt", "decision",
-                                        "decidedBy", "decidedAt", "reason") if record.get(k)}
-    out["steps"] = [{k: s[k] for k in _STAGED_KEYS if k in s}
-                    for s in record.get("staged") or []]
-    out["commit"] = [{k: s[k] for k in _STAGED_KEYS if k in s}
-                     for s in record.get("commit") or []]
-    return out
+    return pivot.shown(record)

@@ -15,9 +15,9 @@ from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
 
+from agentsaga import pivot
 from agentsaga.calls import BeganRun, DispatchResult, RunView
 from agentsaga.errors import ErrorCode, SagaError
-from agentsaga.requests import parse_plan
 from agentsaga.service import SagaService
 from agentsaga.settle_report import SettleReport
 from agentsaga.store import PivotRecord, Step
@@ -34,28 +34,33 @@ STATUS: dict[ErrorCode, grpc.StatusCode] = {
     ErrorCode.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorCode.TAKEN_OVER: grpc.StatusCode.ABORTED,
     ErrorCode.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.UNKNOWN: grpc.StatusCode.UNKNOWN,
 }
 """Every ErrorCode's gRPC status (a test checks that none is missing)."""
 
 
 class Aborting(Protocol):
-    """The part of grpc.ServicerContext the adapter uses: `abort` ends the RPC by raising."""
+    """The part of grpc.ServicerContext the adapter uses: `abort` ends the RPC by raising;
+    `is_active` says whether the client is still there."""
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
 
+    def is_active(self) -> bool: ...
 
-S = TypeVar("S")
+
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 
-def rpc(method: Callable[[S, Req], Resp]) -> Callable[[S, Req, Aborting], Resp]:
-    """An RPC whose errors are answered by the table: a SagaError by its code, anything
-    else (a bug) as INTERNAL without internals."""
+def rpc(method: Callable[[Any, Req, Aborting], Resp]
+        ) -> Callable[[Any, Req, Aborting], Resp]:
+    """An RPC within the request rate limits (per run, total), whose errors are answered by the
+    table: a SagaError by its code, anything else (a bug) as INTERNAL without internals."""
     @functools.wraps(method)
-    def answer(self: S, request: Req, context: Aborting) -> Resp:
+    def answer(self: SidecarServicer, request: Req, context: Aborting) -> Resp:
         try:
-            return method(self, request)
+            self.service.admit_request(str(getattr(request, "run_id", "") or ""))
+            return method(self, request, context)
         except SagaError as exc:
             context.abort(STATUS[exc.error_code], str(exc))
         except Exception as exc:
@@ -70,22 +75,22 @@ class SidecarServicer(pb_grpc.SidecarServicer):
         self.service = service
 
     @rpc
-    def BeginRun(self, request: pb.BeginRunRequest) -> pb.BeginRunResponse:
-        return began_message(self.service.begin_run(
-            request.run_id, agent=request.agent, owner=request.pod_name,
-            pod_uid=request.pod_uid, namespace=request.namespace))
+    def BeginRun(self, request: pb.BeginRunRequest, context: Aborting) -> pb.BeginRunResponse:
+        # the pod's identity comes from the downward API (the sidecar's settings) only; the
+        # request's pod_name, pod_uid and namespace are deprecated and ignored
+        return began_message(self.service.begin_run(request.run_id, agent=request.agent))
 
     @rpc
-    def Dispatch(self, request: pb.DispatchRequest) -> pb.DispatchResponse:
+    def Dispatch(self, request: pb.DispatchRequest, context: Aborting) -> pb.DispatchResponse:
         return dispatch_message(self.service.dispatch_request(
             request.run_id, request.tool, request.args_json))
 
     @rpc
-    def GetRun(self, request: pb.GetRunRequest) -> pb.GetRunResponse:
+    def GetRun(self, request: pb.GetRunRequest, context: Aborting) -> pb.GetRunResponse:
         return run_message(self.service.get_run(request.run_id))
 
     @rpc
-    def ListTools(self, request: pb.ListToolsRequest) -> pb.ListToolsResponse:
+    def ListTools(self, request: pb.ListToolsRequest, context: Aborting) -> pb.ListToolsResponse:
         return pb.ListToolsResponse(tools=[
             pb.ToolInfo(name=t.name, tool_class=t.tool_class, description=t.description,
                         has_lookup=t.has_lookup, has_compensation=t.has_compensation,
@@ -93,26 +98,29 @@ class SidecarServicer(pb_grpc.SidecarServicer):
             for t in self.service.list_tools()])
 
     @rpc
-    def EndRun(self, request: pb.EndRunRequest) -> pb.EndRunResponse:
+    def EndRun(self, request: pb.EndRunRequest, context: Aborting) -> pb.EndRunResponse:
         run = self.service.end_run(request.run_id, request.outcome)
         return pb.EndRunResponse(run_id=run.run_id, state=str(run.state))
 
     @rpc
-    def Reconcile(self, request: pb.RunRequest) -> pb.SettleReport:
+    def Reconcile(self, request: pb.RunRequest, context: Aborting) -> pb.SettleReport:
         return report_message(self.service.reconcile(request.run_id))
 
     @rpc
-    def Unwind(self, request: pb.RunRequest) -> pb.SettleReport:
+    def Unwind(self, request: pb.RunRequest, context: Aborting) -> pb.SettleReport:
         return report_message(self.service.unwind(request.run_id))
 
     @rpc
-    def ReachPivot(self, request: pb.ReachPivotRequest) -> pb.PivotResponse:
-        plan = parse_plan(request.commit_plan_json)
-        return pivot_message(request.run_id, self.service.reach_pivot(request.run_id, plan))
+    def ReachPivot(self, request: pb.ReachPivotRequest, context: Aborting) -> pb.PivotResponse:
+        return pivot_message(request.run_id, self.service.reach_pivot_request(
+            request.run_id, request.commit_plan_json))
 
     @rpc
-    def AwaitDecision(self, request: pb.AwaitDecisionRequest) -> pb.PivotResponse:
-        record = self.service.await_decision(request.run_id, request.timeout_seconds or 30.0)
+    def AwaitDecision(self, request: pb.AwaitDecisionRequest,
+                      context: Aborting) -> pb.PivotResponse:
+        # capped (AGENTSAGA_AWAIT_DECISION_MAX_S), and over as soon as the client goes
+        record = self.service.await_decision(request.run_id, request.timeout_seconds or 30.0,
+                                             gone=lambda: not context.is_active())
         return pivot_message(request.run_id, record)
 
 
@@ -153,7 +161,7 @@ def run_message(view: RunView) -> pb.GetRunResponse:
         run_id=run.run_id, state=str(run.state), owner_epoch=run.owner_epoch,
         irreversible_before_pivot=run.irreversible_before_pivot,
         steps=[step_message(s) for s in view.steps],
-        pivot_json=_dumps(None if run.pivot is None else run.pivot.to_json()))
+        pivot_json=_dumps(None if run.pivot is None else pivot.shown(run.pivot)))
 
 
 def report_message(report: SettleReport) -> pb.SettleReport:
@@ -165,4 +173,4 @@ def pivot_message(run_id: str, record: PivotRecord | None) -> pb.PivotResponse:
     if record is None:
         return pb.PivotResponse(run_id=run_id, pivot_json=_dumps({}))
     return pb.PivotResponse(run_id=run_id, state=str(record.state), plan_hash=record.plan_hash,
-                            pivot_json=_dumps(record.to_json()))
+                            pivot_json=_dumps(pivot.shown(record)))

@@ -10,18 +10,17 @@ import os
 import signal
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentsaga.sidecar.server import SidecarServicer, bind, start
 
 from agentsaga import telemetry
 from agentsaga.connectors.mcp import TOOLS_MODULE
-from agentsaga.dispatch import RunPolicy
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
-from agentsaga.postgres import saga_log_dsn
+from agentsaga.postgres import embedded_migrated, saga_log_dsn
 from agentsaga.registry import Registry
-from agentsaga.service import OnBegin, SagaService
+from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 
@@ -97,20 +96,31 @@ def build_settings(args: argparse.Namespace) -> Settings:
 
 
 def open_log(settings: Settings) -> SagaLog:
-    return SagaLog(saga_log_dsn(settings), min_size=settings.pool_min, max_size=settings.pool_max,
-                   async_outcomes=settings.outcome_commit == "async",
-                   hooks=telemetry.TelemetryHooks()).open(timeout=settings.db_wait_s)
+    """The saga log as the sidecar's database role: no DDL, no decisions. The schema is the
+    migration's (`agentsaga migrate`, the chart's hook Job); a database without it is refused
+    with that advice. Only the embedded Postgres of a developer's machine is migrated here,
+    as its superuser, before the sidecar connects as its own role."""
+    embedded_migrated(settings)
+    saga_log = SagaLog(saga_log_dsn(settings), min_size=settings.pool_min,
+                       max_size=settings.pool_max,
+                       async_outcomes=settings.outcome_commit == "async",
+                       hooks=telemetry.TelemetryHooks()).open(migrate=False,
+                                                              timeout=settings.db_wait_s)
+    try:
+        saga_log.require_schema()
+    except BaseException:
+        saga_log.close()
+        raise
+    return saga_log
 
 
 def build_service(saga_log: SagaLog, settings: Settings,
                   registry: Registry | None = None) -> SagaService:
     """The saga service of this sidecar: its tools (the `--tools` modules and the declared
-    tools of the upstream MCP servers), telemetry around it, and in a pod the AgentRun binding
-    of every run it begins (R12)."""
-    service = SagaService(saga_log, registry or build_registry(settings), settings,
-                          interceptors=[telemetry.TracingInterceptor()])
-    service.on_begin = agentrun_binding(service)
-    return service
+    tools of the upstream MCP servers) and telemetry around it. It holds no Kubernetes
+    credentials: the operator learns of its runs from the log and binds their AgentRuns."""
+    return SagaService(saga_log, registry or build_registry(settings), settings,
+                       interceptors=[telemetry.TracingInterceptor()])
 
 
 def build_registry(settings: Settings) -> Registry:
@@ -124,24 +134,6 @@ def build_registry(settings: Settings) -> Registry:
 
         register_upstreams(registry, declarations.load(upstreams))
     return registry
-
-
-def agentrun_binding(service: SagaService) -> OnBegin | None:
-    """In a pod: bind each begun run to its AgentRun, and take the run's pivot rules from
-    the AgentRun's spec. None outside a pod."""
-    if not service.settings.pod_name:
-        return None
-    from agentsaga.agentrun import begin_hook
-
-    return begin_hook(service.settings, service.epoch,
-                      lambda run_id, spec: service.set_policy(run_id, run_policy(spec)))
-
-
-def run_policy(spec: dict[str, Any]) -> RunPolicy:
-    """The pivot rules an AgentRun's spec sets for its run (R10)."""
-    policy = spec.get("irreversibleBeforePivot", "refuse")
-    return RunPolicy(irreversible_before_pivot="count" if policy == "count" else "refuse",
-                     pivot_required=bool((spec.get("pivot") or {}).get("required", False)))
 
 
 def serve_mcp_endpoint(service: SagaService) -> MCPServing:

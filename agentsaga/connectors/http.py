@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -117,12 +118,16 @@ def _put(target: dict[str, Any], path: str, value: Any) -> None:
     target[head] = inner
 
 
-def _fill(template: str, values: Mapping[str, Any]) -> tuple[str, set[str]]:
+def _fill(template: str, values: Mapping[str, Any], *,
+          url: bool = False) -> tuple[str, set[str]]:
+    """`template` with its `{name}` fields filled; in a URL each value is percent-encoded whole
+    (a model's `../admin?x=` stays one path segment or query value)."""
     used = {f for _, f, _, _ in string.Formatter().parse(template) if f}
     missing = used - set(values)
     if missing:
         raise KeyError(f"the URL needs {sorted(missing)}")
-    return template.format(**{k: values[k] for k in used}), used
+    filled = {k: quote(str(values[k]), safe="") if url else values[k] for k in used}
+    return template.format(**filled), used
 
 
 def _comp_value(value: Any, args: JSON, key: str) -> Any:
@@ -147,7 +152,7 @@ class HttpToolRunner:
         self.api = JsonApi(f"http:{tool.name}", "", settings, headers=headers)
 
     def __call__(self, idempotency_key: str | None = None, **args: Any) -> Effect:
-        url, used = _fill(self.tool.url, {**args, "key": idempotency_key or ""})
+        url, used = _fill(self.tool.url, {**args, "key": idempotency_key or ""}, url=True)
         rest = {k: v for k, v in args.items() if k not in used}
         if self.tool.key_field and idempotency_key:
             _put(rest, self.tool.key_field, idempotency_key)
@@ -161,7 +166,7 @@ class HttpToolRunner:
                       answer if isinstance(answer, dict) else {"answer": answer})
 
     def lookup(self, key: str) -> Effect | None:
-        url, _ = _fill(self.tool.lookup_url, {"key": key})
+        url, _ = _fill(self.tool.lookup_url, {"key": key}, url=True)
         answer = with_backoff(lambda: self.api.call("GET", url, search=True),
                               self.api.settings, f"{self.tool.name} lookup",
                               sleep=self.api.sleep)

@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agentsaga.redact import redact_text
+from agentsaga.redact import redact_text, redact_value
 from agentsaga.store.connections import Database
 from agentsaga.store.cursors import Cursors
 from agentsaga.store.hooks import StoreHooks
@@ -30,8 +30,9 @@ def to_json(value: Any) -> Jsonb | None:
 
 
 def _dumps(value: Any) -> str:
-    """Every JSON value the log stores; card numbers are masked here, once, for all of them."""
-    return redact_text(json.dumps(value, default=str, separators=(",", ":")))
+    """Every JSON value the log stores; card numbers and secrets are masked here, once, for all
+    of them (`agentsaga.redact`)."""
+    return redact_text(json.dumps(redact_value(value), default=str, separators=(",", ":")))
 
 
 def text_array(values: Sequence[str]) -> str:

@@ -11,10 +11,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
-from agentsaga.errors import ConfigurationError, DatabaseUnavailable, LogUnavailable
+from agentsaga.errors import (
+    ConfigurationError,
+    DatabaseUnavailable,
+    LogRefused,
+    LogUnavailable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +54,14 @@ def describe(dsn: str) -> str:
     return f"the database {info.get('dbname') or '(default)'} on {host}:{info.get('port') or 5432}"
 
 
+def with_user(dsn: str, user: str) -> str:
+    """`dsn` as another database user (the embedded Postgres trusts its local users)."""
+    params = conninfo_to_dict(dsn)
+    params["user"] = user
+    params.pop("password", None)
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
 def check_dsn(dsn: str) -> None:
     try:
         conninfo_to_dict(dsn)
@@ -60,11 +73,14 @@ def check_dsn(dsn: str) -> None:
 
 @contextmanager
 def translated(dsn: str) -> Iterator[None]:
-    """psycopg's 'the server is gone' as LogUnavailable; every other error passes."""
+    """psycopg's 'the server is gone' as LogUnavailable; any other database error (read-only
+    after a failover, a missing privilege) as LogRefused: no psycopg error leaves the store."""
     try:
         yield
     except psycopg.OperationalError as exc:
         raise LogUnavailable(where(dsn), exc) from exc
+    except psycopg.Error as exc:
+        raise LogRefused(where(dsn), exc) from exc
 
 
 class Database:

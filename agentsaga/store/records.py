@@ -83,10 +83,19 @@ class Run:
     trace_context: dict[str, Any] | None
     created_at: datetime
     ended_at: datetime | None
+    policy: dict[str, Any] | None = None
+    """The AgentRun's spec policy, as the operator copied it into the log (None: not yet)."""
+    released_pod: str = ""
+    """The uid of a bound pod the operator saw evicted or deleted."""
 
     @property
     def open(self) -> bool:
         return self.state in OPEN_RUN_STATES
+
+    @property
+    def bound_to_live_pod(self) -> bool:
+        """Bound to a pod that the operator has not seen go (R12: not to be adopted)."""
+        return bool(self.pod_uid) and self.pod_uid != self.released_pod
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,7 @@ class Correction:
 
 RUN_COLUMNS = (
     "run_id, agent, state, owner_epoch, owner, pod_uid, namespace, irreversible_before_pivot, "
-    "pivot, trace_context, created_at, ended_at"
+    "pivot, trace_context, created_at, ended_at, pivot_decision, policy, released_pod"
 )
 STEP_COLUMNS = (
     "run_id, step_idx, tool, tool_class, idempotency_key, args, status, external_ref, result, "
@@ -160,9 +169,28 @@ RUN_WIDTH = len(RUN_COLUMNS.split(","))
 def run_from_row(row: tuple[Any, ...]) -> Run:
     """A `saga_runs` row selected as RUN_COLUMNS."""
     (run_id, agent, state, epoch, owner, pod_uid, namespace, irreversible, pivot, trace,
-     created, ended) = row
+     created, ended, decision, policy, released_pod) = row
     return Run(run_id, agent, RunState(state), epoch, owner, pod_uid, namespace, irreversible,
-               None if pivot is None else PivotRecord.from_json(pivot), trace, created, ended)
+               None if pivot is None else decided_pivot(PivotRecord.from_json(pivot), decision),
+               trace, created, ended, policy, released_pod)
+
+
+def decided_pivot(staged: PivotRecord, decision: Mapping[str, Any] | None) -> PivotRecord:
+    """The staged plan (written by the run's owner) with the decision (written by the
+    operator's role only, `pivot_decision`): a decision is believed only from that column, for
+    the plan hash it names, and the commit steps it admits are those it recorded."""
+    if decision is None or decision.get("planHash") != staged.plan_hash:
+        return replace(staged, state=PivotState.AWAITING_APPROVAL, decision="", decided_by="",
+                       decided_at="", reason="") if staged.decided else staged
+    approved = list(decision.get("commit") or [])
+    shown = [({**staged.commit[i], **step} if i < len(staged.commit)
+              and staged.commit[i].get("argsDigest") == step.get("argsDigest") else step)
+             for i, step in enumerate(approved)]
+    return replace(staged, state=PivotState(decision["decision"]),
+                   decision=str(decision["decision"]),
+                   decided_by=str(decision.get("decidedBy") or ""),
+                   decided_at=str(decision.get("decidedAt") or ""),
+                   reason=str(decision.get("reason") or ""), commit=shown)
 
 
 def step_from_row(row: tuple[Any, ...]) -> Step:

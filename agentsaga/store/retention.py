@@ -33,6 +33,11 @@ _PRUNABLE = (
 
 _PRUNE = (
     f"WITH doomed AS ({_PRUNABLE} FOR UPDATE OF r SKIP LOCKED),"
+    " gone_settlements AS (DELETE FROM step_settlements"
+    "   WHERE run_id IN (SELECT run_id FROM doomed)),"
+    " gone_attempts AS (DELETE FROM saga_attempts WHERE run_id IN (SELECT run_id FROM doomed)),"
+    " gone_observations AS (DELETE FROM saga_observations"
+    "   WHERE run_id IN (SELECT run_id FROM doomed)),"
     " gone_corrections AS (DELETE FROM corrections WHERE run_id IN (SELECT run_id FROM doomed)"
     "   RETURNING 1),"
     " gone_steps AS (DELETE FROM saga_log WHERE run_id IN (SELECT run_id FROM doomed)"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import psycopg
 from psycopg.rows import tuple_row
 
-from agentsaga.errors import Fenced, RunNotFound
-from agentsaga.states import PivotState, RunState
+from agentsaga.errors import Fenced, PermissionDenied, RunNotFound
+from agentsaga.states import RunState
 from agentsaga.store.base import StoreBase, to_json
+from agentsaga.store.connections import translated
 from agentsaga.store.fencing import check_epoch
 from agentsaga.store.records import (
     RUN_COLUMNS,
@@ -45,24 +47,41 @@ class RunStatements(StoreBase):
             ).fetchone()
             if row is not None:
                 return Adoption(run_from_row(row), adopted=False)
+            # R12: a run bound to another pod is adopted only once the operator saw that pod
+            # go (`released_pod`); a run of another namespace never
             row = conn.execute(
                 "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s,"
                 " pod_uid = %s, namespace = COALESCE(NULLIF(%s, ''), namespace),"
                 " updated_at = now() WHERE run_id = %s"
+                " AND (pod_uid = '' OR pod_uid = %s OR pod_uid = released_pod)"
+                " AND (namespace = '' OR %s = '' OR namespace = %s)"
                 f" RETURNING {RUN_COLUMNS}",
-                (owner, pod_uid, namespace, run_id),
+                (owner, pod_uid, namespace, run_id, pod_uid, namespace, namespace),
             ).fetchone()
+            current = None if row is not None else conn.execute(
+                f"SELECT {RUN_COLUMNS} FROM saga_runs WHERE run_id = %s", (run_id,)).fetchone()
+        if row is None and current is not None:
+            held = run_from_row(current)
+            if namespace and held.namespace and held.namespace != namespace:
+                raise PermissionDenied(
+                    f"run {run_id!r} belongs to another namespace; choose another run id")
+            raise PermissionDenied(
+                f"run {run_id!r} is bound to pod {held.owner or held.pod_uid!r}, which is "
+                "alive as far as the operator knows; it is adopted only after that pod is "
+                "evicted or deleted (R12). Use another run id, or wait for the operator to "
+                "mark the run Orphaned.")
         if row is None:  # deleted between the two statements: nothing to adopt
             raise RunNotFound(run_id)
         return Adoption(run_from_row(row), adopted=True)
 
     def adopt(self, run_id: str, owner: str) -> Run:
-        """Take over an existing run (a reconcile/unwind Job): bump the epoch (R12)."""
+        """Take over an existing run (a reconcile/unwind Job): bump the epoch (R12). The run is
+        bound to no pod then (the next BeginRun of a pod adopts it)."""
         self.forget(run_id)
         with self.db.transaction() as conn:
             row = conn.execute(
-                "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s, updated_at = now()"
-                f" WHERE run_id = %s RETURNING {RUN_COLUMNS}",
+                "UPDATE saga_runs SET owner_epoch = owner_epoch + 1, owner = %s, pod_uid = '',"
+                f" updated_at = now() WHERE run_id = %s RETURNING {RUN_COLUMNS}",
                 (owner, run_id),
             ).fetchone()
         if row is None:
@@ -133,17 +152,71 @@ class RunStatements(StoreBase):
 
     def decide_pivot(self, run_id: str, decided: PivotRecord, state: RunState) -> bool:
         """Record a decision iff the staged plan is still `decided.plan_hash` and undecided (no
-        epoch: the decision is a human's, not the run owner's)."""
+        epoch: the decision is a human's, not the run owner's). Written to `pivot_decision`,
+        which only the operator's database role may write (`agentsaga.store.roles`): the plan
+        hash, the verdict, who and when, and the commit steps it admits (tool and digest)."""
+        self.forget(run_id)
+        decision = {"planHash": decided.plan_hash, "decision": decided.decision,
+                    "decidedBy": decided.decided_by, "decidedAt": decided.decided_at,
+                    "reason": decided.reason,
+                    "commit": [{k: step[k] for k in ("tool", "argsDigest", "class", "audience")
+                                if k in step} for step in decided.commit]}
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "UPDATE saga_runs SET pivot_decision = %s, state = %s, updated_at = now()"
+                " WHERE run_id = %s AND pivot->>'planHash' = %s"
+                " AND (pivot_decision IS NULL OR pivot_decision->>'planHash' <> %s)"
+                " RETURNING run_id",
+                (to_json(decision), str(state), run_id, decided.plan_hash, decided.plan_hash),
+            ).fetchone()
+        return row is not None
+
+    # -- the operator's writes (its database role only) ------------------------------------
+
+    def set_policy(self, run_id: str, policy: dict[str, Any]) -> bool:
+        """The AgentRun's spec policy, copied into the log for the sidecar; True if it changed."""
         self.forget(run_id)
         with self.db.transaction() as conn:
             row = conn.execute(
-                "UPDATE saga_runs SET pivot = %s, state = %s, updated_at = now()"
-                " WHERE run_id = %s AND pivot->>'planHash' = %s"
-                " AND pivot->>'state' = %s RETURNING run_id",
-                (to_json(decided.to_json()), str(state), run_id, decided.plan_hash,
-                 str(PivotState.AWAITING_APPROVAL)),
-            ).fetchone()
+                "UPDATE saga_runs SET policy = %s WHERE run_id = %s"
+                " AND policy IS DISTINCT FROM %s::jsonb RETURNING run_id",
+                (to_json(policy), run_id, to_json(policy))).fetchone()
         return row is not None
+
+    def release_pod(self, run_id: str, pod_uid: str) -> bool:
+        """The operator saw the run's bound pod `pod_uid` evicted or deleted: another pod may
+        adopt the run now (R12). True if it was still bound to that pod."""
+        self.forget(run_id)
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "UPDATE saga_runs SET released_pod = %s WHERE run_id = %s AND pod_uid = %s"
+                " AND released_pod <> %s RETURNING run_id",
+                (pod_uid, run_id, pod_uid, pod_uid)).fetchone()
+        return row is not None
+
+    def changed_runs(self, since_s: float) -> list[Run]:
+        """Runs changed in the last `since_s` seconds and every open run (the resync)."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {RUN_COLUMNS} FROM saga_runs WHERE ended_at IS NULL"
+                " OR updated_at > now() - make_interval(secs => %s) ORDER BY updated_at",
+                (since_s,)).fetchall()
+        return [run_from_row(r) for r in rows]
+
+    def listen_runs(self, on_run: Callable[[str], None], stop: Callable[[], bool], *,
+                    timeout: float) -> None:
+        """LISTEN on `agentsaga_runs` until `stop()`: `on_run(run_id)` for each run created or
+        changed (its owner, pod, state or pivot); returns after `timeout` seconds without a
+        notification so that the caller can resync. A connection of its own."""
+        with translated(self.db.dsn), psycopg.connect(self.db.dsn, autocommit=True) as conn:
+            conn.execute("LISTEN agentsaga_runs")
+            while not stop():
+                got = False
+                for note in conn.notifies(timeout=timeout, stop_after=64):
+                    got = True
+                    on_run(note.payload)
+                if not got:
+                    return
 
     def run_and_newest(self, run_id: str) -> tuple[Run | None, Step | None]:
         """The run and its newest step, in one statement (remembered as the run's cursor)."""

@@ -67,10 +67,9 @@ class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStateme
         self.db.check()
 
     def migrate(self) -> list[str]:
-        """Apply missing migrations; one read when the schema is already current."""
+        """Apply missing migrations and the roles' privileges (`agentsaga.store.roles`): the
+        migration role's work, never a sidecar's."""
         with self.db.connection() as conn:
-            if schema.is_current(conn):
-                return []
             conn.prepare_threshold = None  # migration files hold many statements
             try:
                 applied = schema.migrate(conn)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from importlib import resources
 
 from agentsaga.errors import ConfigurationError
+from agentsaga.store import roles
 from agentsaga.store.connections import Connection
 
 # Any constant works; it only has to be the same for every process that migrates.
@@ -42,8 +43,9 @@ def pending(conn: Connection) -> list[str]:
 
 
 def migrate(conn: Connection) -> list[str]:
-    """Apply the migrations this database lacks; returns the names applied. Safe to run from
-    several processes at once (an advisory lock serialises them)."""
+    """Apply the migrations this database lacks, then the roles' privileges
+    (`agentsaga.store.roles`); returns the names applied. Safe to run from several processes at
+    once (an advisory lock serialises them)."""
     applied: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
@@ -61,6 +63,7 @@ def migrate(conn: Connection) -> list[str]:
                 "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
             )
             applied.append(name)
+        roles.apply(conn)  # every table's privileges, for every role, after every migrate
     return applied
 
 

@@ -3,7 +3,8 @@ AGENTSAGA_TRACE_PAYLOADS=true, the redacted JSON.
 
 `redact` always runs: card numbers are masked to their last four digits (`agentsaga.redact`),
 values under secret-looking keys (password, token, api_key, authorization, card number, cvc...)
-and Stripe secret keys become `[redacted]`. A deployment adds its own rules with
+and secret-looking values (Stripe keys, Bearer tokens, `password=`, private keys) become
+`[redacted]`. A deployment adds its own rules with
 AGENTSAGA_TRACE_REDACT=module:function (a function from JSON to JSON), applied after these.
 """
 
@@ -16,11 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from agentsaga.errors import ConfigurationError
-from agentsaga.redact import redact_text
+from agentsaga.redact import MASK, redact_text
 
 Redactor = Callable[[Any], Any]
 
-MASK = "[redacted]"
 MAX_CHARS = 4096
 """Longest payload attribute; longer JSON is cut (traces are not a data store)."""
 
@@ -28,7 +28,6 @@ _SECRET_KEY = re.compile(
     r"pass(word|phrase)?|secret|token|api[_-]?key|authori[sz]ation|cookie|credential|"
     r"private[_-]?key|card[_-]?number|^pan$|^number$|cvc|cvv|^exp_(month|year)$|iban|ssn",
     re.IGNORECASE)
-_STRIPE_SECRET = re.compile(r"\b(sk|rk)_(live|test)_[0-9A-Za-z]+")
 
 
 def redact(value: Any) -> Any:
@@ -38,7 +37,7 @@ def redact(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     if isinstance(value, str):
-        return _STRIPE_SECRET.sub(MASK, redact_text(value))
+        return redact_text(value)
     if isinstance(value, int) and not isinstance(value, bool) \
             and redact_text(str(value)) != str(value):
         return MASK  # a card number passed as a JSON number
@@ -47,7 +46,7 @@ def redact(value: Any) -> Any:
 
 def text(value: str) -> str:
     """Free text (error messages) for a span: card numbers and secret keys masked."""
-    return _STRIPE_SECRET.sub(MASK, redact_text(value))
+    return redact_text(value)
 
 
 def hook_from(spec: str) -> Redactor | None:

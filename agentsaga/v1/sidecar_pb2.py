@@ -25,49 +25,55 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentsaga/v1/sidecar.proto\x12\x0c\x61gentsaga.v1\"f\n\x0f\x42\x65ginRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x10\n\x08pod_name\x18\x03 \x01(\t\x12\x0f\n\x07pod_uid\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\"[\n\x10\x42\x65ginRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0bowner_epoch\x18\x02 \x01(\x03\x12\x0f\n\x07\x61\x64opted\x18\x03 \x01(\x08\x12\x11\n\tnext_step\x18\x04 \x01(\x05\"B\n\x0f\x44ispatchRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x11\n\targs_json\x18\x03 \x01(\t\"\xdf\x01\n\x10\x44ispatchResponse\x12&\n\x07outcome\x18\x01 \x01(\x0e\x32\x15.agentsaga.v1.Outcome\x12\x10\n\x08step_idx\x18\x02 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\x12\x14\n\x0c\x65xternal_ref\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\t\x12\x1a\n\rretry_after_s\x18\x08 \x01(\x01H\x00\x88\x01\x01\x42\x10\n\x0e_retry_after_s\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x85\x02\n\x04Step\x12\x10\n\x08step_idx\x18\x01 \x01(\x05\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x12\n\ntool_class\x18\x03 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x11\n\targs_json\x18\x06 \x01(\t\x12\x13\n\x0bresult_json\x18\x07 \x01(\t\x12\x14\n\x0c\x65xternal_ref\x18\x08 \x01(\t\x12\x19\n\x11\x63ompensation_json\x18\t \x01(\t\x12\x10\n\x08\x61udience\x18\n \x03(\t\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nupdated_at\x18\r \x01(\t\"\x9e\x01\n\x0eGetRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x13\n\x0bowner_epoch\x18\x03 \x01(\x03\x12!\n\x19irreversible_before_pivot\x18\x04 \x01(\x05\x12!\n\x05steps\x18\x05 \x03(\x0b\x32\x12.agentsaga.v1.Step\x12\x12\n\npivot_json\x18\x06 \x01(\t\"\x12\n\x10ListToolsRequest\"\x8a\x01\n\x08ToolInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntool_class\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x12\n\nhas_lookup\x18\x04 \x01(\x08\x12\x18\n\x10has_compensation\x18\x05 \x01(\x08\x12\x19\n\x11input_schema_json\x18\x06 \x01(\t\":\n\x11ListToolsResponse\x12%\n\x05tools\x18\x01 \x03(\x0b\x32\x16.agentsaga.v1.ToolInfo\"\x1c\n\nRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"D\n\x0cSettleReport\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0breport_json\x18\x02 \x01(\t\x12\x0f\n\x07settled\x18\x03 \x01(\x08\"=\n\x11ReachPivotRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x18\n\x10\x63ommit_plan_json\x18\x02 \x01(\t\"?\n\x14\x41waitDecisionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x02 \x01(\x01\"U\n\rPivotResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x11\n\tplan_hash\x18\x03 \x01(\t\x12\x12\n\npivot_json\x18\x04 \x01(\t\"0\n\rEndRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07outcome\x18\x02 \x01(\t\"/\n\x0e\x45ndRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t*\x84\x01\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n\tCONFIRMED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\x0b\n\x07UNKNOWN\x10\x03\x12\x13\n\x0fSTEP_UNRESOLVED\x10\x04\x12\x12\n\x0eNEEDS_APPROVAL\x10\x05\x12\x0f\n\x0bNEEDS_HUMAN\x10\x06\x32\x98\x05\n\x07Sidecar\x12I\n\x08\x42\x65ginRun\x12\x1d.agentsaga.v1.BeginRunRequest\x1a\x1e.agentsaga.v1.BeginRunResponse\x12I\n\x08\x44ispatch\x12\x1d.agentsaga.v1.DispatchRequest\x1a\x1e.agentsaga.v1.DispatchResponse\x12\x43\n\x06GetRun\x12\x1b.agentsaga.v1.GetRunRequest\x1a\x1c.agentsaga.v1.GetRunResponse\x12L\n\tListTools\x12\x1e.agentsaga.v1.ListToolsRequest\x1a\x1f.agentsaga.v1.ListToolsResponse\x12\x41\n\tReconcile\x12\x18.agentsaga.v1.RunRequest\x1a\x1a.agentsaga.v1.SettleReport\x12>\n\x06Unwind\x12\x18.agentsaga.v1.RunRequest\x1a\x1a.agentsaga.v1.SettleReport\x12J\n\nReachPivot\x12\x1f.agentsaga.v1.ReachPivotRequest\x1a\x1b.agentsaga.v1.PivotResponse\x12P\n\rAwaitDecision\x12\".agentsaga.v1.AwaitDecisionRequest\x1a\x1b.agentsaga.v1.PivotResponse\x12\x43\n\x06\x45ndRun\x12\x1b.agentsaga.v1.EndRunRequest\x1a\x1c.agentsaga.v1.EndRunResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentsaga/v1/sidecar.proto\x12\x0c\x61gentsaga.v1\"r\n\x0f\x42\x65ginRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x14\n\x08pod_name\x18\x03 \x01(\tB\x02\x18\x01\x12\x13\n\x07pod_uid\x18\x04 \x01(\tB\x02\x18\x01\x12\x15\n\tnamespace\x18\x05 \x01(\tB\x02\x18\x01\"[\n\x10\x42\x65ginRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0bowner_epoch\x18\x02 \x01(\x03\x12\x0f\n\x07\x61\x64opted\x18\x03 \x01(\x08\x12\x11\n\tnext_step\x18\x04 \x01(\x05\"B\n\x0f\x44ispatchRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x11\n\targs_json\x18\x03 \x01(\t\"\xdf\x01\n\x10\x44ispatchResponse\x12&\n\x07outcome\x18\x01 \x01(\x0e\x32\x15.agentsaga.v1.Outcome\x12\x10\n\x08step_idx\x18\x02 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\x12\x14\n\x0c\x65xternal_ref\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\t\x12\x1a\n\rretry_after_s\x18\x08 \x01(\x01H\x00\x88\x01\x01\x42\x10\n\x0e_retry_after_s\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x85\x02\n\x04Step\x12\x10\n\x08step_idx\x18\x01 \x01(\x05\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x12\n\ntool_class\x18\x03 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x11\n\targs_json\x18\x06 \x01(\t\x12\x13\n\x0bresult_json\x18\x07 \x01(\t\x12\x14\n\x0c\x65xternal_ref\x18\x08 \x01(\t\x12\x19\n\x11\x63ompensation_json\x18\t \x01(\t\x12\x10\n\x08\x61udience\x18\n \x03(\t\x12\r\n\x05\x65rror\x18\x0b \x01(\t\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nupdated_at\x18\r \x01(\t\"\x9e\x01\n\x0eGetRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x13\n\x0bowner_epoch\x18\x03 \x01(\x03\x12!\n\x19irreversible_before_pivot\x18\x04 \x01(\x05\x12!\n\x05steps\x18\x05 \x03(\x0b\x32\x12.agentsaga.v1.Step\x12\x12\n\npivot_json\x18\x06 \x01(\t\"\x12\n\x10ListToolsRequest\"\x8a\x01\n\x08ToolInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntool_class\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x12\n\nhas_lookup\x18\x04 \x01(\x08\x12\x18\n\x10has_compensation\x18\x05 \x01(\x08\x12\x19\n\x11input_schema_json\x18\x06 \x01(\t\":\n\x11ListToolsResponse\x12%\n\x05tools\x18\x01 \x03(\x0b\x32\x16.agentsaga.v1.ToolInfo\"\x1c\n\nRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"D\n\x0cSettleReport\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0breport_json\x18\x02 \x01(\t\x12\x0f\n\x07settled\x18\x03 \x01(\x08\"=\n\x11ReachPivotRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x18\n\x10\x63ommit_plan_json\x18\x02 \x01(\t\"?\n\x14\x41waitDecisionRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x02 \x01(\x01\"U\n\rPivotResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x11\n\tplan_hash\x18\x03 \x01(\t\x12\x12\n\npivot_json\x18\x04 \x01(\t\"0\n\rEndRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07outcome\x18\x02 \x01(\t\"/\n\x0e\x45ndRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t*\x84\x01\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n\tCONFIRMED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\x0b\n\x07UNKNOWN\x10\x03\x12\x13\n\x0fSTEP_UNRESOLVED\x10\x04\x12\x12\n\x0eNEEDS_APPROVAL\x10\x05\x12\x0f\n\x0bNEEDS_HUMAN\x10\x06\x32\x98\x05\n\x07Sidecar\x12I\n\x08\x42\x65ginRun\x12\x1d.agentsaga.v1.BeginRunRequest\x1a\x1e.agentsaga.v1.BeginRunResponse\x12I\n\x08\x44ispatch\x12\x1d.agentsaga.v1.DispatchRequest\x1a\x1e.agentsaga.v1.DispatchResponse\x12\x43\n\x06GetRun\x12\x1b.agentsaga.v1.GetRunRequest\x1a\x1c.agentsaga.v1.GetRunResponse\x12L\n\tListTools\x12\x1e.agentsaga.v1.ListToolsRequest\x1a\x1f.agentsaga.v1.ListToolsResponse\x12\x41\n\tReconcile\x12\x18.agentsaga.v1.RunRequest\x1a\x1a.agentsaga.v1.SettleReport\x12>\n\x06Unwind\x12\x18.agentsaga.v1.RunRequest\x1a\x1a.agentsaga.v1.SettleReport\x12J\n\nReachPivot\x12\x1f.agentsaga.v1.ReachPivotRequest\x1a\x1b.agentsaga.v1.PivotResponse\x12P\n\rAwaitDecision\x12\".agentsaga.v1.AwaitDecisionRequest\x1a\x1b.agentsaga.v1.PivotResponse\x12\x43\n\x06\x45ndRun\x12\x1b.agentsaga.v1.EndRunRequest\x1a\x1c.agentsaga.v1.EndRunResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentsaga.v1.sidecar_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OUTCOME']._serialized_start=1629
-  _globals['_OUTCOME']._serialized_end=1761
+  _globals['_BEGINRUNREQUEST'].fields_by_name['pod_name']._loaded_options = None
+  _globals['_BEGINRUNREQUEST'].fields_by_name['pod_name']._serialized_options = b'\030\001'
+  _globals['_BEGINRUNREQUEST'].fields_by_name['pod_uid']._loaded_options = None
+  _globals['_BEGINRUNREQUEST'].fields_by_name['pod_uid']._serialized_options = b'\030\001'
+  _globals['_BEGINRUNREQUEST'].fields_by_name['namespace']._loaded_options = None
+  _globals['_BEGINRUNREQUEST'].fields_by_name['namespace']._serialized_options = b'\030\001'
+  _globals['_OUTCOME']._serialized_start=1641
+  _globals['_OUTCOME']._serialized_end=1773
   _globals['_BEGINRUNREQUEST']._serialized_start=44
-  _globals['_BEGINRUNREQUEST']._serialized_end=146
-  _globals['_BEGINRUNRESPONSE']._serialized_start=148
-  _globals['_BEGINRUNRESPONSE']._serialized_end=239
-  _globals['_DISPATCHREQUEST']._serialized_start=241
-  _globals['_DISPATCHREQUEST']._serialized_end=307
-  _globals['_DISPATCHRESPONSE']._serialized_start=310
-  _globals['_DISPATCHRESPONSE']._serialized_end=533
-  _globals['_GETRUNREQUEST']._serialized_start=535
-  _globals['_GETRUNREQUEST']._serialized_end=566
-  _globals['_STEP']._serialized_start=569
-  _globals['_STEP']._serialized_end=830
-  _globals['_GETRUNRESPONSE']._serialized_start=833
-  _globals['_GETRUNRESPONSE']._serialized_end=991
-  _globals['_LISTTOOLSREQUEST']._serialized_start=993
-  _globals['_LISTTOOLSREQUEST']._serialized_end=1011
-  _globals['_TOOLINFO']._serialized_start=1014
-  _globals['_TOOLINFO']._serialized_end=1152
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=1154
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=1212
-  _globals['_RUNREQUEST']._serialized_start=1214
-  _globals['_RUNREQUEST']._serialized_end=1242
-  _globals['_SETTLEREPORT']._serialized_start=1244
-  _globals['_SETTLEREPORT']._serialized_end=1312
-  _globals['_REACHPIVOTREQUEST']._serialized_start=1314
-  _globals['_REACHPIVOTREQUEST']._serialized_end=1375
-  _globals['_AWAITDECISIONREQUEST']._serialized_start=1377
-  _globals['_AWAITDECISIONREQUEST']._serialized_end=1440
-  _globals['_PIVOTRESPONSE']._serialized_start=1442
-  _globals['_PIVOTRESPONSE']._serialized_end=1527
-  _globals['_ENDRUNREQUEST']._serialized_start=1529
-  _globals['_ENDRUNREQUEST']._serialized_end=1577
-  _globals['_ENDRUNRESPONSE']._serialized_start=1579
-  _globals['_ENDRUNRESPONSE']._serialized_end=1626
-  _globals['_SIDECAR']._serialized_start=1764
-  _globals['_SIDECAR']._serialized_end=2428
+  _globals['_BEGINRUNREQUEST']._serialized_end=158
+  _globals['_BEGINRUNRESPONSE']._serialized_start=160
+  _globals['_BEGINRUNRESPONSE']._serialized_end=251
+  _globals['_DISPATCHREQUEST']._serialized_start=253
+  _globals['_DISPATCHREQUEST']._serialized_end=319
+  _globals['_DISPATCHRESPONSE']._serialized_start=322
+  _globals['_DISPATCHRESPONSE']._serialized_end=545
+  _globals['_GETRUNREQUEST']._serialized_start=547
+  _globals['_GETRUNREQUEST']._serialized_end=578
+  _globals['_STEP']._serialized_start=581
+  _globals['_STEP']._serialized_end=842
+  _globals['_GETRUNRESPONSE']._serialized_start=845
+  _globals['_GETRUNRESPONSE']._serialized_end=1003
+  _globals['_LISTTOOLSREQUEST']._serialized_start=1005
+  _globals['_LISTTOOLSREQUEST']._serialized_end=1023
+  _globals['_TOOLINFO']._serialized_start=1026
+  _globals['_TOOLINFO']._serialized_end=1164
+  _globals['_LISTTOOLSRESPONSE']._serialized_start=1166
+  _globals['_LISTTOOLSRESPONSE']._serialized_end=1224
+  _globals['_RUNREQUEST']._serialized_start=1226
+  _globals['_RUNREQUEST']._serialized_end=1254
+  _globals['_SETTLEREPORT']._serialized_start=1256
+  _globals['_SETTLEREPORT']._serialized_end=1324
+  _globals['_REACHPIVOTREQUEST']._serialized_start=1326
+  _globals['_REACHPIVOTREQUEST']._serialized_end=1387
+  _globals['_AWAITDECISIONREQUEST']._serialized_start=1389
+  _globals['_AWAITDECISIONREQUEST']._serialized_end=1452
+  _globals['_PIVOTRESPONSE']._serialized_start=1454
+  _globals['_PIVOTRESPONSE']._serialized_end=1539
+  _globals['_ENDRUNREQUEST']._serialized_start=1541
+  _globals['_ENDRUNREQUEST']._serialized_end=1589
+  _globals['_ENDRUNRESPONSE']._serialized_start=1591
+  _globals['_ENDRUNRESPONSE']._serialized_end=1638
+  _globals['_SIDECAR']._serialized_start=1776
+  _globals['_SIDECAR']._serialized_end=2440
 # @@protoc_insertion_point(module_scope)

@@ -25,6 +25,11 @@ if sys.version_info >= (3, 11):
 else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
+if sys.version_info >= (3, 13):
+    from warnings import deprecated as _deprecated
+else:
+    from typing_extensions import deprecated as _deprecated
+
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class _Outcome:
@@ -75,10 +80,32 @@ class BeginRunRequest(_message.Message):
     NAMESPACE_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     agent: _builtins.str
-    pod_name: _builtins.str
-    """Kubernetes binding, normally filled from the downward API by the sidecar itself."""
-    pod_uid: _builtins.str
-    namespace: _builtins.str
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def pod_name(self) -> _builtins.str:
+        """Deprecated and ignored: the pod's identity comes from the sidecar's own downward API
+        settings only (a request cannot bind a run to another pod or namespace).
+        """
+
+    @pod_name.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def pod_name(self, value: _builtins.str) -> None:
+        """Deprecated and ignored: the pod's identity comes from the sidecar's own downward API
+        settings only (a request cannot bind a run to another pod or namespace).
+        """
+
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def pod_uid(self) -> _builtins.str: ...
+    @pod_uid.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def pod_uid(self, value: _builtins.str) -> None: ...
+    @_builtins.property
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def namespace(self) -> _builtins.str: ...
+    @namespace.setter
+    @_deprecated("""This field has been marked as deprecated using proto field options.""")
+    def namespace(self, value: _builtins.str) -> None: ...
     def __init__(
         self,
         *,

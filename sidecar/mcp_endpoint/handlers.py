@@ -25,6 +25,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from agentsaga import pivot
 from agentsaga.calls import ToolInfo
 from agentsaga.errors import InvalidArguments, SagaError
 from agentsaga.requests import parse_plan
@@ -155,7 +156,7 @@ def answered(tool: str, call: Callable[[], types.CallToolResult]) -> types.CallT
 
 
 def _pivot_json(record: PivotRecord | None) -> dict[str, Any]:
-    return {} if record is None else record.to_json()
+    return {} if record is None else pivot.shown(record)
 
 
 def _record(record: dict[str, Any]) -> types.CallToolResult:

@@ -47,6 +47,8 @@ REFUSALS: dict[ErrorCode, str] = {
                                   "call again in a second",
     ErrorCode.TAKEN_OVER: "RUN TAKEN OVER: another owner adopted this run; stop calling tools",
     ErrorCode.UNAVAILABLE: "the saga log is unreachable; nothing was called. Try again later",
+    ErrorCode.UNKNOWN: "OUTCOME UNKNOWN: the saga log refused to record this request; do not "
+                       "retry with new arguments",
 }
 """Every ErrorCode's headline, the first words a model reads (a test checks none is missing)."""
 

@@ -173,7 +173,7 @@ def test_bad_approval_is_refused_and_records_nothing(sidecar: SagaClient, ledger
     sidecar.begin_run("other-run")
     other = sidecar.reach_pivot("other-run", plan + plan)
     before = state(ledger)
-    wrong = "0" * 16 if kind == "stale hash" else other.plan_hash
+    wrong = "0" * 64 if kind == "stale hash" else other.plan_hash
     assert wrong != first.plan_hash
     done = _approve(ledger, "ok-run", wrong)
     assert done.returncode == 2

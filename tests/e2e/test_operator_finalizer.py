@@ -18,7 +18,8 @@ def unknown_step(cluster: Cluster, agent: SagaClient, run: str) -> None:
     add_fault(cluster.dsn, "create_ticket", "unknown_after_commit")
     with pytest.raises(ToolOutcomeUnknown):
         agent.dispatch(run, "create_ticket", {"summary": "refund", "order_id": run})
-    cluster.wait_run(run, lambda o: (o["status"].get("steps") or {}).get("unknown") == 1)
+    cluster.wait_run(run, lambda o: ((o.get("status") or {}).get("steps") or {})
+                     .get("unknown") == 1)
 
 
 def blocked(cluster: Cluster, run: str) -> dict[str, object]:

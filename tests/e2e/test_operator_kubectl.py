@@ -52,7 +52,7 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
     assert header.split() == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "HUMAN", "AGE"]
     assert row.split()[:5] == [RUN, "AwaitingApproval", "2", "0", "AwaitingApproval"]
 
-    approve(cluster, "0" * 16)
+    approve(cluster, "0" * 64)
     stale = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved=False",
                                  "--timeout=15s")
     assert stale.returncode == 0, stale.stderr
@@ -119,3 +119,60 @@ def test_rejection_at_the_pivot_starts_the_unwind_job(cluster: Cluster) -> None:
     assert job["metadata"]["name"] == job_name(RUN, "unwind", 1)
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
         "agentsaga", "unwind", "--run", RUN]
+
+
+def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
+        cluster: Cluster) -> None:
+    """The whole plan stays in the saga log; status.pivot shows bounded, masked arguments with
+    their digests, and the approval by planHash still admits the exact step."""
+    cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=30)
+    cluster.start_operator("--standalone")
+    agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
+    agent.begin_run(RUN, agent="refunder")
+    attachment = {"to": "finance@example.com", "body": "ledger " + "x" * (5 << 20)}
+    letter = {"to": "customer@example.com", "body": "Your refund is on its way."}
+    staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": attachment},
+                                     {"tool": "send_email", "args": letter}])
+    waiting = cluster.wait_phase(RUN, "AwaitingApproval")
+    big, small = waiting["status"]["pivot"]["commit"]
+    assert len(json.dumps(waiting).encode()) < 256 << 10
+    assert "omitted" in big["args"] and small["args"] == letter
+    assert len(big["argsDigest"]) == 64 and len(staged.plan_hash) == 64
+    approve(cluster, staged.plan_hash)
+    cluster.wait_run(RUN, lambda o: (o["status"].get("pivot") or {}).get("state") == "Approved")
+    agent.dispatch(RUN, "send_email", letter)
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        record = saga_log.require_run(RUN).pivot
+        steps = saga_log.steps(RUN)
+    assert record is not None and len(record.commit[0]["args"]["body"]) > 5 << 20
+    assert [(s.tool, s.status) for s in steps] == [("send_email", "CONFIRMED")]
+
+
+def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
+        cluster: Cluster) -> None:
+    """A run of namespace `default` (bound by its pod there); an AgentRun in `sandbox` naming it
+    gets RunLinked=False, no plan, and its approval records nothing."""
+    plan_hash = staged_run(cluster)
+    created = cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sandbox"}}))
+    assert created.returncode == 0, created.stderr
+    manifest = {"apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
+                "metadata": {"name": "borrowed", "namespace": "sandbox"},
+                "spec": {"agent": "mallory", "runId": RUN}}
+    applied = cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    assert applied.returncode == 0, applied.stderr
+    linked = cluster.kube.wait_for(
+        "agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+        lambda o: o is not None and any(c.get("reason") == "RunInOtherNamespace" for c in
+                                        (o.get("status") or {}).get("conditions") or []), 20)
+    assert linked is not None and "pivot" not in linked["status"]
+    body = {"status": {"approval": {"planHash": plan_hash, "decision": "Approved",
+                                    "approver": "mallory"}}}
+    patched = cluster.kube.kubectl("-n", "sandbox", "patch", "agentrun", "borrowed",
+                                   "--subresource=status", "--type=merge", "-p", json.dumps(body))
+    assert patched.returncode == 0, patched.stderr
+    cluster.kube.wait_for("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+                          lambda o: o is not None and "approval" not in o.get("status", {}), 20)
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        record = saga_log.require_run(RUN).pivot
+    assert record is not None and record.state == "AwaitingApproval"

@@ -17,6 +17,7 @@ from agentsaga.operator.job_manifests import job_name
 from agentsaga.client import ToolNeedsHuman
 from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.store import SagaLog
+from sagatest.kubeapi.auth import ADMIN
 from sagatest.ledger_tools import add_fault, effects
 from sagatest.operator_fixtures import Cluster, agentrun, evict
 from sagatest.plugin_tools import kubectl_agentsaga
@@ -85,7 +86,8 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
     settled = kubectl_agentsaga(cluster.kube, "settle", RUN, "1", "--not-happened", "--reason",
                                 "not in the SMS log")
     assert settled.returncode == 0, settled.stderr
-    assert "step 1 (send_email) settled as NotHappened by tester" in settled.stdout
+    # the plugin settles as the user the API server names (`kubectl auth whoami`)
+    assert f"step 1 (send_email) settled as NotHappened by {ADMIN}" in settled.stdout
     recorded = cluster.wait_run(RUN, lambda o: ((o["status"].get("settlements") or {}).get(
         "1") or {}).get("state") == "Recorded")
     assert (condition(recorded, "StepsSettled") or {})["status"] == "True"
@@ -93,7 +95,7 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
         step = saga_log.step(RUN, 1)
         [item] = saga_log.settlements(RUN)
     assert step is not None and step.status == "NOT_EXECUTED"
-    assert (item.settler, item.outcome, item.reason) == ("tester", "NotHappened",
+    assert (item.settler, item.outcome, item.reason) == (ADMIN, "NotHappened",
                                                          "not in the SMS log")
 
     # nothing waits any more: the operator starts the unwind again (the next epoch's Job)

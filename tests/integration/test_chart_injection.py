@@ -93,8 +93,9 @@ def test_patched_pod_validates_and_has_the_native_sidecar(template: dict[str, An
         assert env[name]["valueFrom"]["fieldRef"]["fieldPath"] == field
     assert "secretKeyRef" in env["AGENTSAGA_DSN"]["valueFrom"]
     assert "AGENTSAGA_TOOLS" in env and "OTEL_SERVICE_NAME" in env
-    # no Kubernetes credentials in the pod: the sidecar does not try to write AgentRuns
-    assert env["AGENTSAGA_AGENTRUN"]["value"] == "off"
+    # no Kubernetes credentials in the pod (the sidecar has no Kubernetes client at all); the
+    # pod's identity comes from the downward API
+    assert env["AGENTSAGA_POD_UID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"
     assert patched["spec"]["automountServiceAccountToken"] is False
     assert env["AGENTSAGA_LISTEN"]["value"].endswith(":50051") or "grpc" in sidecar["startupProbe"]
     assert sidecar["securityContext"]["readOnlyRootFilesystem"] is True

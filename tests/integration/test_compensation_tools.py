@@ -13,7 +13,6 @@ import psycopg
 import pytest
 
 from agentsaga import Compensation, CompensationUnavailable, Registry
-from agentsaga.dispatch import RunPolicy
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
@@ -57,7 +56,7 @@ def test_an_irreversible_tool_without_a_correction_waits_for_a_person_who_writes
     service = SagaService(saga_log, ledger_tools.build_registry(),
                           Settings(recheck_pause_s=0.01))
     service.begin_run("comp-2")
-    service.set_policy("comp-2", RunPolicy("count"))
+    saga_log.set_policy("comp-2", {"irreversibleBeforePivot": "count"})  # as the operator copies it
     assert service.dispatch("comp-2", "refund", {"charge_key": "k1"}).outcome == "CONFIRMED"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -142,3 +142,33 @@ tools:
     assert spec.lookup("nope") is None
     comp = spec.build_compensation(args, "k1")
     assert comp is not None and comp.tool == "solve_case" and comp.args == {"id": {"$ref": "k1"}}
+
+
+def test_generic_http_tool_percent_encodes_the_model_arguments_in_its_path(
+        world: World, tmp_path: Path) -> None:
+    """A model's `1/../2` is one path segment: it reaches no other ticket."""
+    config = tmp_path / "tools.yaml"
+    config.write_text(f"""
+tools:
+  - name: open_case
+    class: irreversible
+    method: POST
+    url: {world.url}/api/v2/tickets.json
+    id_field: ticket.id
+  - name: solve_case
+    class: irreversible
+    method: PUT
+    url: {world.url}/api/v2/tickets/{{id}}.json
+""")
+    registry = Registry()
+    register_file(registry, str(config), HTTP, {})
+    opened = [as_effect(registry.get("open_case").fn(
+        ticket={"subject": f"case {n}", "comment": {"body": "x"}}, idempotency_key=f"k{n}"))
+        for n in (1, 2)]
+    first, second = (str(e.ref) for e in opened if e is not None)
+    with pytest.raises(Rejected):
+        registry.get("solve_case").fn(id=f"{second}/../{first}",
+                                      ticket={"status": "solved"}, idempotency_key="k3")
+    assert {t["status"] for t in world.truth()["tickets"]} == {"new"}
+    assert any(f"{second}%2F..%2F{first}" in e.path or f"{second}/../{first}" in e.path
+               for e in world.exchanges())

@@ -242,10 +242,8 @@ def test_a_lost_answer_of_a_tool_without_lookup_is_handed_to_a_person(
         dispatcher: SagaService, ledger: str) -> None:
     """NEEDS_HUMAN, in full: what the agent is told, the step left UNKNOWN, and the hand-over
     recorded with why (the command a person runs)."""
-    from agentsaga.dispatch import RunPolicy
-
     dispatcher.begin_run("r14")
-    dispatcher.set_policy("r14", RunPolicy("count"))
+    dispatcher.saga_log.set_policy("r14", {"irreversibleBeforePivot": "count"})
     dispatcher.dispatch("r14", "create_ticket", {"summary": "a", "order_id": "1"})
     add_fault(ledger, "send_email", "unknown_after_commit")
     out = dispatcher.dispatch("r14", "send_email", {"to": "c@example.com", "body": "b"})

@@ -20,7 +20,7 @@ from sagatest.sidecar_fixtures import ROOT
 
 EXAMPLE = ROOT / "examples" / "refund"
 README = (EXAMPLE / "README.md").read_text()
-HASH = re.compile(r"--plan-hash ([0-9a-f]{16})")
+HASH = re.compile(r"--plan-hash ([0-9a-f]{64})")
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import psycopg
 import pytest
 
 from agentsaga.client import SYSTEM_PROMPT, ToolNeedsHuman
-from agentsaga.dispatch import RunPolicy
 from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
@@ -54,7 +53,7 @@ def settlement_rows(pg: str) -> list[tuple[int, str, str | None, str | None]]:
 def email_sent_unknown(service: SagaService, ledger: str) -> None:
     """A ticket, then an email (irreversible, no lookup) whose answer is lost after it went out."""
     service.begin_run(RUN)
-    service.set_policy(RUN, RunPolicy("count"))
+    service.saga_log.set_policy(RUN, {"irreversibleBeforePivot": "count"})  # the operator copies it
     assert service.dispatch(RUN, "create_ticket", TICKET).outcome == "CONFIRMED"
     add_fault(ledger, "send_email", "unknown_after_commit")
     out = service.dispatch(RUN, "send_email", EMAIL)

@@ -38,7 +38,7 @@ def stage_refund(client: SagaClient, run_id: str) -> str:
         {"tool": "capture_charge", "args": {"charge_ref": charge["id"]}},
         {"tool": "send_email", "args": EMAIL},
     ])
-    assert staged.state == "AwaitingApproval" and len(staged.plan_hash) == 16
+    assert staged.state == "AwaitingApproval" and len(staged.plan_hash) == 64
     return staged.plan_hash
 
 
@@ -52,7 +52,7 @@ def test_reordered_run_commits_only_after_approval(sidecar_factory: Factory, led
 
     with pytest.raises(ApprovalRequired, match="waiting for approval"):
         client.dispatch("refund-1182", "capture_charge", {"charge_ref": "x"})
-    stale = approve(ledger, "refund-1182", "0" * 16)
+    stale = approve(ledger, "refund-1182", "0" * 64)
     assert stale.returncode == 2 and "stale approval" in stale.stderr
     assert client.await_decision("refund-1182", timeout=0.1).state == "AwaitingApproval"
 
@@ -151,3 +151,23 @@ def test_an_approved_commit_step_runs_once_even_when_settled_by_lookup(
     with pytest.raises(ApprovalRequired, match="already ran: it is commit step 0"):
         client.dispatch("once-run", "capture_charge", capture["args"])
     assert len(effects(ledger, "capture")) == 1
+
+
+def test_an_approved_card_admits_no_other_card_with_the_same_last_four(
+        sidecar_factory: Factory, ledger: str) -> None:
+    """The stored plan masks both cards alike ([card ****4242]); the approval holds the digest
+    of the raw arguments, so only the card that was approved is admitted."""
+    client = sidecar_factory(ledger, TOOLS).client()
+    client.begin_run("card-4242")
+    approved = {"to": "customer@example.com", "body": "card 4242 4242 4242 4242 refunded"}
+    other = {"to": "customer@example.com", "body": "card 4000 0000 0002 4242 refunded"}
+    staged = client.reach_pivot("card-4242", [{"tool": "send_email", "args": approved}])
+    assert "4242 4242 4242 4242" not in staged.pivot_json
+    assert "[card ****4242]" in staged.pivot_json and '"argsDigest"' in staged.pivot_json
+    assert approve(ledger, "card-4242", staged.plan_hash).returncode == 0
+    assert client.await_decision("card-4242", timeout=5).state == "Approved"
+    with pytest.raises(ApprovalRequired, match="not in the approved plan"):
+        client.dispatch("card-4242", "send_email", other)
+    assert effects(ledger, "email") == []
+    client.dispatch("card-4242", "send_email", approved)
+    assert [e["body"]["body"] for e in effects(ledger, "email")] == [approved["body"]]

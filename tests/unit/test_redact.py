@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentsaga.redact import redact_text
+from agentsaga.redact import redact_text, redact_value
 
 
 @pytest.mark.parametrize(("text", "masked"), [
@@ -28,3 +28,49 @@ def test_nul_characters_raw_or_json_escaped_become_replacement_characters() -> N
     assert redact_text("a\x00b") == "a\ufffdb"
     assert redact_text('{"v":"a\\u0000b"}') == '{"v":"a\\ufffdb"}'
     assert redact_text('{"v":"a\\\\u0000b"}') == '{"v":"a\\\\u0000b"}'  # an escaped backslash
+
+
+@pytest.mark.parametrize(("text", "last4"), [
+    ("4242.4242.4242.4242", "4242"),
+    ("4242/4242/4242/4242", "4242"),
+    ("4242\u00a04242\u00a04242\u00a04242", "4242"),
+    ("\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12"
+     "\uff14\uff12", "4242"),
+    ("3782 822463 10005", "0005"),          # American Express, 15 digits in 4-6-5
+    ("4222222222222", "2222"),              # a 13-digit Visa
+    ("6011 0009 9013 9424 009", "4009"),    # 19 digits
+])
+def test_card_numbers_in_every_common_form_are_masked(text: str, last4: str) -> None:
+    masked = redact_text(f"card: {text}.")
+    assert masked == f"card: [card ****{last4}]."
+
+
+@pytest.mark.parametrize("text", [
+    "123e4567-e89b-12d3-a456-426614174000",   # a UUID
+    "run 2026.12.03 10:15", "id 9f86d081884c7d659a2feaa0c55ad015",
+    "4242 4242 4242 4241",                     # fails Luhn
+    "tracking 1Z999AA10123456784",
+])
+def test_ids_dates_and_uuids_are_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("key sk_live_51HxYzAbCdEf0123456789 used", "key [redacted] used"),
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc", "Authorization: Bearer [redacted]"),
+    ("dsn password=hunter2&user=x", "dsn password=[redacted]&user=x"),
+    ('{"api_key":"abcdef123"}', '{"api_key":"[redacted]"}'),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "[redacted]"),
+])
+def test_secret_looking_values_are_masked(text: str, kept: str) -> None:
+    assert redact_text(text) == kept
+
+
+def test_json_values_are_masked_string_by_string() -> None:
+    value = {"card": "\uff14\uff12\uff14\uff12 \uff14\uff12\uff14\uff12 \uff14\uff12\uff14\uff12"
+                     " \uff14\uff12\uff14\uff12",
+             "password": "x", "pan": 4242424242424242, "order": 1182,
+             "nested": ["Bearer abcdefghijkl"]}
+    assert redact_value(value) == {
+        "card": "[card ****4242]", "password": "[redacted]", "pan": "[card ****4242]",
+        "order": 1182, "nested": ["Bearer [redacted]"]}

@@ -75,12 +75,12 @@ def test_defaults_and_values_from_the_environment() -> None:
     assert Settings.from_env({}) == Settings()
     settings = Settings.from_env({
         "AGENTSAGA_RECHECK_PAUSE_S": "0.5", "AGENTSAGA_TOOLS": "a.tools, b.tools,",
-        "AGENTSAGA_AGENTRUN": "off", "AGENTSAGA_POOL_MAX": "4", "AGENTSAGA_DATA_DIR": "/d",
+        "AGENTSAGA_POOL_MAX": "4", "AGENTSAGA_DATA_DIR": "/d",
         "AGENTSAGA_OUTCOME_COMMIT": "sync", "AGENTSAGA_TRACE_PAYLOADS": "yes",
         "AGENTSAGA_OPERATOR_RESYNC_SECONDS": "3", "AGENTSAGA_CRASH_AT": "x,y",
         "AGENTSAGA_LISTEN": ""})
     assert settings.recheck_pause_s == 0.5 and settings.tools == ("a.tools", "b.tools")
-    assert settings.agentrun is False and settings.pool_max == 4
+    assert settings.pool_max == 4
     assert settings.data_dir == Path("/d") and settings.outcome_commit == "sync"
     assert settings.telemetry.trace_payloads is True
     assert settings.operator.resync_seconds == 3.0 and settings.debug.crash_at == ("x", "y")
@@ -96,7 +96,7 @@ def test_defaults_and_values_from_the_environment() -> None:
     ({"AGENTSAGA_WORKERS": "2.5"}, "AGENTSAGA_WORKERS must be a whole number, got '2.5'"),
     ({"AGENTSAGA_OUTCOME_COMMIT": "maybe"},
      "AGENTSAGA_OUTCOME_COMMIT must be one of sync, async, got 'maybe'"),
-    ({"AGENTSAGA_AGENTRUN": "perhaps"}, "AGENTSAGA_AGENTRUN must be true or false"),
+    ({"AGENTSAGA_TRACE_PAYLOADS": "perhaps"}, "AGENTSAGA_TRACE_PAYLOADS must be true or false"),
     ({"AGENTSAGA_CONNECTOR_TIMEOUT_S": "0"},
      "AGENTSAGA_CONNECTOR_TIMEOUT_S must be a number of seconds above 0, got '0'"),
     ({"AGENTSAGA_OPERATOR_RESYNC_SECONDS": "-1"}, "AGENTSAGA_OPERATOR_RESYNC_SECONDS must be"),

@@ -104,6 +104,14 @@ seccompProfile:
       key: {{ .Values.postgres.secretKey }}
 {{- end }}
 
+{{- define "agentsaga.operatorDsnEnv" -}}
+- name: AGENTSAGA_OPERATOR_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "postgres.operatorSecret is required: the Secret with the operator role's DSN" .Values.postgres.operatorSecret }}
+      key: {{ .Values.postgres.operatorSecretKey }}
+{{- end }}
+
 {{/* OpenTelemetry: the standard OTEL_* variables. Call with (dict "root" $ "component" "operator"). */}}
 {{- define "agentsaga.otelEnv" -}}
 {{- $otel := .root.Values.otel }}

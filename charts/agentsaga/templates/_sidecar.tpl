@@ -98,10 +98,8 @@ env:
     value: {{ include "agentsaga.sidecarTools" . | quote }}
   - name: AGENTSAGA_LISTEN
     value: {{ .Values.sidecar.listen | quote }}
-  # the sidecar writes only the saga log: its pod mounts no token and its ServiceAccount has no
-  # role, so it neither creates nor patches AgentRuns (the operator is their only writer)
-  - name: AGENTSAGA_AGENTRUN
-    value: "off"
+  # the sidecar writes only the saga log (it has no Kubernetes client at all): its pod mounts no
+  # token and its ServiceAccount has no role; the operator is the only writer of AgentRuns
   {{- with .Values.sidecar.mcp.listen }}
   - name: AGENTSAGA_MCP_LISTEN
     value: {{ . | quote }}

@@ -24,6 +24,8 @@ import pytest
 from kubernetes import client, config
 
 from agentsaga import subprocesses
+from agentsaga.store import Run, SagaLog, roles
+from agentsaga.store.connections import with_user
 from sagatest import ledger_tools
 from sagatest.chart_tools import render
 from sagatest.kube_fixtures import Kube, kube, kube_with_crds
@@ -74,7 +76,8 @@ class Cluster:
                     "AGENTSAGA_JOB_SERVICE_ACCOUNT": "agentsaga-sidecar", **(env or {})}
         with log_path.open("wb") as sink:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "agentsaga.cli", "operator", "--dsn", self.dsn,
+                [sys.executable, "-m", "agentsaga.cli", "operator", "--dsn",
+                 with_user(self.dsn, roles.OPERATOR),
                  "--resync-interval", str(resync), "--watch-timeout", "20", *extra],
                 stdout=sink, stderr=subprocess.STDOUT, env=full_env, cwd=ROOT)
         process = OperatorProcess(proc, log_path)
@@ -111,10 +114,13 @@ class Cluster:
     def start_sidecar(self, pod: Obj, env: dict[str, str] | None = None,
                       tools: str = TOOLS) -> SidecarProcess:
         meta = pod["metadata"]
-        env = {**self.kube.env(), "LEDGER_DSN": self.dsn, "AGENTSAGA_POD_NAME": meta["name"],
+        # no Kubernetes credentials (no KUBECONFIG): the sidecar writes only to the saga log,
+        # as its own database role
+        env = {"LEDGER_DSN": self.dsn, "AGENTSAGA_POD_NAME": meta["name"],
                "AGENTSAGA_POD_NAMESPACE": meta["namespace"], "AGENTSAGA_POD_UID": meta["uid"],
                **(env or {})}
-        sidecar = start_sidecar(self.dsn, tools, env=env)
+        sidecar = start_sidecar(with_user(self.dsn, roles.SIDECAR), tools,
+                                env={**env, "KUBECONFIG": "/nonexistent"})
         self.sidecars.append(sidecar)
         return sidecar
 
@@ -137,6 +143,18 @@ class Cluster:
                                    lambda o: o is not None and predicate(o), timeout)
         assert found is not None
         return found
+
+    def wait_log(self, run_id: str, predicate: Callable[[Run], bool],
+                 timeout: float = 20.0) -> Run:
+        """The run as the saga log has it, once `predicate` holds (a deadline, never a sleep)."""
+        deadline = time.monotonic() + timeout
+        with SagaLog(self.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+            while True:
+                run = saga_log.run(run_id)
+                if run is not None and predicate(run):
+                    return run
+                assert time.monotonic() < deadline, f"run {run_id}: {run}"
+                time.sleep(0.05)
 
     def wait_phase(self, name: str, phase: str, timeout: float = 20.0) -> Obj:
         return self.wait_run(name, lambda o: (o.get("status") or {}).get("phase") == phase,

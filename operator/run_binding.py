@@ -1,0 +1,171 @@
+"""The operator is the only writer to the Kubernetes API: it learns of runs from the saga log
+and binds their AgentRuns (the sidecar holds no Kubernetes credentials).
+
+A run that begins or changes owner in the log is announced on the Postgres channel
+`agentsaga_runs` (a trigger, migration 007); the operator LISTENs, and every
+AGENTSAGA_OPERATOR_RESYNC_SECONDS resyncs every open run as the fallback (a notification is
+lost while the operator is down). For each run with a namespace (a sidecar in a pod), it
+
+- creates the AgentRun in the run's namespace, or adopts the one there (`spec.runId` must name
+  the run: an AgentRun of another run is left alone with a condition);
+- writes `status.pod` (name, uid, namespace), `status.ownerEpoch` and phase Running when the
+  log's owner epoch is newer than the status's (R12), clearing an Orphaned condition;
+- copies the AgentRun's spec policy (irreversibleBeforePivot, pivot.required, onOrphan,
+  orphanGracePeriodSeconds) into the log, where the sidecar reads it (R10).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from typing import Any
+
+import kopf
+from agentsaga.operator.context import Context, context
+from agentsaga.operator.status import Obj, generation, stamp, with_condition
+
+from agentsaga import telemetry
+from agentsaga.store import Run
+
+logger = logging.getLogger(__name__)
+
+_DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+POLICY_FIELDS = ("irreversibleBeforePivot", "pivot", "onOrphan", "orphanGracePeriodSeconds")
+"""The AgentRun spec fields copied into the log (`saga_runs.policy`)."""
+
+
+def agentrun_name(run_id: str) -> str:
+    """The AgentRun's name: the run id if it is a valid object name, else a stable derived
+    one (the run id itself is always in `spec.runId`)."""
+    if len(run_id) <= 253 and _DNS1123.fullmatch(run_id):
+        return run_id
+    base = re.sub(r"[^a-z0-9]+", "-", run_id.lower()).strip("-")[:40] or "run"
+    return f"{base}-{hashlib.sha256(run_id.encode()).hexdigest()[:10]}"
+
+
+def bind(ctx: Context, run: Run) -> Obj | None:
+    """Create or adopt the run's AgentRun, bind it to the run's pod at the log's epoch, and copy
+    its spec policy into the log. None for a run outside Kubernetes (no namespace)."""
+    if not run.namespace or ctx.saga_log is None:
+        return None
+    name = agentrun_name(run.run_id)
+    created = ctx.kube.create_run(run.namespace, {
+        "apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
+        "metadata": {"name": name, "namespace": run.namespace,
+                     "annotations": telemetry.run_annotations(run.trace_context or {})},
+        "spec": {"agent": run.agent or "agent", "runId": run.run_id},
+    })
+    if created:
+        logger.info("created AgentRun %s/%s for run %s", run.namespace, name, run.run_id)
+
+    def mutate(current: Obj) -> Obj | None:
+        spec_run = (current.get("spec") or {}).get("runId") or name
+        if spec_run != run.run_id:
+            return None  # another run's AgentRun: never bound to this one
+        status = current.get("status") or {}
+        shown = int(status.get("ownerEpoch") or 0)
+        bound = (status.get("pod") or {}).get("uid")
+        if not run.pod_uid or shown > run.owner_epoch or (
+                bound == run.pod_uid and shown == run.owner_epoch):
+            return None  # bound already (the resync may have shown the epoch first)
+        message = f"pod {run.owner} holds the run (owner epoch {run.owner_epoch})"
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Orphaned"]
+        if any(c.get("type") == "Orphaned" for c in status.get("conditions") or []):
+            conditions.append({
+                "type": "Orphaned", "status": "False", "reason": "Adopted", "message": message,
+                "lastTransitionTime": stamp(), "observedGeneration": generation(current)})
+        live = status.get("phase") in (None, "", "Pending", "Running", "Orphaned")
+        return {"pod": {"name": run.owner, "uid": run.pod_uid, "namespace": run.namespace},
+                "ownerEpoch": run.owner_epoch, "conditions": conditions, "message": message,
+                **({"phase": "Running", "orphanedAt": None, "orphanReason": None}
+                   if live else {})}
+
+    written = ctx.kube.update_status(run.namespace, name, mutate)
+    current = written or ctx.kube.get_run(run.namespace, name)
+    if current is not None and ((current.get("spec") or {}).get("runId") or name) == run.run_id:
+        copy_policy(ctx, run, current)
+        _annotate_trace(ctx, run, current)
+    return current
+
+
+def _annotate_trace(ctx: Context, run: Run, agentrun: Obj) -> None:
+    """An AgentRun made by someone else (kubectl apply) gets the run's trace annotation unless
+    it has one: the operator and the Jobs continue the run's first trace."""
+    annotations = telemetry.run_annotations(run.trace_context or {})
+    present = (agentrun.get("metadata") or {}).get("annotations") or {}
+    if annotations and telemetry.ANNOTATION not in present:
+        ctx.kube.annotate_run(run.namespace, agentrun["metadata"]["name"], annotations)
+
+
+def copy_policy(ctx: Context, run: Run, agentrun: Obj) -> None:
+    """The AgentRun's spec policy into the log (the operator's database role only)."""
+    spec = agentrun.get("spec") or {}
+    policy = {k: spec[k] for k in POLICY_FIELDS if k in spec}
+    if ctx.saga_log is not None and run.policy != policy:
+        ctx.saga_log.set_policy(run.run_id, policy)
+
+
+def same_namespace(run: Run, namespace: str) -> bool:
+    """An AgentRun is linked only to a run of its own namespace (a run outside Kubernetes,
+    with no namespace, is linked by id)."""
+    return not run.namespace or run.namespace == namespace
+
+
+def other_namespace_condition(body: Obj) -> list[Obj]:
+    return with_condition(
+        body, "RunLinked", False, "RunInOtherNamespace",
+        "spec.runId names a run of another namespace; an AgentRun shows and decides only runs "
+        "of its own namespace")
+
+
+# -- the loop: LISTEN, with a periodic resync ----------------------------------------------
+
+
+def follow_log(ctx: Context, stop: threading.Event) -> None:
+    """Until `stop`: bind the AgentRun of every run the log announces; every resync interval
+    (and whenever the LISTEN connection fails) resync every open run."""
+    saga_log = ctx.saga_log
+    if saga_log is None:
+        return
+    while not stop.is_set():
+        try:
+            for run in saga_log.changed_runs(ctx.config.resync_seconds * 2):
+                _bind_quietly(ctx, run)
+            saga_log.listen_runs(lambda run_id: _bind_id(ctx, run_id), stop.is_set,
+                                 timeout=ctx.config.resync_seconds)
+        except Exception as exc:  # Postgres or the API went away: resync once they are back
+            logger.warning("following the saga log: %s", exc)
+            stop.wait(min(5.0, ctx.config.resync_seconds))
+
+
+def _bind_id(ctx: Context, run_id: str) -> None:
+    run = None if ctx.saga_log is None else ctx.saga_log.run(run_id)
+    if run is not None:
+        _bind_quietly(ctx, run)
+
+
+def _bind_quietly(ctx: Context, run: Run) -> None:
+    try:
+        bind(ctx, run)
+    except Exception as exc:  # one run's trouble never stops the others; the resync retries
+        logger.warning("binding the AgentRun of run %s: %s", run.run_id, exc)
+
+
+_STOP = threading.Event()
+
+
+@kopf.on.startup(id="follow-saga-log")
+def start_following(memo: Any, **_: Any) -> None:
+    ctx = context(memo)
+    if ctx.saga_log is None:
+        return
+    _STOP.clear()
+    threading.Thread(target=follow_log, args=(ctx, _STOP), name="agentsaga-log-follower",
+                     daemon=True).start()
+
+
+@kopf.on.cleanup(id="stop-following-saga-log")
+def stop_following(**_: Any) -> None:
+    _STOP.set()

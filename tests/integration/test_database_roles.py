@@ -1,0 +1,113 @@
+"""Decisions are written by the operator's database role only (Postgres refuses the sidecar's),
+every table has a grant decision for every role, and a sidecar serves a database prepared by
+the migration without any DDL right (real Postgres, a real sidecar process, real gRPC)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from agentsaga import pivot
+from agentsaga.client import ApprovalRequired
+from agentsaga.errors import LogRefused
+from agentsaga.store import SagaLog, roles
+from agentsaga.store.connections import with_user
+from sagatest.ledger_tools import effects
+from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
+
+TOOLS = "sagatest.ledger_tools"
+EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
+
+
+def agentsaga(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agentsaga.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+def test_every_table_has_a_grant_decision_for_every_role(pg: str) -> None:
+    with psycopg.connect(pg) as conn:
+        assert roles.undecided(conn) == []
+        assert set(roles.tables(conn)) >= {"saga_runs", "saga_log", "corrections"}
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE saga_runs SET pivot_decision = '{\"planHash\": \"x\", \"decision\": \"Approved\"}'",
+    "UPDATE corrections SET approver = 'mallory'",
+    "INSERT INTO corrections (run_id, step_idx, tool, audience, rank, state, approver)"
+    " VALUES ('r', 0, 't', '{}', 0, 'Approved', 'mallory')",
+    "DELETE FROM saga_log",
+    "CREATE TABLE sneaky (id int)",
+    "ALTER TABLE saga_runs DROP COLUMN pivot_decision",
+])
+def test_postgres_refuses_a_decision_or_ddl_from_the_sidecar_role(pg: str, statement: str) -> None:
+    with psycopg.connect(with_user(pg, roles.SIDECAR)) as conn, pytest.raises(
+            psycopg.errors.InsufficientPrivilege):
+        conn.execute(statement)
+
+
+def test_a_forged_approval_in_the_staged_plan_approves_nothing(ledger: str) -> None:
+    """The sidecar's role may write the staged plan, state Approved included: the store believes
+    a decision only from the operator's column, so no commit step is admitted."""
+    sidecar = start_sidecar(with_user(ledger, roles.SIDECAR), TOOLS)
+    try:
+        client = sidecar.client()
+        client.begin_run("forged")
+        staged = client.reach_pivot("forged", [{"tool": "send_email", "args": EMAIL}])
+        with psycopg.connect(with_user(ledger, roles.SIDECAR), autocommit=True) as conn:
+            conn.execute(
+                "UPDATE saga_runs SET state = 'committing', pivot = pivot || %s WHERE run_id = %s",
+                (json.dumps({"state": "Approved", "decision": "Approved",
+                             "decidedBy": "mallory"}), "forged"))
+        with pytest.raises(ApprovalRequired):
+            client.dispatch("forged", "send_email", EMAIL)
+        assert effects(ledger, "email") == []
+        with SagaLog(with_user(ledger, roles.SIDECAR), min_size=1, max_size=1).open(
+                migrate=False) as as_sidecar, pytest.raises(LogRefused, match="permission"):
+            pivot.record_decision(as_sidecar, "forged", staged.plan_hash, "Approved", "mallory")
+        refused = agentsaga("approve", "--dsn", with_user(ledger, roles.SIDECAR), "--run",
+                            "forged", "--plan-hash", staged.plan_hash, "--decision", "Approved",
+                            "--approver", "mallory")
+        assert refused.returncode != 0 and "permission denied" in refused.stderr
+    finally:
+        sidecar.stop()
+
+
+def test_the_sidecar_serves_a_migrated_database_without_ddl_and_the_operator_role_approves(
+        ledger: str) -> None:
+    migrated = agentsaga("migrate", "--dsn", ledger)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "privileges set" in migrated.stdout
+    sidecar: SidecarProcess = start_sidecar(with_user(ledger, roles.SIDECAR), TOOLS)
+    try:
+        client = sidecar.client()
+        client.begin_run("least")
+        staged = client.reach_pivot("least", [{"tool": "send_email", "args": EMAIL}])
+        approved = agentsaga("approve", "--dsn", with_user(ledger, roles.OPERATOR), "--run",
+                             "least", "--plan-hash", staged.plan_hash, "--decision",
+                             "Approved", "--approver", "alice")
+        assert approved.returncode == 0, approved.stderr
+        assert client.await_decision("least", timeout=10).state == "Approved"
+        client.dispatch("least", "send_email", EMAIL)
+        assert len(effects(ledger, "email")) == 1
+    finally:
+        sidecar.stop()
+    with psycopg.connect(ledger) as conn:
+        row = conn.execute("SELECT pivot_decision->>'decidedBy', pivot->>'state' FROM saga_runs"
+                           " WHERE run_id = 'least'").fetchone()
+    assert row == ("alice", "AwaitingApproval")  # the decision is the operator's column
+
+
+def test_a_sidecar_on_a_database_without_the_schema_says_to_migrate(pg_server: str) -> None:
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS unmigrated")
+        conn.execute("CREATE DATABASE unmigrated")
+    params = psycopg.conninfo.conninfo_to_dict(pg_server)
+    params["dbname"] = "unmigrated"
+    with pytest.raises(RuntimeError, match="agentsaga migrate"):
+        start_sidecar(psycopg.conninfo.make_conninfo(**params), TOOLS)  # type: ignore[arg-type]
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute("DROP DATABASE unmigrated WITH (FORCE)")
