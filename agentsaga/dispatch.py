@@ -208,7 +208,10 @@ class Dispatcher:
         except LogUnavailable as exc:
             # R11: the call returned, but the log could not take its outcome. The row stays
             # INTENDED, and the next call of this tool settles it by key (R7).
-            logger.warning("outcome %s not recorded: %s", outcome, exc, extra=extra)
+            logger.warning(
+                "%s ran and came back %s, but the saga log's Postgres at %s could not record "
+                "the outcome (%s); the step stays INTENDED and is settled by its key on the "
+                "next call or reconcile", step.tool, outcome, exc.where, exc.reason, extra=extra)
             return DispatchResult(
                 DispatchOutcome.UNKNOWN, step.step_idx, step.idempotency_key,
                 status=StepStatus.INTENDED,
@@ -224,7 +227,10 @@ class Dispatcher:
                 self.saga_log.ask_human(row.run_id, epoch, row.step_idx, row.idempotency_key,
                                         no_lookup_why(row))
             except LogUnavailable as exc:  # the next reconcile of the step asks again
-                logger.warning("step not handed to a human yet: %s", exc, extra=extra)
+                logger.warning(
+                    "%s ran and its outcome is UNKNOWN; the saga log's Postgres at %s could not "
+                    "record that it waits for a person (%s); the next reconcile asks again",
+                    row.tool, exc.where, exc.reason, extra=extra)
             return _needs_human(row)
         if outcome == StepStatus.UNKNOWN or row is None:
             return _unknown(row or step, self._retry_after(step, spec))

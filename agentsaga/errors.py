@@ -177,6 +177,9 @@ class LogUnavailable(SagaError):
             f"the saga log's Postgres at {where} is unreachable ({_first_line(cause)}); "
             "nothing was called. Call again once it is back."))
         self.where = where
+        self.reason = _first_line(cause)
+        """Why Postgres could not be reached, without the claim that nothing was called (a
+        write after the call, such as its outcome's, is reported with this)."""
 
 
 class LogRefused(LogUnavailable):

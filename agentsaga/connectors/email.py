@@ -97,7 +97,7 @@ class EmailConnector:
             params: dict[str, Any] = {"limit": 100} | ({"after": after} if after else {})
             page = with_backoff(
                 partial(self.api.call, "GET", "/emails", params=params, search=True),
-                self.api.settings, "email lookup")
+                self.api.settings, "email lookup", sleep=self.api.sleep)
             rows = page.get("data", [])
             for row in rows:
                 key = wanted.get(row.get("message_id", ""))

@@ -168,7 +168,8 @@ class HttpToolRunner:
     def lookup(self, key: str) -> Effect | None:
         url, _ = _fill(self.tool.lookup_url, {"key": key}, url=True)
         answer = with_backoff(lambda: self.api.call("GET", url, search=True),
-                              self.api.settings, f"{self.tool.name} lookup")
+                              self.api.settings, f"{self.tool.name} lookup",
+                              sleep=self.api.sleep)
         items = _dig(answer, self.tool.lookup_items) if self.tool.lookup_items else answer
         rows = items if isinstance(items, list) else ([items] if items else [])
         if not rows:

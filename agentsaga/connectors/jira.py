@@ -117,7 +117,7 @@ class JiraTickets:
                 body["nextPageToken"] = token
             page = with_backoff(
                 partial(self.api.call, "POST", f"{API}/search/jql", json_body=body, search=True),
-                self.api.settings, "jira search")
+                self.api.settings, "jira search", sleep=self.api.sleep)
             issues += page.get("issues", [])
             token = page.get("nextPageToken")
             if page.get("isLast", True) or not token:

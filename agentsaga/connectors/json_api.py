@@ -51,8 +51,10 @@ class Pacer:
             self._sleep(start - now)
 
 
-def with_backoff(call: Callable[[], Any], settings: HttpSettings, what: str) -> Any:
-    """Run a lookup, retrying after a 429 with exponential backoff; give up as OutcomeUnknown."""
+def with_backoff(call: Callable[[], Any], settings: HttpSettings, what: str, *,
+                 sleep: Callable[[float], None] = time.sleep) -> Any:
+    """Run a lookup, retrying after a 429 with exponential backoff; give up as OutcomeUnknown.
+    `sleep` is the clock seam (a test passes its ManualClock's `advance`)."""
     delay = 0.05
     for attempt in range(settings.max_backoffs + 1):
         try:
@@ -61,7 +63,7 @@ def with_backoff(call: Callable[[], Any], settings: HttpSettings, what: str) -> 
             if attempt == settings.max_backoffs:
                 break
             logger.info("%s: rate limited, backing off %.2fs", what, delay)
-            time.sleep(delay)
+            sleep(delay)
             delay = min(delay * 2, 2.0)
     raise OutcomeUnknown(f"{what}: still rate limited after {settings.max_backoffs} backoffs")
 
@@ -79,14 +81,18 @@ class JsonApi:
 
     def __init__(self, name: str, base_url: str, settings: HttpSettings, *,
                  auth: tuple[str, str] | None = None, headers: Mapping[str, str] | None = None,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.name = name
+        self.sleep = sleep
+        """How this API waits (pacing and back-off): the clock seam, with `clock`."""
         self.settings = settings
         self.client = httpx.Client(
             base_url=base_url, auth=auth, headers=dict(headers or {}),
             timeout=httpx.Timeout(settings.timeout_s), transport=transport,
         )
-        self.pacer = Pacer(settings.search_rate)
+        self.pacer = Pacer(settings.search_rate, clock=clock, sleep=sleep)
 
     def close(self) -> None:
         self.client.close()

@@ -18,6 +18,7 @@ PaymentIntent by id and comparing `metadata.saga_capture_key`. Both are visible 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -121,7 +122,11 @@ def _quote(value: str) -> str:
 class StripeConnector:
     """charge_card, capture_payment and cancel_or_refund_payment, with lookups by key."""
 
-    def __init__(self, config: StripeConfig, http: HttpSettings) -> None:
+    def __init__(self, config: StripeConfig, http: HttpSettings, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        """`clock` and `sleep` pace the searches and time the back-off after a 429 (the clock
+        seam: a test passes the world's ManualClock and its `advance`)."""
         base = {"api": config.api_base} if config.api_base else None
         self.http = http
         self.client = stripe.StripeClient(
@@ -129,7 +134,8 @@ class StripeConnector:
             max_network_retries=0,
             http_client=stripe.HTTPXClient(timeout=http.timeout_s, allow_sync_methods=True),
         )
-        self.pacer = Pacer(http.search_rate)
+        self.sleep = sleep
+        self.pacer = Pacer(http.search_rate, clock=clock, sleep=sleep)
         self.list_pages = LIST_PAGES
 
     def _do(self, what: str, call: Callable[[], T]) -> T:
@@ -268,7 +274,8 @@ class StripeConnector:
         params: dict[str, Any] = {"created": created, "limit": LIST_PAGE}
         hits: dict[str, str] = {}
         for _ in range(self.list_pages):
-            page = with_backoff(self._lister(dict(params)), self.http, "stripe list")
+            page = with_backoff(self._lister(dict(params)), self.http, "stripe list",
+                                sleep=self.sleep)
             for pi in page.data:
                 key = _meta(pi).get("saga_key")
                 if key in window.keys and key not in hits:
@@ -304,7 +311,8 @@ class StripeConnector:
         for start in range(0, len(wanted), SEARCH_CLAUSES):
             chunk = wanted[start:start + SEARCH_CLAUSES]
             query = " OR ".join(f"metadata['{field}']:{_quote(k)}" for k in chunk)
-            hits: list[Any] = with_backoff(self._searcher(query), self.http, "stripe search")
+            hits: list[Any] = with_backoff(self._searcher(query), self.http, "stripe search",
+                                          sleep=self.sleep)
             for pi in hits:
                 key = _meta(pi).get(field)
                 if key in chunk and key not in found:

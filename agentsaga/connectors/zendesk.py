@@ -51,7 +51,7 @@ class ZendeskTickets:
             page = with_backoff(
                 partial(self.api.call, "GET", f"{API}/tickets.json",
                         params={"external_id": key}, search=True),
-                self.api.settings, "zendesk lookup")
+                self.api.settings, "zendesk lookup", sleep=self.api.sleep)
             tickets = [t for t in page.get("tickets", []) if t.get("external_id") == key]
             if tickets:
                 found[key] = _ticket(tickets[0])

@@ -4,7 +4,6 @@ that adopts the run in time prevents the Job and fences the evicted pod's sideca
 from __future__ import annotations
 
 import datetime
-import time
 
 import grpc
 import psycopg
@@ -12,8 +11,10 @@ import pytest
 from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.client import RunTakenOver
+from sagatest.kubeapi.server import RequestRecord
 from sagatest.ledger_tools import calls, effects
 from sagatest.operator_fixtures import Cluster, agentrun, evict
+from sagatest.world_fixtures import poll_until
 
 RUN = "refund-1182"
 
@@ -23,6 +24,12 @@ def saga_rows(dsn: str) -> list[tuple[object, ...]]:
     with psycopg.connect(dsn) as conn:
         return [*conn.execute("SELECT * FROM saga_runs ORDER BY run_id").fetchall(),
                 *conn.execute("SELECT * FROM saga_log ORDER BY run_id, step_idx").fetchall()]
+
+
+def operator_read_run(request: RequestRecord) -> bool:
+    """A request of the operator's resync pass: the GET of the run that begins each pass."""
+    return (request.method == "GET" and request.path.endswith(f"/agentruns/{RUN}")
+            and "watch=true" not in request.query and not request.user_agent.startswith("kopf"))
 
 
 def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_once(
@@ -82,7 +89,9 @@ def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_
 def test_pod_adopting_within_grace_prevents_the_job_and_fences_the_evicted_sidecar(
         cluster: Cluster) -> None:
     cluster.kube.create(agentrun(RUN, grace=3))
-    cluster.start_operator("--standalone")
+    # a full resync of a Running run every 0.3 s (±25%): the passes after the grace period
+    # are what the end of this test waits for
+    cluster.start_operator("--standalone", "--full-resync-interval", "0.3")
     old_pod = cluster.create_pod("agent-0", RUN)
     old = cluster.start_sidecar(old_pod).client()
     new_pod = cluster.create_pod("agent-1", RUN)
@@ -111,14 +120,17 @@ def test_pod_adopting_within_grace_prevents_the_job_and_fences_the_evicted_sidec
     assert saga_rows(cluster.dsn) == rows_before, "the stale sidecar wrote to the saga log"
     assert calls(cluster.dsn) == calls_before, "the stale sidecar called a real system"
 
-    # The grace period runs out with the run adopted: through it and five resyncs after it,
-    # no Job may appear and the run stays Running (an absence has no event to wait for).
+    # The grace period runs out with the run adopted. What the test waits for is the operator's
+    # own decision: two resync passes over the run that began after the grace period ended
+    # (the first of them has then finished) found it Running and started no Job.
     orphaned_at = datetime.datetime.fromisoformat(
         orphaned["status"]["orphanedAt"].replace("Z", "+00:00"))
-    deadline = orphaned_at + datetime.timedelta(seconds=3 + 1)
-    while datetime.datetime.now(datetime.UTC) < deadline:
-        assert cluster.jobs() == []
-        time.sleep(0.1)
+    grace_over = orphaned_at + datetime.timedelta(seconds=3)
+    poll_until(lambda: datetime.datetime.now(datetime.UTC) >= grace_over or None, timeout=10)
+    seen = len(cluster.kube.requests)
+    passes = poll_until(lambda: [r for r in cluster.kube.requests[seen:] if operator_read_run(r)]
+                        [1:] or None, timeout=10)
+    assert passes and cluster.jobs() == [], "a Job was started for a run adopted in time"
     assert cluster.agentrun(RUN)["status"]["phase"] == "Running"  # type: ignore[index]
     new.dispatch(RUN, "create_ticket", {"summary": "second", "order_id": "1183"})
     assert len(effects(cluster.dsn, "ticket")) == 2

@@ -63,15 +63,22 @@ def test_lagging_index_hides_then_shows(world: World, clock: ManualClock,
     assert stripe_conn.find("k1") is not None
 
 
-def test_batched_lookup_backs_off_on_429(world: World, stripe_conn: StripeConnector) -> None:
+def test_batched_lookup_backs_off_on_429(world: World, clock: ManualClock) -> None:
+    """The world's 2/s limit and the connector's back-off run on one ManualClock: a back-off
+    moves it, so the 429s and the retries are the same on every machine."""
+    stripe_conn = StripeConnector(StripeConfig("sk_test_x", world.url),
+                                  HttpSettings(timeout_s=2.0, search_rate=1000.0),
+                                  clock=clock, sleep=clock.advance)
     keys = [f"k{i}" for i in range(25)]
     for key in keys:
         stripe_conn.charge_card("cus_1", 500, key)
     world.set_search_rate(2)
+    start = clock()
     found = stripe_conn.find_many(keys + ["missing"])
     assert sorted(found) == sorted(keys)
     calls = world.truth()["calls"]["GET /v1/payment_intents/search"]
     assert calls > 3  # three queries of at most 10 clauses, and retries after the 429s
+    assert clock() - start >= 1.0  # the third query waited out the one-second window
 
 
 def test_cancel_then_repeat_is_one_cancel_and_no_refund(world: World,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import psycopg
@@ -48,6 +49,8 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Saga
     assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", out.key)]
     assert [e["key"] for e in effects(ledger, "ticket")] == [out.key]
     assert out.external_ref == out.result["id"]
+    assert dispatcher.saga_log.step_by_key(out.key) == dispatcher.saga_log.step("refund-1182", 0)
+    assert dispatcher.saga_log.step_by_key(step_key("refund-1182", 1, "create_ticket")) is None
 
 
 def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
@@ -180,11 +183,15 @@ def test_ended_run_refuses_calls(dispatcher: SagaService, ledger: str) -> None:
 
 @pytest.mark.allow_effect_warnings("the outcome write it provokes fails")
 def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
-        dispatcher: SagaService, ledger: str) -> None:
+        dispatcher: SagaService, ledger: str, caplog: pytest.LogCaptureFixture) -> None:
     dispatcher.begin_run("r12")
     add_fault(ledger, "create_ticket", "cut_db_after_commit")
-    first = dispatcher.dispatch("r12", "create_ticket", {"summary": "a", "order_id": "1"})
+    with caplog.at_level(logging.WARNING, logger="agentsaga.dispatch"):
+        first = dispatcher.dispatch("r12", "create_ticket", {"summary": "a", "order_id": "1"})
     assert first.outcome == "UNKNOWN" and "could not record its outcome" in first.message
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "agentsaga.dispatch"]
+    assert "create_ticket ran and came back CONFIRMED" in warning, warning
+    assert "nothing was called" not in warning  # the tool did run: its effect is in the ledger
     assert rows(ledger) == [(0, "create_ticket", "INTENDED", first.key)]
     again = None
     for _ in range(5):  # the pool hands out its terminated connections once each
@@ -229,3 +236,78 @@ def test_no_new_step_while_the_log_holds_an_unsettled_one(dispatcher: SagaServic
     again = dispatcher.dispatch("r14", "charge_card", {"customer_id": "c", "amount": 5})
     assert again.outcome == "STEP_UNRESOLVED" and "create_ticket" in again.message
     assert [r[2] for r in rows(ledger)] == ["INTENDED"]
+
+
+def test_a_lost_answer_of_a_tool_without_lookup_is_handed_to_a_person(
+        dispatcher: SagaService, ledger: str) -> None:
+    """NEEDS_HUMAN, in full: what the agent is told, the step left UNKNOWN, and the hand-over
+    recorded with why (the command a person runs)."""
+    dispatcher.begin_run("r14")
+    dispatcher.saga_log.set_policy("r14", {"irreversibleBeforePivot": "count"})
+    dispatcher.dispatch("r14", "create_ticket", {"summary": "a", "order_id": "1"})
+    add_fault(ledger, "send_email", "unknown_after_commit")
+    out = dispatcher.dispatch("r14", "send_email", {"to": "c@example.com", "body": "b"})
+    command = ("agentsaga settle --run r14 --step 1 (--happened [--ref ID] | --not-happened)"
+               " --reason TEXT")
+    assert (out.outcome, out.step_idx, out.key, out.status) == (
+        "NEEDS_HUMAN", 1, step_key("r14", 1, "send_email"), "UNKNOWN")
+    assert out.message == (
+        "step 1 (send_email): only a person can settle this step: its outcome is unknown and "
+        "the tool has no lookup. Do not call send_email again and do not work around it with "
+        "other tools; tell the user what you were doing and end your turn. A person records "
+        f"what happened with `{command}`.")
+    [waiting] = dispatcher.saga_log.settlements("r14", waiting_only=True)
+    assert (waiting.step_idx, waiting.step_key, waiting.state) == (1, out.key, "Waiting")
+    assert waiting.why == ("tool 'send_email' declares no lookup: only a person can tell "
+                           f"whether step 1 happened; record it with `{command}`")
+    assert rows(ledger)[1] == (1, "send_email", "UNKNOWN", out.key)
+    assert len(calls(ledger, "send_email")) == 1
+
+
+def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
+        pg: str, ledger: str) -> None:
+    """R2 for a pure tool: no intent, no key; what it returned (an id becomes the ref), and a
+    refusal or any error as FAILED with what went wrong."""
+    from agentsaga.calls import DispatchResult
+    from agentsaga.errors import Rejected
+    from agentsaga.registry import Effect, Registry
+    from agentsaga.states import DispatchOutcome
+
+    registry = Registry()
+
+    @registry.tool(cls="pure")
+    def find_order(order_id: str) -> dict[str, str]:
+        return {"id": f"O-{order_id}", "status": "delivered"}
+
+    @registry.tool(cls="pure")
+    def find_note(order_id: str) -> Effect:
+        return Effect(ref=None, result={"note": order_id})
+
+    @registry.tool(cls="pure")
+    def find_nothing(order_id: str) -> None:
+        return None
+
+    @registry.tool(cls="pure")
+    def refuse(order_id: str) -> None:
+        raise Rejected(f"no order {order_id}")
+
+    @registry.tool(cls="pure")
+    def crash(order_id: str) -> None:
+        raise ValueError(f"bad order {order_id}")
+
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
+        service.begin_run("r15")
+        args = {"order_id": "7"}
+        assert service.dispatch("r15", "find_order", args) == DispatchResult(
+            DispatchOutcome.CONFIRMED, result={"id": "O-7", "status": "delivered"},
+            external_ref="O-7")
+        assert service.dispatch("r15", "find_note", args) == DispatchResult(
+            DispatchOutcome.CONFIRMED, result={"note": "7"}, external_ref=None)
+        assert service.dispatch("r15", "find_nothing", args) == DispatchResult(
+            DispatchOutcome.CONFIRMED)
+        assert service.dispatch("r15", "refuse", args) == DispatchResult(
+            DispatchOutcome.FAILED, message="no order 7")
+        assert service.dispatch("r15", "crash", args) == DispatchResult(
+            DispatchOutcome.FAILED, message="ValueError: bad order 7")
+    assert rows(ledger) == []

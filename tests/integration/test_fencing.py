@@ -11,10 +11,17 @@ import psycopg
 import pytest
 
 from agentsaga import step_key
-from agentsaga.errors import Fenced, RunNotFound
+from agentsaga.errors import Fenced, RunNotFound, SettlementError
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.states import CompensationStatus, CorrectionState, PivotState, RunState, StepStatus
+from agentsaga.states import (
+    CompensationStatus,
+    CorrectionState,
+    PivotState,
+    RunState,
+    SettlementOutcome,
+    StepStatus,
+)
 from agentsaga.store import Correction, PivotRecord, SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import calls, effects
@@ -32,7 +39,8 @@ def snapshot(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the saga log's tables, as they are."""
     with psycopg.connect(dsn) as conn:
         return {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
-                for table in ("saga_runs", "saga_log", "corrections")}
+                for table in ("saga_runs", "saga_log", "corrections", "saga_attempts",
+                              "step_settlements", "saga_observations")}
 
 
 def stale_epoch_with(saga_log: SagaLog, *, steps: int = 1,
@@ -73,7 +81,15 @@ STALE_WRITES: dict[str, tuple[StepStatus, Callable[[SagaLog, int], object]]] = {
     "correction": (StepStatus.CONFIRMED, lambda log_, epoch: log_.record_correction(
         epoch, Correction(RUN, 0, "create_ticket", ["customer"], 100,
                           CorrectionState.PROPOSED, {"tool": "send_correction"}))),
+    "hand to a human": (StepStatus.UNKNOWN, lambda log_, epoch: log_.ask_human(
+        RUN, epoch, 0, step_key(RUN, 0, "create_ticket"), "the tool has no lookup")),
+    "reopen": (StepStatus.NOT_EXECUTED, lambda log_, epoch: log_.reopen(
+        RUN, epoch, 0, external_ref="T-1", result={"id": "T-1"})),
 }
+"""Every fenced write of the store, with the status its step needs for the write to change a
+row. A re-intent also writes the attempt (`saga_attempts`): the snapshot covers it. Not here, by
+design: a person's settlement (a human decision, not a writer of the run: it takes no epoch)
+and an observation (append-only, never fenced); their own tests follow."""
 
 
 @pytest.mark.parametrize("write", sorted(STALE_WRITES))
@@ -97,6 +113,78 @@ def test_the_same_write_under_the_current_epoch_changes_rows(saga_log: SagaLog, 
     before = snapshot(pg)
     owner_write(saga_log, stale + 1)
     assert snapshot(pg) != before
+
+
+def test_a_stale_re_intent_writes_no_attempt_and_the_owners_writes_one(saga_log: SagaLog) -> None:
+    stale = stale_epoch_with(saga_log, status=StepStatus.NOT_EXECUTED)
+    with pytest.raises(Fenced):
+        saga_log.re_intend(RUN, stale, 0, args={"summary": "stale"}, compensation=None,
+                           audience=[], call_timeout_s=1.0)
+    assert saga_log.attempts(RUN) == []
+    step = saga_log.re_intend(RUN, stale + 1, 0, args={"summary": "owner"}, compensation=None,
+                              audience=[], call_timeout_s=1.0)
+    assert step is not None and step.status == StepStatus.INTENDED
+    [attempt] = saga_log.attempts(RUN)
+    assert (attempt.step_idx, attempt.attempt, attempt.args, attempt.writer_epoch) == (
+        0, 2, {"summary": "owner"}, stale + 1)
+    assert step.args == {"summary": "0"}  # the row keeps what was first sent
+
+
+def test_a_stale_writers_observation_is_recorded_and_changes_no_step(saga_log: SagaLog,
+                                                                      pg: str) -> None:
+    """Observations are append-only and never fenced: what the real system answered a call
+    that lost the run is kept (R7), beside the log, which it does not move."""
+    stale = stale_epoch_with(saga_log, status=StepStatus.INTENDED)
+    step = saga_log.step(RUN, 0)
+    assert step is not None
+    before = snapshot(pg)
+    saga_log.record_observation(step, stale, StepStatus.CONFIRMED, external_ref="T-9",
+                                result={"id": "T-9"}, error=None)
+    after = snapshot(pg)
+    assert {t: after[t] for t in ("saga_runs", "saga_log", "corrections", "saga_attempts")} == (
+        {t: before[t] for t in ("saga_runs", "saga_log", "corrections", "saga_attempts")})
+    [seen] = saga_log.observations(RUN)
+    assert (seen.step_idx, seen.key, seen.outcome, seen.external_ref, seen.writer_epoch) == (
+        0, step.idempotency_key, StepStatus.CONFIRMED, "T-9", stale)
+    assert saga_log.observed_effects([step.idempotency_key])[step.idempotency_key] == seen
+
+
+def test_a_persons_settlement_takes_no_epoch_and_is_recorded_once(saga_log: SagaLog,
+                                                                   pg: str) -> None:
+    """The fencing rule for a settlement: a person is not a writer of the run, so it neither
+    holds nor bumps an epoch; it may move only an UNKNOWN row (which no writer is calling), once.
+    After the run changed hands it is still recorded, the owner keeps the run, and the stale
+    writer can write nothing over it."""
+    stale = stale_epoch_with(saga_log, status=StepStatus.UNKNOWN)
+    settled = saga_log.settle_step(RUN, 0, SettlementOutcome.HAPPENED, settler="ops@x",
+                                   reason="seen in the console", external_ref="T-7")
+    assert settled.recorded and settled.step.status == StepStatus.CONFIRMED
+    assert settled.step.external_ref == "T-7"
+    run = saga_log.run(RUN)
+    assert run is not None and run.owner_epoch == stale + 1  # no epoch taken or bumped
+    after = snapshot(pg)
+    assert len(after["step_settlements"]) == 1
+    again = saga_log.settle_step(RUN, 0, SettlementOutcome.HAPPENED, settler="other@x",
+                                 reason="again", external_ref="T-7")
+    assert not again.recorded and again.settlement.settler == "ops@x"
+    with pytest.raises(SettlementError, match="recorded once"):
+        saga_log.settle_step(RUN, 0, SettlementOutcome.NOT_HAPPENED, settler="other@x",
+                             reason="changed my mind")
+    assert snapshot(pg) == after
+    with pytest.raises(Fenced):  # the stale writer cannot write its own outcome over it
+        saga_log.record_outcome(RUN, stale, 0, StepStatus.NOT_EXECUTED)
+    assert snapshot(pg) == after
+    saga_log.set_run_state(RUN, stale + 1, RunState.SUCCEEDED, end=True)  # the owner carries on
+
+
+def test_a_settlement_of_a_step_a_writer_may_still_be_calling_is_refused(saga_log: SagaLog,
+                                                                         pg: str) -> None:
+    stale_epoch_with(saga_log, status=StepStatus.INTENDED)
+    before = snapshot(pg)
+    with pytest.raises(SettlementError, match="INTENDED: its call may still be on the wire"):
+        saga_log.settle_step(RUN, 0, SettlementOutcome.NOT_HAPPENED, settler="ops@x",
+                             reason="not in the console")
+    assert snapshot(pg) == before
 
 
 # -- the sidecar's calls on a run another sidecar adopted ---------------------------------------
