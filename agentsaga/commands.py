@@ -68,7 +68,7 @@ def run_log(args: argparse.Namespace) -> int:
                           run.owner_epoch,
                           "irreversible_before_pivot": run.irreversible_before_pivot,
                           "plan_hash": None if record is None else record.plan_hash,
-                          "pivot": None if record is None else record.to_json(),
+                          "pivot": None if record is None else record.to_json(with_key=False),
                           "steps": [_step_json(s) for s in steps],
                           "attempts": [vars(a) for a in attempts],
                           "observations": [vars(o) for o in observations]},

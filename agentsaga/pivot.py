@@ -7,8 +7,11 @@ every side-effecting call passes before its INTENDED row is written.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,11 +40,23 @@ def plan_hash(staged: list[JSON], commit: list[JSON]) -> str:
     return hashlib.sha256(canonical({"staged": staged, "commit": named}).encode()).hexdigest()
 
 
-def args_digest(args: JSON) -> str:
-    """SHA-256 of a commit step's canonical raw arguments, taken when the plan is staged: a call
-    after the pivot is admitted only with exactly these arguments (the stored arguments are
-    masked, `agentsaga.redact`, and two cards ending in the same four digits mask alike)."""
-    return hashlib.sha256(canonical(args).encode()).hexdigest()
+def args_digest(args: JSON, key: str) -> str:
+    """HMAC-SHA-256, under the run's secret `key` (`PivotRecord.digest_key`), of a commit
+    step's canonical raw arguments, taken when the plan is staged: a call after the pivot is
+    admitted only with exactly these arguments (the stored arguments are masked,
+    `agentsaga.redact`, and two cards ending in the same four digits mask alike). Keyed, so the
+    digest shown beside `[card ****4242]` cannot be brute-forced back to the card number by
+    whoever reads the status; a plan staged before keys existed has none (plain SHA-256)."""
+    data = canonical(args).encode()
+    if not key:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.new(base64.urlsafe_b64decode(key), data, hashlib.sha256).hexdigest()
+
+
+def new_digest_key() -> str:
+    """32 random bytes, base64url: (unlike hex) never a run of digits that the log's card
+    masking could take for a card number."""
+    return secrets.token_urlsafe(32) + "="
 
 
 @dataclass(frozen=True)
@@ -70,7 +85,7 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy,
         used = taken()
         # the stored plan's arguments are masked (agentsaga.redact); what was approved exactly
         # is the digest of the raw arguments, taken when the plan was staged
-        digest = args_digest(args)
+        digest = args_digest(args, pivot.digest_key)
         matching = [index for index, step in enumerate(pivot.commit)
                     if step.get("tool") == spec.name and step.get("argsDigest") == digest]
         for index in matching:
@@ -110,8 +125,9 @@ def staged_steps(steps: list[Step]) -> list[JSON]:
     ]
 
 
-def commit_steps(plan: list[JSON], registry: Registry) -> list[JSON]:
-    """Validate the commit plan against the registry: known, side-effecting tools, object args."""
+def commit_steps(plan: list[JSON], registry: Registry, key: str) -> list[JSON]:
+    """Validate the commit plan against the registry: known, side-effecting tools, object args;
+    each step's arguments digested under the run's `key`."""
     checked: list[JSON] = []
     for index, item in enumerate(plan):
         tool, args = item.get("tool"), item.get("args", {})
@@ -122,7 +138,7 @@ def commit_steps(plan: list[JSON], registry: Registry) -> list[JSON]:
         spec = registry.get(tool)
         if spec.cls == "pure":
             raise InvalidArguments(f"commit step {index}: {tool} is pure and needs no approval")
-        checked.append({"tool": tool, "args": args, "argsDigest": args_digest(args),
+        checked.append({"tool": tool, "args": args, "argsDigest": args_digest(args, key),
                         "class": spec.cls, "audience": spec.audience(args)})
     return checked
 
@@ -143,12 +159,15 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
         if unresolved:
             raise PivotError(f"step {unresolved[-1].step_idx} ({unresolved[-1].tool}) has an "
                              "unknown outcome; resolve it before staging the plan")
-        commit = commit_steps(plan, registry)
+        # staging the same plan again (a restarted agent) gives the same planHash
+        key = (run.pivot.digest_key if run.pivot is not None else "") or new_digest_key()
+        commit = commit_steps(plan, registry, key)
         done = staged_steps(steps)
         record = PivotRecord(state=PivotState.AWAITING_APPROVAL,
                              plan_hash=plan_hash(done, commit), staged_at=_now(), staged=done,
                              commit=commit,
-                             irreversible_before_pivot=run.irreversible_before_pivot)
+                             irreversible_before_pivot=run.irreversible_before_pivot,
+                             digest_key=key)
         stored = saga_log.update_run(run_id, epoch, pivot=record,
                                      state=RunState.AWAITING_APPROVAL).pivot or record
         span.staged(stored)

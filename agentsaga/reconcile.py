@@ -6,7 +6,10 @@ Unwind, the Jobs and the benchmark (many rows of many runs):
     an effect observed by a call ..... CONFIRMED from the observation (a call that came back
                                        after its writer was fenced), before asking anyone
     rows of tools with a lookup ...... looked up by key, `batch` keys per call of a tool's
-                                       `lookup_many` (else one `lookup` per key)
+                                       `lookup_steps` (given each row's LookupContext: the
+                                       intent time, deadline and any known external id, for a
+                                       consistent read), else `lookup_many`, else one
+                                       `lookup` per key
     every empty answer ............... re-checked once, all together, after a single pause
                                        (a cheap second look, not the proof of absence)
     still empty, and certain ......... NOT_EXECUTED: by the database's clock the row's deadline
@@ -33,7 +36,7 @@ from datetime import datetime
 from typing import Literal
 
 from agentsaga import crashpoints, telemetry
-from agentsaga.registry import Effect, Registry, ToolSpec, as_effect
+from agentsaga.registry import Effect, LookupContext, Registry, ToolSpec, as_effect
 from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog, Step
 
@@ -185,20 +188,36 @@ class Reconciler:
 
     def _lookups(self, steps: list[tuple[Step, ToolSpec]]) -> dict[str, Answer]:
         answers: dict[str, Answer] = {}
-        by_tool: dict[str, tuple[ToolSpec, list[str]]] = {}
+        by_tool: dict[str, tuple[ToolSpec, list[Step]]] = {}
         for step, spec in steps:
-            by_tool.setdefault(spec.name, (spec, []))[1].append(step.idempotency_key)
-        for spec, keys in by_tool.values():
-            for start in range(0, len(keys), self.batch):
-                chunk = keys[start:start + self.batch]
+            by_tool.setdefault(spec.name, (spec, []))[1].append(step)
+        for spec, rows in by_tool.values():
+            for start in range(0, len(rows), self.batch):
+                chunk = [s.idempotency_key for s in rows[start:start + self.batch]]
                 try:
-                    answers.update(_look_up(spec, chunk))
+                    answers.update(self._look_up(spec, rows[start:start + self.batch]))
                 except Exception as exc:  # a lookup that fails leaves its rows UNKNOWN (R7)
                     logger.warning("lookup of %d %s keys failed: %s", len(chunk), spec.name, exc,
                                    extra={"tool": spec.name})
                     answers.update(dict.fromkeys(
                         chunk, f"lookup failed: {type(exc).__name__}: {exc}"))
         return answers
+
+    def _look_up(self, spec: ToolSpec, rows: list[Step]) -> dict[str, Answer]:
+        """Each row's effect or None: through the tool's `lookup_steps` with what the log knows
+        of each row, else by key alone."""
+        if spec.lookup_steps is None:
+            return _look_up(spec, [s.idempotency_key for s in rows])
+        hints = self.saga_log.lookup_hints([s.idempotency_key for s in rows])
+        contexts = []
+        for step in rows:
+            hint = hints.get(step.idempotency_key)
+            contexts.append(LookupContext(
+                step.idempotency_key, dict(step.args), step.created_at,
+                None if hint is None else hint.deadline,
+                step.external_ref or (None if hint is None else hint.external_ref)))
+        found = spec.lookup_steps(contexts)
+        return {c.key: as_effect(found.get(c.key)) for c in contexts}
 
     def _absent(self, step: Step, epoch: int, resend_same: bool) -> Reconciled:
         """An empty lookup proves absence only when the time contract says so (R7)."""

@@ -26,11 +26,14 @@ MASK = "[redacted]"
 
 _DIGIT = "0-9\uff10-\uff19"  # ASCII and full-width digits
 _SEP = " \u00a0\u2007\u2009\u202f\u3000./-"
+_WORD = "A-Za-z_"
 # A maximal run of digit groups (two or more digits each) joined by single separators: not a
-# part of a longer number, nor a decimal ("12.4242…", "…4242.5").
+# part of a longer number, nor a decimal ("12.4242…", "…4242.5"), nor of a word: digits that
+# touch a letter belong to an identifier (a hex digest, an id), which a card number never is.
 _CANDIDATE = re.compile(
-    rf"(?<![{_DIGIT}])(?<![{_DIGIT}][{_SEP}])[{_DIGIT}]{{2,}}(?:[{_SEP}][{_DIGIT}]{{2,}})*"
-    rf"(?![{_DIGIT}])(?![{_SEP}][{_DIGIT}])")
+    rf"(?<![{_DIGIT}{_WORD}])(?<![{_DIGIT}][{_SEP}])"
+    rf"[{_DIGIT}]{{2,}}(?:[{_SEP}][{_DIGIT}]{{2,}})*"
+    rf"(?![{_DIGIT}{_WORD}])(?![{_SEP}][{_DIGIT}])")
 _FULL_WIDTH = str.maketrans({chr(0xFF10 + d): str(d) for d in range(10)})
 
 _SECRETS = (

@@ -8,7 +8,9 @@
 
 A non-pure tool also declares how to find its effect by idempotency key (`lookup`), so that an
 unknown outcome can be settled by asking the real system (R7); or it opts out with
-`lookup=NO_LOOKUP`, and then its unknowns are settled only by a human.
+`lookup=NO_LOOKUP`, and then its unknowns are settled only by a human. A tool whose system has a
+consistent read that needs more than the key (a time window, a known id) also declares
+`lookup_steps`: reconcile then hands it what the log knows of each step (`LookupContext`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args, overload
 
 from agentsaga.errors import CompensationUnavailable, RegistrationError, UnknownTool
@@ -59,6 +62,25 @@ def ref(key: str) -> JSON:
     return {"$ref": key}
 
 
+@dataclass(frozen=True)
+class LookupContext:
+    """What the saga log knows of one unsettled step, for a lookup that can use more than its
+    key (R7): a consistent list by a time window, or a read by a known id."""
+
+    key: str
+    """The step's idempotency key (R3), the marker its effect carries (R4)."""
+    args: JSON
+    """The arguments the step was first sent with (the row's)."""
+    intended_at: datetime
+    """When the INTENDED row was written (Postgres's clock): no effect is older."""
+    deadline: datetime | None
+    """The newest attempt's deadline (Postgres's clock): no call was on the wire after it.
+    None for a row written before time contracts."""
+    external_ref: str | None = None
+    """The effect's id when the log already knows it (stored on the row, or observed by a late
+    call); a consistent read by id can then replace a search."""
+
+
 class NoLookup:
     """The type of NO_LOOKUP: this tool cannot be looked up by key; a human settles its unknown
     outcomes."""
@@ -72,6 +94,7 @@ NO_LOOKUP: Final = NoLookup()
 ToolFn: TypeAlias = Callable[..., Any]
 LookupFn: TypeAlias = Callable[[str], "Effect | JSON | None"]
 LookupManyFn: TypeAlias = Callable[[Sequence[str]], "Mapping[str, Effect | JSON]"]
+LookupStepsFn: TypeAlias = Callable[[Sequence[LookupContext]], "Mapping[str, Effect | JSON]"]
 CompensateFn: TypeAlias = Callable[[JSON, str], "Compensation | None"]
 AudienceSpec: TypeAlias = "Sequence[str] | Callable[[JSON], Iterable[str]]"
 
@@ -92,6 +115,8 @@ class ToolSpec:
     """An authorise-then-commit tool that is only allowed after the pivot (capture, send)."""
     timing: TimeContract = DEFAULT_TIMING
     """R7: its time contract (the connector's defaults, overridden by configuration)."""
+    lookup_steps: LookupStepsFn | None = None
+    """R7: the lookup reconcile prefers, given each step's `LookupContext` (keyed by key)."""
 
     @property
     def logged(self) -> bool:
@@ -188,6 +213,7 @@ class Registry:
         description: str | None = None,
         commit_step: bool = False,
         timing: TimeContract = DEFAULT_TIMING,
+        lookup_steps: LookupStepsFn | None = None,
     ) -> ToolSpec:
         """Register `fn` as a tool; every R1 violation raises `RegistrationError` naming it."""
         tool_name = name or getattr(fn, "__name__", None)
@@ -212,6 +238,11 @@ class Registry:
                 f"tool {tool_name!r} is {cls} but declares no lookup= to find its effect by "
                 "idempotency key; pass lookup=fn, or lookup=agentsaga.NO_LOOKUP to have a human "
                 "settle its unknown outcomes (R7)"
+            )
+        if lookup_steps is not None and (lookup is None or isinstance(lookup, NoLookup)):
+            raise RegistrationError(
+                f"tool {tool_name!r} declares lookup_steps= but no lookup= by key: pass both "
+                "(lookup= answers for one key when no step context is at hand)"
             )
         if cls == "pure" and (compensate is not None or lookup not in (None, NO_LOOKUP)):
             raise RegistrationError(
@@ -243,6 +274,7 @@ class Registry:
             description=description or inspect.getdoc(fn) or "",
             commit_step=commit_step,
             timing=timing,
+            lookup_steps=lookup_steps,
         )
         self._tools[tool_name] = spec
         return spec
@@ -252,15 +284,16 @@ class Registry:
              audience: AudienceSpec = ("agent",), compensate: CompensateFn | None = None,
              lookup: LookupFn | NoLookup | None = None,
              lookup_many: LookupManyFn | None = None, description: str | None = None,
-             commit_step: bool = False, timing: TimeContract = DEFAULT_TIMING) -> F: ...
+             commit_step: bool = False, timing: TimeContract = DEFAULT_TIMING,
+             lookup_steps: LookupStepsFn | None = None) -> F: ...
 
     @overload
     def tool(self, fn: None = None, *, cls: str | None = None, name: str | None = None,
              audience: AudienceSpec = ("agent",), compensate: CompensateFn | None = None,
              lookup: LookupFn | NoLookup | None = None,
              lookup_many: LookupManyFn | None = None, description: str | None = None,
-             commit_step: bool = False, timing: TimeContract = DEFAULT_TIMING
-             ) -> Callable[[F], F]: ...
+             commit_step: bool = False, timing: TimeContract = DEFAULT_TIMING,
+             lookup_steps: LookupStepsFn | None = None) -> Callable[[F], F]: ...
 
     def tool(
         self,
@@ -275,6 +308,7 @@ class Registry:
         description: str | None = None,
         commit_step: bool = False,
         timing: TimeContract = DEFAULT_TIMING,
+        lookup_steps: LookupStepsFn | None = None,
     ) -> F | Callable[[F], F]:
         """Decorator form of `register`: `@registry.tool(cls="compensatable", ...)`, or
         `registry.tool(fn, cls=...)`; returns the function unchanged."""
@@ -291,6 +325,7 @@ class Registry:
                 description=description,
                 commit_step=commit_step,
                 timing=timing,
+                lookup_steps=lookup_steps,
             )
             return f
 

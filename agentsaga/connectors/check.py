@@ -5,8 +5,10 @@ connector needs to work at all: authentication, the lookup by key that reconcile
 the account settings behind the markers and compensations (R4, R6). Nothing is created.
 
     system   check           request                                          needed for
-    stripe   authentication  GET /v1/payment_intents?limit=1                  every call
-             search          GET /v1/payment_intents/search (metadata query)  lookup by saga_key
+    stripe   authentication  GET /v1/payment_intents?limit=1                  every call, and
+                                                                              reconcile's list
+             search          GET /v1/payment_intents/search (metadata query)  lookup by key alone
+                                                                              (undo by charge_key)
     jira     authentication  GET /rest/api/3/myself                           every call
              project         GET /rest/api/3/project/{key}                    create_ticket
              labels          GET .../createmeta/{key}/issuetypes/{id}         the saga-<key> label

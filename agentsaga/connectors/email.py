@@ -3,7 +3,9 @@
 A send carries the step's key natively (`Idempotency-Key`) and as findable headers (R4):
 `X-Saga-Key` and a deterministic `Message-ID`; the lookup pages through the provider's list of
 sent emails (`GET /emails`, newest first) for that `message_id`, which lags like a search index
-(R7). It reads at most `LOOKUP_PAGES` pages; past them it cannot say "not sent" and fails, so
+(R7); once the email's id is known (stored on the row, or observed by a late call), it reads
+`GET /emails/{id}` instead, Resend's consistent lookup (external-apis.md §6). It reads at most
+`LOOKUP_PAGES` pages; past them it cannot say "not sent" and fails, so
 the step stays UNKNOWN for a human. A draft is invisible to its recipients; deleting it
 undoes it completely, and deleting one already gone is a success. Drafts cannot be looked up by
 key (the provider lists sent mail only), so an unknown draft create is settled by a human.
@@ -18,7 +20,7 @@ from typing import Any
 from agentsaga.connectors.config import EmailConfig, HttpSettings
 from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.registry import Effect
+from agentsaga.registry import Effect, LookupContext
 
 KEY_HEADER = "X-Saga-Key"
 LOOKUP_PAGES = 10
@@ -62,6 +64,30 @@ class EmailConnector:
                              headers={"Idempotency-Key": key})
         return Effect(sent["id"], {"id": sent["id"], "to": to, "subject": subject,
                                    "message_id": message_id(key)})
+
+    def find_steps(self, steps: Sequence[LookupContext]) -> dict[str, Effect]:
+        """By id where the log knows it (consistent), by the send log for the rest (lags)."""
+        found: dict[str, Effect] = {}
+        for ctx in steps:
+            sent = self._sent(ctx.external_ref, ctx.key)
+            if sent is not None:
+                found[ctx.key] = sent
+        rest = [c.key for c in steps if c.key not in found]
+        return found | (self.find_many(rest) if rest else {})
+
+    def _sent(self, email_id: str | None, key: str) -> Effect | None:
+        if not email_id:
+            return None
+        try:
+            row = self.api.call("GET", f"/emails/{email_id}")
+        except Rejected as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if row.get("message_id") != message_id(key):
+            return None
+        return Effect(row["id"], {"id": row["id"], "to": row.get("to"),
+                                  "subject": row.get("subject"), "message_id": row["message_id"]})
 
     def find_many(self, keys: Sequence[str]) -> dict[str, Effect]:
         wanted = {message_id(k): k for k in keys}

@@ -1,9 +1,15 @@
 """Jira Cloud (REST v3): tickets that carry their step's key as the label `saga-<key>` (R4).
 
 Jira has no idempotency header, so the label is the only way to find a ticket whose create
-timed out; JQL search lags behind writes, hence the re-check in reconcile (R7). Closing picks the
-transition into the `done` status category (transition ids differ per workflow) and is a no-op
-success for a ticket that is already done, so a compensation can run again under its key.
+timed out; JQL search lags behind writes, hence the re-check in reconcile (R7). Once the issue's
+id is known (stored on the row, or observed by a late call), the lookup reads it by id instead:
+`GET issue/{id}` is consistent, where `search/jql` "doesn't provide read-after-write consistency"
+(developer.atlassian.com/cloud/jira/platform/search-and-reconcile;
+../shared/reference/external-apis.md §3), and compares its label with the step's key.
+
+Closing picks the transition into the `done` status category (transition ids differ per
+workflow) and is a no-op success for a ticket that is already done, so a compensation can run
+again under its key.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 from agentsaga.connectors.config import HttpSettings, JiraConfig
 from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.errors import Rejected
-from agentsaga.registry import Effect
+from agentsaga.registry import Effect, LookupContext
 
 API = "/rest/api/3"
 LABELS_PER_QUERY = 50
@@ -78,6 +84,28 @@ class JiraTickets:
                     if label(k) in labels and k not in found:
                         found[k] = _ticket(issue)
         return found
+
+    def find_steps(self, steps: Sequence[LookupContext]) -> dict[str, Effect]:
+        """By id where the log knows it (consistent), by label search for the rest (lags)."""
+        found: dict[str, Effect] = {}
+        for ctx in steps:
+            issue = self._labelled(ctx.external_ref, ctx.key)
+            if issue is not None:
+                found[ctx.key] = _ticket(issue)
+        rest = [c.key for c in steps if c.key not in found]
+        return found | (self.find_many(rest) if rest else {})
+
+    def _labelled(self, ticket: str | None, key: str) -> dict[str, Any] | None:
+        """Issue `ticket` if it exists and carries the step's label."""
+        if not ticket:
+            return None
+        try:
+            issue = self._get(ticket)
+        except Rejected as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return issue if label(key) in (issue.get("fields") or {}).get("labels", []) else None
 
     def _search(self, jql: str) -> list[dict[str, Any]]:
         issues: list[dict[str, Any]] = []

@@ -2,13 +2,25 @@
 
 The step's key goes out twice (R4): as the `Idempotency-Key` header, so that a repeat within
 Stripe's retention returns the first answer, and as `metadata.saga_key`, so that a lookup after
-the key was pruned still finds the PaymentIntent through the Search API (which lags: R7).
+the key was pruned still finds the PaymentIntent.
+
+Reconcile finds an effect by a consistent read (R7), never by the Search API. Stripe: "Don't
+use search for read-after-write flows" (data is searchable "in under 1 minute", up to an hour
+behind during outages); "for immediate consistency, use the list APIs" (docs.stripe.com/search;
+../shared/reference/external-apis.md §1.4). So a charge is found by listing PaymentIntents
+`created` within its step's window (intent time to deadline, with a margin for the two clocks),
+comparing `metadata.saga_key`, then retrieving the match by id; a capture by retrieving its
+PaymentIntent by id and comparing `metadata.saga_capture_key`. Both are visible at once
+(`visible_within_s` 0). The search (`find`, `find_many`) remains for a lookup by key alone.
 `max_network_retries=0`: the harness, not the SDK, decides what a retry is.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import stripe
@@ -16,10 +28,17 @@ import stripe
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.json_api import Pacer, SearchRateLimited, with_backoff
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.registry import Effect
+from agentsaga.registry import Effect, LookupContext
 
 T = TypeVar("T")
 SEARCH_CLAUSES = 10  # Stripe search: at most 10 clauses per query
+LIST_PAGE = 100  # Stripe list endpoints: `limit` 1..100
+LIST_PAGES = 20
+"""Pages of 100 PaymentIntents one window's listing reads before it gives up (the lookup then
+fails, and its steps stay UNKNOWN: never "not found" from a listing cut short)."""
+CLOCK_MARGIN_S = 60.0
+"""Widens each step's `created` window on both sides: Stripe stamps `created` by its clock
+(whole seconds), the window comes from Postgres's."""
 _CANCELABLE = ("requires_payment_method", "requires_confirmation", "requires_action",
                "requires_capture", "processing")
 
@@ -68,6 +87,33 @@ def _meta(obj: Any) -> dict[str, str]:
     return dict(to_dict()) if callable(to_dict) else dict(raw)
 
 
+@dataclass(frozen=True)
+class Window:
+    """A `created` range (Unix seconds, inclusive) and the keys whose steps fall in it."""
+
+    gte: int
+    lte: int | None
+    keys: frozenset[str]
+
+
+def windows(steps: Sequence[LookupContext], margin_s: float = CLOCK_MARGIN_S) -> list[Window]:
+    """Each step's window, from its intent time to its deadline widened by `margin_s`; windows
+    that overlap are listed once. A row without a deadline is open-ended."""
+    spans = sorted(
+        ((math.floor(c.intended_at.timestamp() - margin_s),
+          None if c.deadline is None else math.ceil(c.deadline.timestamp() + margin_s), c.key)
+         for c in steps), key=lambda span: span[0])
+    out: list[Window] = []
+    for gte, lte, key in spans:
+        last = out[-1] if out else None
+        if last is not None and (last.lte is None or gte <= last.lte):
+            top = None if last.lte is None or lte is None else max(last.lte, lte)
+            out[-1] = Window(last.gte, top, last.keys | {key})
+        else:
+            out.append(Window(gte, lte, frozenset({key})))
+    return out
+
+
 def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -84,6 +130,7 @@ class StripeConnector:
             http_client=stripe.HTTPXClient(timeout=http.timeout_s, allow_sync_methods=True),
         )
         self.pacer = Pacer(http.search_rate)
+        self.list_pages = LIST_PAGES
 
     def _do(self, what: str, call: Callable[[], T]) -> T:
         try:
@@ -168,6 +215,81 @@ class StripeConnector:
                                   "amount": refund.amount})
 
     # -- lookups (R7) ----------------------------------------------------------------------
+
+    def find_charges(self, steps: Sequence[LookupContext]) -> dict[str, Effect]:
+        """charge_card's consistent lookup: by id when the log knows it, else the PaymentIntents
+        listed in each step's `created` window, matched on `metadata.saga_key`, then retrieved
+        by id (the current state)."""
+        found: dict[str, Effect] = {}
+        unknown_id: list[LookupContext] = []
+        for ctx in steps:
+            pi = self._retrieve_marked(ctx.external_ref, "saga_key", ctx.key)
+            if pi is not None:
+                found[ctx.key] = Effect(pi.id, _intent_result(pi))
+            else:
+                unknown_id.append(ctx)
+        for window in windows(unknown_id):
+            for key, pi_id in self._listed(window).items():
+                pi = self._do("retrieve payment intent",
+                              partial(self.client.v1.payment_intents.retrieve, pi_id))
+                found[key] = Effect(pi.id, _intent_result(pi))
+        return found
+
+    def find_captures(self, steps: Sequence[LookupContext]) -> dict[str, Effect]:
+        """capture_payment's consistent lookup: retrieve the PaymentIntent it names by id; the
+        capture happened if it carries the step's `metadata.saga_capture_key`."""
+        found: dict[str, Effect] = {}
+        for ctx in steps:
+            pi = self._retrieve_marked(str(ctx.args.get("payment_intent") or ""),
+                                       "saga_capture_key", ctx.key)
+            if pi is not None and pi.status == "succeeded":
+                found[ctx.key] = Effect(pi.id, _intent_result(pi))
+        return found
+
+    def _retrieve_marked(self, pi_id: str | None, field: str, key: str) -> Any | None:
+        """The PaymentIntent `pi_id` if it exists and carries `key` in `metadata[field]`."""
+        if not pi_id:
+            return None
+        try:
+            pi = self._do("retrieve payment intent",
+                          lambda: self.client.v1.payment_intents.retrieve(pi_id))
+        except Rejected as exc:
+            if exc.status == 404:  # no such PaymentIntent: it carries nothing
+                return None
+            raise
+        return pi if _meta(pi).get(field) == key else None
+
+    def _listed(self, window: Window) -> dict[str, str]:
+        """The ids of the PaymentIntents created in `window` that carry one of its keys, paging
+        with `starting_after` for at most `list_pages` pages (beyond: OutcomeUnknown)."""
+        created: dict[str, int] = {"gte": window.gte}
+        if window.lte is not None:
+            created["lte"] = window.lte
+        params: dict[str, Any] = {"created": created, "limit": LIST_PAGE}
+        hits: dict[str, str] = {}
+        for _ in range(self.list_pages):
+            page = with_backoff(self._lister(dict(params)), self.http, "stripe list")
+            for pi in page.data:
+                key = _meta(pi).get("saga_key")
+                if key in window.keys and key not in hits:
+                    hits[key] = pi.id
+            if len(hits) == len(window.keys) or not page.has_more or not page.data:
+                return hits
+            params["starting_after"] = page.data[-1].id
+        raise OutcomeUnknown(
+            f"stripe list: more than {self.list_pages * LIST_PAGE} PaymentIntents created between "
+            f"{window.gte} and {window.lte}; cannot tell whether {len(window.keys) - len(hits)} "
+            "step(s) happened (they stay UNKNOWN; a person can settle them)")
+
+    def _lister(self, params: dict[str, Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            try:
+                return self.client.v1.payment_intents.list(params=params)  # type: ignore[arg-type]
+            except stripe.RateLimitError as exc:
+                raise SearchRateLimited("stripe list") from exc
+            except stripe.StripeError as exc:
+                raise classify(exc, "list payment intents") from exc
+        return call
 
     def find(self, key: str, field: str = "saga_key") -> Effect | None:
         return self.find_many([key], field).get(key)

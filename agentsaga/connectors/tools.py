@@ -35,7 +35,15 @@ from agentsaga.connectors.stripe_currencies import Amount, Currency
 from agentsaga.connectors.warehouse import WarehouseConnector
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import Rejected
-from agentsaga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
+from agentsaga.registry import (
+    JSON,
+    NO_LOOKUP,
+    Compensation,
+    Effect,
+    LookupContext,
+    Registry,
+    ref,
+)
 from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
 from agentsaga.time_contract import TimeContract
 
@@ -45,11 +53,15 @@ from agentsaga.time_contract import TimeContract
 STRIPE_DEDUPES_S = 24 * 3600.0
 """Stripe keeps an idempotency key at least 24 h (docs.stripe.com/idempotency: keys "can" be
 removed once they are at least 24 hours old)."""
-STRIPE_SEARCH_LAG_S = 60.0
-"""Stripe search: data is searchable "in under 1 minute" normally (docs.stripe.com/search)."""
+STRIPE_LIST_LAG_S = 0.0
+"""Stripe's list endpoints are consistent: "for immediate consistency, use the list APIs"
+(docs.stripe.com/search; external-apis.md §1.4); charge_card is found by listing a `created`
+window and capture_payment by retrieving its PaymentIntent, never by the Search API (which is
+searchable "in under 1 minute", up to an hour behind during outages)."""
 JIRA_SEARCH_LAG_S = 120.0
 """Jira `search/jql` is not read-after-write consistent: "a few seconds to minutes", most
-"within seconds" (developer.atlassian.com/cloud/jira/platform/search-and-reconcile)."""
+"within seconds" (developer.atlassian.com/cloud/jira/platform/search-and-reconcile). It bounds
+only a step whose issue id is unknown: a known id is read by `GET issue/{id}` (consistent)."""
 JIRA_DEDUPES_S = 0.0
 """Jira Cloud REST v3 takes no idempotency key for issue creation: a re-send is a new issue."""
 ZENDESK_DEDUPES_S = 2 * 3600.0
@@ -64,9 +76,9 @@ EMAIL_LOOKUP_LAG_S = 60.0
 """The send log lags like a search index (the email stand-in's documented behaviour)."""
 
 
-SEARCHED_TOOLS = ("charge_card", "capture_payment", "create_ticket", "create_ticket_draft",
-                  "send_email", "send_correction")
-"""The tools whose lookup is a search (it lags): their `visible_within_s` is the index's lag."""
+SEARCHED_TOOLS = ("create_ticket", "create_ticket_draft", "send_email", "send_correction")
+"""The tools whose lookup may need a search (it lags): their `visible_within_s` is the index's
+lag. The Stripe tools are not among them: their lookups are consistent."""
 
 
 def ticket_timing(system: str, timeout_s: float) -> TimeContract:
@@ -92,6 +104,7 @@ class Tickets(Protocol):
     def create(self, summary: str, order_id: str, description: str, key: str, *,
                draft: bool) -> Effect: ...
     def find_many(self, keys: Sequence[str]) -> dict[str, Effect]: ...
+    def find_steps(self, steps: Sequence[LookupContext]) -> dict[str, Effect]: ...
     def open(self, ticket: str, key: str) -> Effect: ...
     def close(self, ticket: str, key: str, reason: str) -> Effect: ...
     def delete(self, ticket: str, key: str) -> Effect: ...
@@ -147,13 +160,14 @@ def register_tickets(registry: Registry, tickets: Tickets,
         return Compensation("close_ticket", {"ticket": ref(key), "by_key": key,
                                              "reason": ROLLBACK_REASON})
 
-    find, many = _one(tickets), tickets.find_many
+    find, many, steps = _one(tickets), tickets.find_many, tickets.find_steps
     registry.register(create_ticket, cls="compensatable", audience=["support_team"],
-                      compensate=close_comp, lookup=find, lookup_many=many, timing=timing)
+                      compensate=close_comp, lookup=find, lookup_many=many, lookup_steps=steps,
+                      timing=timing)
     registry.register(create_ticket_draft, cls="reversible", audience=["agent"],
                       compensate=lambda a, k: Compensation(
                           "delete_ticket_draft", {"ticket": ref(k), "by_key": k}),
-                      lookup=find, lookup_many=many, timing=timing)
+                      lookup=find, lookup_many=many, lookup_steps=steps, timing=timing)
     registry.register(open_ticket, cls="compensatable", audience=["support_team"],
                       compensate=lambda a, k: Compensation(
                           "close_ticket", {"ticket": str(a["ticket"]), "reason": ROLLBACK_REASON}),
@@ -165,7 +179,7 @@ def register_tickets(registry: Registry, tickets: Tickets,
 
 
 def register_stripe(registry: Registry, stripe: StripeConnector) -> None:
-    timing = TimeContract(stripe.http.timeout_s, STRIPE_SEARCH_LAG_S, STRIPE_DEDUPES_S)
+    timing = TimeContract(stripe.http.timeout_s, STRIPE_LIST_LAG_S, STRIPE_DEDUPES_S)
 
     def charge_card(customer_id: str, amount: Amount, idempotency_key: str,
                     currency: Currency = "usd", reason: str = "", order_id: str = "",
@@ -199,11 +213,13 @@ def register_stripe(registry: Registry, stripe: StripeConnector) -> None:
                             {"payment": ref(key), "charge_key": key, "amount": int(args["amount"])})
 
     registry.register(charge_card, cls="compensatable", audience=payer, compensate=undo_charge,
-                      lookup=stripe.find, lookup_many=stripe.find_many, timing=timing)
+                      lookup=stripe.find, lookup_many=stripe.find_many,
+                      lookup_steps=stripe.find_charges, timing=timing)
     registry.register(capture_payment, cls="compensatable", audience=payer,
                       compensate=lambda a, k: Compensation(
                           "cancel_or_refund_payment", {"payment": str(a["payment_intent"])}),
-                      lookup=stripe.find_capture, commit_step=True, timing=timing)
+                      lookup=stripe.find_capture, lookup_steps=stripe.find_captures,
+                      commit_step=True, timing=timing)
     registry.register(cancel_or_refund_payment, cls="irreversible", audience=["finance"],
                       lookup=NO_LOOKUP)
 
@@ -253,10 +269,11 @@ def register_email(registry: Registry, email: EmailConnector, timeout_s: float) 
     registry.register(delete_email_draft, cls="irreversible", audience=["agent"],
                       lookup=NO_LOOKUP)
     registry.register(send_correction, cls="irreversible", audience=["customer"],
-                      lookup=_one(email), lookup_many=email.find_many, timing=timing)
+                      lookup=_one(email), lookup_many=email.find_many,
+                      lookup_steps=email.find_steps, timing=timing)
     registry.register(send_email, cls="irreversible", audience=["customer"],
                       compensate=correction, lookup=_one(email), lookup_many=email.find_many,
-                      commit_step=True, timing=timing)
+                      lookup_steps=email.find_steps, commit_step=True, timing=timing)
 
 
 def register_warehouse(registry: Registry, warehouse: WarehouseConnector,

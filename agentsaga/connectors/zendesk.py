@@ -14,7 +14,8 @@ from typing import Any
 
 from agentsaga.connectors.config import HttpSettings, ZendeskConfig
 from agentsaga.connectors.json_api import JsonApi, with_backoff
-from agentsaga.registry import Effect
+from agentsaga.errors import Rejected
+from agentsaga.registry import Effect, LookupContext
 
 API = "/api/v2"
 
@@ -55,6 +56,28 @@ class ZendeskTickets:
             if tickets:
                 found[key] = _ticket(tickets[0])
         return found
+
+    def find_steps(self, steps: Sequence[LookupContext]) -> dict[str, Effect]:
+        """By id where the log knows it (`GET tickets/{id}`, a read of the ticket itself),
+        else by `external_id`."""
+        found: dict[str, Effect] = {}
+        for ctx in steps:
+            ticket = self._marked(ctx.external_ref, ctx.key)
+            if ticket is not None:
+                found[ctx.key] = _ticket(ticket)
+        rest = [c.key for c in steps if c.key not in found]
+        return found | (self.find_many(rest) if rest else {})
+
+    def _marked(self, ticket: str | None, key: str) -> dict[str, Any] | None:
+        if not ticket:
+            return None
+        try:
+            current: dict[str, Any] = self.api.call("GET", f"{API}/tickets/{ticket}.json")["ticket"]
+        except Rejected as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return current if current.get("external_id") == key else None
 
     def _update(self, ticket: str, status: str, note: str, done: tuple[str, ...]) -> Effect:
         current = self.api.call("GET", f"{API}/tickets/{ticket}.json")["ticket"]

@@ -10,6 +10,7 @@ from psycopg.rows import dict_row
 from agentsaga.states import UNSETTLED, StepStatus
 from agentsaga.store.base import StoreBase
 from agentsaga.store.fencing import status_in
+from agentsaga.store.records import PivotRecord, decided_pivot
 
 _UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
 
@@ -26,10 +27,15 @@ class CountStatements(StoreBase):
 
     def raw_rows(self, run_id_pattern: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Every column of the runs whose id matches the LIKE pattern, and of their steps
-        (oldest first), as dicts: for checks that read the log as data."""
+        (oldest first), as dicts: for checks that read the log as data. A run's `pivot` is the
+        staged plan with its recorded decision, as every reader of the log believes it."""
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             runs = cur.execute("SELECT * FROM saga_runs WHERE run_id LIKE %s",
                                (run_id_pattern,)).fetchall()
             steps = cur.execute("SELECT * FROM saga_log WHERE run_id LIKE %s"
                                 " ORDER BY run_id, step_idx", (run_id_pattern,)).fetchall()
+        for run in runs:  # the plan as believed: with the decision of the operator's role only
+            if run.get("pivot") is not None:
+                run["pivot"] = decided_pivot(PivotRecord.from_json(run["pivot"]),
+                                             run.get("pivot_decision")).to_json()
         return runs, steps

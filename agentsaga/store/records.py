@@ -38,6 +38,10 @@ class PivotRecord:
     decided_by: str = ""
     decided_at: str = ""
     reason: str = ""
+    digest_key: str = ""
+    """The run's secret key (base64url) of its commit steps' `argsDigest` (HMAC-SHA-256): kept in
+    the saga log only, never shown, so a shown digest beside a masked card number cannot be
+    brute-forced. Empty for a plan staged before it existed (plain SHA-256)."""
 
     @property
     def decided(self) -> bool:
@@ -48,13 +52,16 @@ class PivotRecord:
         return replace(self, state=decision, decision=str(decision), decided_by=approver,
                        decided_at=at, reason=reason)
 
-    def to_json(self) -> JSON:
+    def to_json(self, *, with_key: bool = True) -> JSON:
+        """As stored (`with_key`), or as printed for a person (without the digest key)."""
         out: JSON = {"state": str(self.state), "planHash": self.plan_hash,
                      "stagedAt": self.staged_at, "staged": self.staged, "commit": self.commit,
                      "irreversibleBeforePivot": self.irreversible_before_pivot}
         if self.decision:
             out.update(decision=self.decision, decidedBy=self.decided_by,
                        decidedAt=self.decided_at, reason=self.reason)
+        if with_key and self.digest_key:
+            out["digestKey"] = self.digest_key
         return out
 
     @classmethod
@@ -66,7 +73,8 @@ class PivotRecord:
                    decision=str(data.get("decision") or ""),
                    decided_by=str(data.get("decidedBy") or ""),
                    decided_at=str(data.get("decidedAt") or ""),
-                   reason=str(data.get("reason") or ""))
+                   reason=str(data.get("reason") or ""),
+                   digest_key=str(data.get("digestKey") or ""))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ to write their outcome.
 
     certainty ........ the database's now, the step's deadline, when its absence is certain
                        (deadline + visible_within_s) and until when the system dedupes its key
+    lookup_hints ..... what a lookup may use beyond the key: each step's deadline and the
+                       effect's id when the row or an observation already holds it
     attempts ......... a re-sent step's later attempts (the row keeps what was first sent)
     observations ..... what a fenced or overtaken call saw; no fence blocks them
     reopen ........... a step settled NOT_EXECUTED whose effect was observed later: CONFIRMED
@@ -52,6 +54,14 @@ class Certainty:
 
 
 @dataclass(frozen=True)
+class LookupHint:
+    deadline: datetime | None
+    """The newest attempt's deadline (None: a row written before time contracts)."""
+    external_ref: str | None
+    """The effect's id, when the row or an observation holds it."""
+
+
+@dataclass(frozen=True)
 class Attempt:
     run_id: str
     step_idx: int
@@ -88,6 +98,21 @@ class TimingStatements(StoreBase):
                 " FROM saga_log WHERE run_id = %s AND step_idx = %s", (run_id, step_idx),
             ).fetchone()
         return None if row is None else Certainty(*row)
+
+    def lookup_hints(self, keys: Sequence[str]) -> dict[str, LookupHint]:
+        """Each key's deadline and known external id (the row's, else the newest one a late
+        call observed), in one statement for a whole batch of lookups."""
+        if not keys:
+            return {}
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT l.idempotency_key, l.deadline, COALESCE(l.external_ref,"
+                " (SELECT o.external_ref FROM saga_observations o"
+                "  WHERE o.idempotency_key = l.idempotency_key AND o.external_ref IS NOT NULL"
+                "  ORDER BY o.id DESC LIMIT 1))"
+                " FROM saga_log l WHERE l.idempotency_key = ANY(%s)", (list(keys),),
+            ).fetchall()
+        return {r[0]: LookupHint(r[1], r[2]) for r in rows}
 
     def db_now(self) -> datetime:
         with self.db.connection() as conn:

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
 import stripe
 
 from agentsaga.connectors.config import HttpSettings, StripeConfig
-from agentsaga.connectors.stripe import StripeConnector
+from agentsaga.connectors.stripe import LIST_PAGE, StripeConnector
 from agentsaga.errors import OutcomeUnknown, Rejected
+from agentsaga.registry import LookupContext
 from agentsaga.world import ManualClock, World
 from agentsaga.world.exchanges import Exchange
 from sagatest.contracts.openapi import Contract
@@ -73,6 +75,21 @@ def test_every_request_the_connector_sends_and_every_answer_is_in_stripes_descri
     # the list filters a reconciler may use instead of search
     sdk.v1.payment_intents.list(params={"customer": "cus_1", "created": {"gte": 0}, "limit": 3})
     sdk.v1.refunds.list(params={"payment_intent": str(paid.ref)})
+    # reconcile's consistent lookups: a `created` window paged with starting_after, then a
+    # retrieve by id; a capture's PaymentIntent retrieved by id
+    for i in range(LIST_PAGE):
+        conn.charge_card("cus_2", 500, f"k-noise-{i}")
+    now = datetime.now(UTC)
+    since = now - timedelta(minutes=5)
+    found = conn.find_charges([LookupContext("k-paid", {}, since, now),
+                               LookupContext("k-none", {}, since, now)])
+    assert found.keys() == {"k-paid"}
+    captured = conn.find_captures([LookupContext("k-capture", {"payment_intent": paid.ref},
+                                                 since, now)])
+    assert captured.keys() == {"k-capture"}
+    listed = [e for e in stripe_exchanges(world)
+              if e.method == "GET" and e.path == "/v1/payment_intents"]
+    assert any(name == "starting_after" for e in listed for name, _ in e.query)
 
     exchanges = stripe_exchanges(world)
     statuses = sorted({e.status for e in exchanges})

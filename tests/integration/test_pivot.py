@@ -3,15 +3,21 @@ approved."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import grpc
+import psycopg
 import pytest
 
 from agentsaga.client import ApprovalRequired, SagaClient
+from agentsaga.pivot import canonical
 from sagatest import ledger_tools
 from sagatest.ledger_tools import calls, effects
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess
@@ -171,3 +177,34 @@ def test_an_approved_card_admits_no_other_card_with_the_same_last_four(
     assert effects(ledger, "email") == []
     client.dispatch("card-4242", "send_email", approved)
     assert [e["body"]["body"] for e in effects(ledger, "email")] == [approved["body"]]
+
+
+def test_the_shown_digest_is_keyed_by_a_secret_only_the_log_holds(
+        sidecar_factory: Factory, ledger: str) -> None:
+    """Beside `[card ****4242]` a plain SHA-256 of the arguments would give the card away (at
+    most 10^11 candidates); the digest shown is an HMAC under a per-run key that the saga log
+    keeps and nothing shows, so the same arguments show different digests in two runs."""
+    client = sidecar_factory(ledger, TOOLS).client()
+    args = {"to": "customer@example.com", "body": "card 4242 4242 4242 4242 refunded"}
+    shown: list[str] = []
+    for run_id in ("keyed-1", "keyed-2"):
+        client.begin_run(run_id)
+        staged = client.reach_pivot(run_id, [{"tool": "send_email", "args": args}])
+        [step] = json.loads(staged.pivot_json)["commit"]
+        shown.append(step["argsDigest"])
+        assert "digestKey" not in staged.pivot_json
+        assert "digestKey" not in client.get_run(run_id).pivot_json
+        with psycopg.connect(ledger) as conn:
+            row = conn.execute("SELECT pivot->>'digestKey' FROM saga_runs WHERE run_id = %s",
+                               (run_id,)).fetchone()
+        assert row is not None and row[0]
+        keyed = hmac.new(base64.urlsafe_b64decode(row[0]), canonical(args).encode(),
+                         hashlib.sha256).hexdigest()
+        assert step["argsDigest"] == keyed
+    assert hashlib.sha256(canonical(args).encode()).hexdigest() not in shown
+    assert shown[0] != shown[1]
+    printed = subprocess.run(
+        [sys.executable, "-m", "agentsaga.cli", "log", "--run", "keyed-1", "--json", "--dsn",
+         ledger], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert printed.returncode == 0 and shown[0] in printed.stdout, printed.stderr
+    assert "digestKey" not in printed.stdout

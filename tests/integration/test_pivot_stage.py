@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
-from agentsaga.pivot import plan_hash, record_decision
+from agentsaga.pivot import args_digest, plan_hash, record_decision
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
@@ -34,9 +34,12 @@ def test_the_staged_record_is_what_the_approver_sees(service: SagaService) -> No
     staged = [{"step": 0, "tool": "create_ticket", "class": "compensatable",
                "status": "CONFIRMED", "audience": ["support_team"],
                "externalRef": ticket.external_ref}]
+    assert record.digest_key  # the run's own key of its commit steps' digests
     commit = [{"tool": "send_email", "args": EMAIL, "class": "irreversible",
-               "audience": ["customer"]}]
+               "audience": ["customer"], "argsDigest": args_digest(EMAIL, record.digest_key)}]
     assert (record.state, record.staged, record.commit) == ("AwaitingApproval", staged, commit)
+    again = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
+    assert again.plan_hash == record.plan_hash  # staged again: the same key, the same hash
     assert record.plan_hash == plan_hash(staged, commit) and record.staged_at
     assert record.irreversible_before_pivot == 0
     run = service.saga_log.require_run(RUN)

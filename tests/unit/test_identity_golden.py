@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentsaga import compensation_key, step_key
-from agentsaga.pivot import plan_hash
+from agentsaga.pivot import args_digest, plan_hash
 
 # step_key("refund-1182", 2, "create_ticket") and one input changed at a time
 STEP_KEYS = [
@@ -35,27 +35,60 @@ def test_compensation_key_is_the_golden_value() -> None:
         "72374384474b0d4fef7334f138b3338d")
 
 
+ARGS = {"to": "c@x", "body": "b"}
+ARGS_DIGEST = "4e1cd56ca59aa6b4a70880bf4e0239d321e90375ceb2e5ebde61ea9d6260954c"
+"""sha256('{"body":"b","to":"c@x"}'): canonical JSON, keys sorted, no spaces (the digest of a
+plan staged before runs had a digest key: such runs in flight are still admitted)."""
+DIGEST_KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+"""base64url of the bytes 0x00..0x1f."""
+KEYED_DIGEST = "1173d97ed3ed4514e7e3a31929abbd37e4d892bf2c86e0efe8d4a47c7bbe1641"
+"""HMAC-SHA-256 of the same canonical JSON under DIGEST_KEY (also computed with
+`openssl dgst -sha256 -mac HMAC -macopt hexkey:000102...1f`)."""
+
 STAGED: list[dict[str, Any]] = [
     {"step": 0, "tool": "create_ticket", "class": "compensatable", "status": "CONFIRMED",
      "audience": ["customer"], "externalRef": "SUP-1"}]
 COMMIT: list[dict[str, Any]] = [
-    {"tool": "send_email", "args": {"to": "c@x", "body": "b"}, "class": "irreversible",
+    {"tool": "send_email", "args": ARGS, "argsDigest": ARGS_DIGEST, "class": "irreversible",
      "audience": ["customer"]}]
-PLAN_HASH = "f6a1e583fa06fbe8"
+PLAN_HASH = "c85dc107a4749b67ac01c1c6cadf935c00e98eb2f96eda225ca6c3654b8b454f"
 
 # (which list, field, new value) -> the plan hash with that one field changed
 PLAN_VARIATIONS = [
-    ("staged", "step", 1, "995a45392eac56fa"),
-    ("staged", "tool", "charge_card", "cdc1387017006878"),
-    ("staged", "class", "reversible", "3ecaa5dea2355f63"),
-    ("staged", "status", "FAILED", "c5919f2d516cd5cb"),
-    ("staged", "audience", ["internal"], "3280fc0435f8c2e0"),
-    ("staged", "externalRef", "SUP-2", "e1ccf9457d3dd2dd"),
-    ("commit", "tool", "send_sms", "ca80acd3a31b904a"),
-    ("commit", "args", {"to": "c@x", "body": "B"}, "966da717e3e1e4e3"),
-    ("commit", "class", "compensatable", "8ce5bf852490725f"),
-    ("commit", "audience", ["public"], "34bf917327a8de54"),
+    ("staged", "step", 1, "4183e9dde1412781f1cb4f2417eccf480b32375112e89d8a9d5ab59e752dc218"),
+    ("staged", "tool", "charge_card",
+     "58b9ad88ec4fe28887efffd51e51f9944f84d076fc2e1b106d2c70926eef66e9"),
+    ("staged", "class", "reversible",
+     "8bfc30212bd40412afc15cdd83c221899475ea3c0ac2b28db7246f3b07c2ef78"),
+    ("staged", "status", "FAILED",
+     "43b14a463ae34ea0dce9023d4e11a3aa2b363b4ae31b450befdefeed68213b31"),
+    ("staged", "audience", ["internal"],
+     "e8a81504086410240ca172574a24ecf4e487a7fab4e05a1e6c042ed4807f019b"),
+    ("staged", "externalRef", "SUP-2",
+     "0c512440ab2dc2c27e3fd681bfb81632710d6951906df31fea85496dabed541e"),
+    ("commit", "tool", "send_sms",
+     "9a0897226689262300e66a09da82973664a826c79d78a63cdc657b78cea3e572"),
+    # the arguments {"to": "c@x", "body": "B"}: another digest, another plan
+    ("commit", "argsDigest", "cf9286d49f71351978f12ad64e279a083540c53e84e490b914d463513ed35f08",
+     "5434674ebb4a7ebc93afbbed335170057c2c5d79a640c27513822ca457af2002"),
+    ("commit", "class", "compensatable",
+     "b1e81729d8766fc89a1721c160f05149cb006203a91c61475b7033ca612f05b9"),
+    ("commit", "audience", ["public"],
+     "5dec33f63a8f695d8294aeb43836051742b5b0103ebf81830266ce960b4e81a6"),
 ]
+
+
+def test_args_digest_is_the_golden_value() -> None:
+    assert args_digest(ARGS, "") == ARGS_DIGEST
+    assert args_digest({"to": "c@x", "body": "B"}, "") == PLAN_VARIATIONS[7][2]
+    assert args_digest({"body": "b", "to": "c@x"}, "") == ARGS_DIGEST  # key order is not content
+
+
+def test_keyed_args_digest_is_the_golden_value() -> None:
+    assert args_digest(ARGS, DIGEST_KEY) == KEYED_DIGEST
+    assert args_digest({"body": "b", "to": "c@x"}, DIGEST_KEY) == KEYED_DIGEST
+    other_key = DIGEST_KEY.replace("AAEC", "AQEC")
+    assert args_digest(ARGS, other_key) not in (KEYED_DIGEST, ARGS_DIGEST)
 
 
 def test_plan_hash_is_the_golden_value() -> None:
@@ -71,11 +104,21 @@ def test_each_plan_field_changes_the_hash(part: str, field: str, value: object,
     assert plan_hash(staged, commit) == expected
 
 
+def test_a_commit_step_is_named_by_its_digest_not_its_stored_arguments() -> None:
+    """The stored arguments are masked; the hash is over the digest of the raw ones."""
+    masked = copy.deepcopy(COMMIT)
+    masked[0]["args"] = {"to": "c@x", "body": "[masked]"}
+    assert plan_hash(STAGED, masked) == PLAN_HASH
+
+
 def test_where_a_step_sits_in_the_plan_changes_the_hash() -> None:
     """The same steps as done so far, or as still to come, are another plan."""
-    assert plan_hash([], []) == "3b9c3b0a2a1b418e"  # sha256('{"commit":[],"staged":[]}')
-    assert plan_hash([], STAGED + COMMIT) == "5b495b995bd70599"
-    assert plan_hash(STAGED + COMMIT, []) == "0f1cf73468cce8d2"
+    # sha256('{"commit":[],"staged":[]}')
+    assert plan_hash([], []) == "3b9c3b0a2a1b418eb9d4a7f1132f49682d8acdb109024162e706fc453e6ec465"
+    assert plan_hash([], STAGED + COMMIT) == (
+        "8efbde3e680b1ffd8a429bfa64362766e2a17a8ffa0b1244ba68acfdccc96c6e")
+    assert plan_hash(STAGED + COMMIT, []) == (
+        "255747e269f34670e92b3a27dc7a76635764b32b6276dc04c1017048f9f4df89")
 
 
 def test_the_order_of_keys_in_a_step_does_not_change_the_hash() -> None:

@@ -74,3 +74,26 @@ def test_json_values_are_masked_string_by_string() -> None:
     assert redact_value(value) == {
         "card": "[card ****4242]", "password": "[redacted]", "pan": "[card ****4242]",
         "order": 1182, "nested": ["Bearer [redacted]"]}
+
+
+def test_hex_digests_are_never_taken_for_card_numbers() -> None:
+    """A SHA-256 in hex holds runs of 13-19 digits that pass the Luhn check about once in 450
+    digests; masking one would break a plan hash or an argument digest. 20,000 digests hold
+    dozens of such runs: none may change, alone or inside JSON."""
+    import hashlib
+    import re
+
+    digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(20_000)]
+    luhn_runs = [d for d in digests if any(_luhn(run) for run in re.findall(r"\d{13,19}", d))]
+    assert len(luhn_runs) > 10  # the case is really exercised
+    for digest in luhn_runs:
+        assert redact_text(digest) == digest
+        assert redact_value({"planHash": digest}) == {"planHash": digest}
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0

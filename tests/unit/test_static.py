@@ -35,11 +35,13 @@ def test_public_api_is_pinned() -> None:
     # added on purpose: the error tree's new branches (DecisionError, CorrectionError,
     # LogUnavailable), the two refusals agents meet (PermissionDenied, RateLimited) and the
     # code each error declares for a front end (ErrorCode); a settlement a person cannot
-    # record (SettlementError) and the agent's "only a person can settle this" (ToolNeedsHuman)
+    # record (SettlementError) and the agent's "only a person can settle this" (ToolNeedsHuman);
+    # what reconcile hands a lookup that needs more than the key (LookupContext)
     assert sorted(agentsaga.__all__) == sorted([
         "NO_LOOKUP", "TOOL_CLASSES", "Compensation", "CompensationUnavailable",
         "ConfigurationError", "CorrectionError", "DatabaseUnavailable", "DecisionError",
         "Effect", "ErrorCode", "Fenced", "InvalidArguments", "InvalidRunId", "LogUnavailable",
+        "LookupContext",
         "OutcomeUnknown", "PermissionDenied", "PivotError", "RateLimited", "Registry",
         "RegistrationError", "Rejected",
         "RequestError", "RunEnded", "RunNotFound", "SagaError", "SettlementError", "ToolError",
