@@ -9,6 +9,7 @@ from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.kube import KubeApi
 from agentsaga.operator.log_watch import LogWatch
+from agentsaga.operator.run_pods import RunsByPod
 
 from agentsaga.store import SagaLog
 
@@ -23,6 +24,8 @@ class Context:
     """What the resync passes saw, for the operator's gauges (`gauges`)."""
     log_watch: LogWatch = field(init=False)
     """The batched change-check of the unfinished runs' saga log (`log_watch`)."""
+    runs_by_pod: RunsByPod = field(default_factory=RunsByPod)
+    """Which AgentRuns each pod serves, from the AgentRuns' watch events (`run_pods`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "log_watch", LogWatch(

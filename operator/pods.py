@@ -12,19 +12,9 @@ from typing import Any
 
 import kopf
 from agentsaga.operator import run_jobs
-from agentsaga.operator.config import AGENTRUNS, RUN_LABEL
+from agentsaga.operator.config import RUN_LABEL
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj
-
-
-@kopf.index(*AGENTRUNS, id="runs_by_pod")
-def runs_by_pod(body: kopf.Body, **_: Any) -> dict[tuple[str, str], str] | None:
-    """(pod namespace, pod uid) → AgentRun name, for every run bound to a pod."""
-    pod = (body.get("status") or {}).get("pod") or {}
-    if not pod.get("uid"):
-        return None
-    return {(pod.get("namespace") or body["metadata"]["namespace"], pod["uid"]):
-            body["metadata"]["name"]}
 
 
 def disruption(pod: Obj, event: str | None = None) -> tuple[str, str] | None:
@@ -70,16 +60,15 @@ def bound_pod_gone(ctx: Context, run: Obj) -> tuple[str, str, str, str] | None:
 
 @kopf.on.event("v1", "pods", labels={RUN_LABEL: kopf.PRESENT}, id="agent-pod")
 def agent_pod(type: str, body: kopf.Body, namespace: str | None, memo: Any,
-              **kwargs: Any) -> None:
-    index: kopf.Index[tuple[str, str], str] = kwargs["runs_by_pod"]
+              **_: Any) -> None:
     pod = dict(body)
     gone = disruption(pod, type)
     if gone is None or namespace is None:
         return
     reason, message = gone
     uid = pod["metadata"].get("uid", "")
-    names = set(index.get((namespace, uid), []))
-    names.add(pod["metadata"].get("labels", {}).get(RUN_LABEL, ""))
     ctx = context(memo)
+    names = set(ctx.runs_by_pod.runs(namespace, uid))
+    names.add(pod["metadata"].get("labels", {}).get(RUN_LABEL, ""))
     for name in sorted(n for n in names if n):
         run_jobs.orphan(ctx, namespace, name, pod["metadata"]["name"], uid, reason, message)

@@ -61,10 +61,12 @@ def needs_daemon(body: kopf.Body, **_: Any) -> bool:
 
 
 @kopf.on.event(*AGENTRUNS, id="run-changed")
-async def run_changed(name: str, namespace: str | None, body: kopf.Body, memo: Any,
-                **_: Any) -> None:
-    """A watch event of an AgentRun wakes its daemon (not its own status write)."""
+async def run_changed(type: str | None, name: str, namespace: str | None, body: kopf.Body,
+                      memo: Any, **_: Any) -> None:
+    """A watch event of an AgentRun wakes its daemon (not its own status write) and keeps the
+    pod → runs index (`run_pods`)."""
     if namespace is not None:
+        context(memo).runs_by_pod.seen(namespace, name, None if type == "DELETED" else dict(body))
         version = str((body.get("metadata") or {}).get("resourceVersion") or "")
         context(memo).log_watch.object_changed((namespace, name), version)
 

@@ -196,8 +196,6 @@ def _eviction_to_job(kube: KubeHttp, *, saga_log_dsn: str, namespace: str, prefi
                      proxy: CountingProxy, proc: subprocess.Popen[bytes]) -> float:
     """A running run bound to a pod (grace period 0); the pod evicted; until a Job exists."""
     name, pod = f"{prefix}-evicted", f"{prefix}-agent-pod"
-    with SagaLog(saga_log_dsn, min_size=1, max_size=2).open(migrate=False) as saga_log:
-        saga_log.begin_run(name, agent="bench", namespace=namespace)
     created = kube.call("POST", f"/api/v1/namespaces/{namespace}/pods", {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": pod, "namespace": namespace, "labels": {RUN_LABEL: name}},
@@ -207,6 +205,10 @@ def _eviction_to_job(kube: KubeHttp, *, saga_log_dsn: str, namespace: str, prefi
     kube.agentrun(namespace, name, {"phase": "Running", "pod": {
         "name": pod, "uid": created["metadata"]["uid"], "namespace": namespace}},
         spec={"onOrphan": "reconcile", "orphanGracePeriodSeconds": 0})
+    # the run begins in the log after its AgentRun exists: the operator, told of the new run,
+    # adopts that AgentRun rather than creating one first
+    with SagaLog(saga_log_dsn, min_size=1, max_size=2).open(migrate=False) as saga_log:
+        saga_log.begin_run(name, agent="bench", namespace=namespace)
     _wait_quiet(proxy, proc, 1.0, 120.0)
     jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     before = {j["metadata"]["name"] for j in kube.call("GET", jobs)["items"]}
