@@ -61,7 +61,7 @@ DISPATCH_CASES = [
      "AGENTSAGA_MAX_ARGS_BYTES"),
     ("deeply nested arguments", "ok-run", "create_ticket",
      '{"summary": ' + "[" * 50000 + "]" * 50000 + ', "order_id": "1"}', "INVALID_ARGUMENT",
-     "nested too deeply"),
+     "levels deep (AGENTSAGA_MAX_JSON_DEPTH); flatten them"),
     ("missing required argument", "ok-run", "create_ticket", '{"order_id": "1"}',
      "INVALID_ARGUMENT", "summary"),
     ("unexpected argument", "ok-run", "create_ticket",

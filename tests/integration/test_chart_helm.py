@@ -414,7 +414,7 @@ def test_the_charts_jobs_have_no_token_a_deadline_and_a_ttl() -> None:
     assert pod["serviceAccountName"] == "agentsaga-sidecar"
 
 
-def test_retention_cronjob_prunes_with_the_dsn_and_no_api_credentials() -> None:
+def test_retention_cronjob_prunes_as_the_migration_role_without_api_credentials() -> None:
     cron = one(render("-f", str(FULL_VALUES)), "CronJob")
     assert cron["spec"]["schedule"] == "5 2 * * *"
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
@@ -423,7 +423,10 @@ def test_retention_cronjob_prunes_with_the_dsn_and_no_api_credentials() -> None:
     (container,) = pod["containers"]
     assert container["args"] == ["prune", "--ended-before=14d", "--batch=1000"]
     env = {e["name"]: e for e in container["env"]}
-    assert env["AGENTSAGA_DSN"]["valueFrom"]["secretKeyRef"]["name"] == "saga-postgres"
+    # deleting whole runs is maintenance: the migration role's DSN, never a sidecar's
+    assert set(env) == {"AGENTSAGA_MIGRATE_DSN"}
+    assert env["AGENTSAGA_MIGRATE_DSN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "saga-postgres-migrate", "key": "connection-string"}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     off = render("--set", "retention.enabled=false")
     assert not [d for d in off if d and d.get("kind") == "CronJob"]

@@ -98,6 +98,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _b("v1", "persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",), sub=("status",)),
     _b("events.k8s.io/v1", "events", "Event", short=("ev",)),
     _b("batch/v1", "jobs", "Job", cats=ALL, sub=("status",)),
+    _b("batch/v1", "cronjobs", "CronJob", short=("cj",), cats=ALL, sub=("status",)),
     _b("apps/v1", "deployments", "Deployment", short=("deploy",), cats=ALL, sub=("status",)),
     _b("networking.k8s.io/v1", "networkpolicies", "NetworkPolicy", short=("netpol",)),
     _b("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", short=("pdb",), sub=("status",)),
