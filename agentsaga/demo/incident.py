@@ -140,6 +140,9 @@ def run_both(dsn: str | None) -> tuple[Result, Result]:
         if dsn is None:
             from agentsaga.postgres import embedded_dsn
             dsn = embedded_dsn(workdir / "pg")
+        # the schema and the roles, as `agentsaga migrate` (a release's hook Job) prepares them:
+        # sidecars never migrate
+        SagaLog(dsn, min_size=1, max_size=1).open(migrate=True).close()
         first = run_naive(world)
         second = run_agentsaga(world, dsn, workdir)
         if dsn.startswith("postgresql") and (workdir / "pg").exists():

@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-def test_demo_agentsaga_is_exactly_right_and_naive_reproduces_the_essay(tmp_path: Path,
-                                                                        pg: str) -> None:
+
+@pytest.fixture
+def empty_db(pg_server: str) -> Iterator[str]:
+    """A database with no saga log in it, as `make demo` meets its new embedded Postgres."""
+    name = f"demo_empty_{os.getpid()}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    yield make_conninfo(**{**conninfo_to_dict(pg_server), "dbname": name})  # type: ignore[arg-type]
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_demo_agentsaga_is_exactly_right_and_naive_reproduces_the_essay(
+        tmp_path: Path, empty_db: str) -> None:
+    """On a database with no schema yet: the demo prepares it as a release's migration does
+    (its sidecars, like every sidecar, never migrate)."""
     done = subprocess.run(
-        [sys.executable, "-m", "agentsaga.cli", "demo", "--json", "--dsn", pg],
+        [sys.executable, "-m", "agentsaga.cli", "demo", "--json", "--dsn", empty_db],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
