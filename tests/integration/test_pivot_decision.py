@@ -4,18 +4,15 @@ Rejected, each refusal with the log unchanged, and waiting for the decision."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
 from agentsaga.errors import PivotError
 from agentsaga.pivot import await_decision, record_decision
 from agentsaga.service import SagaService
-from agentsaga.settings import Settings
 from agentsaga.settlement import unwind_run
 from agentsaga.states import CompensationStatus, CorrectionState, PivotState, RunState
-from agentsaga.store import PivotRecord, SagaLog
-from sagatest import ledger_tools
+from agentsaga.store import PivotRecord
 from sagatest.ledger_tools import effects
 
 RUN = "decision-run"
@@ -23,11 +20,8 @@ EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 
 @pytest.fixture
-def service(pg: str, ledger: str) -> Iterator[SagaService]:
-    saga_log = SagaLog(pg, min_size=1, max_size=4).open()
-    yield SagaService(saga_log, ledger_tools.build_registry(), Settings(recheck_pause_s=0.01),
-                      sleep=lambda _: None)
-    saga_log.close()
+def service(ledger_service: SagaService) -> SagaService:
+    return ledger_service
 
 
 def staged(service: SagaService) -> PivotRecord:

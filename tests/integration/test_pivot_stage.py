@@ -3,16 +3,11 @@ reason a plan cannot be staged, with the log left as it was."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
 from agentsaga.pivot import args_digest, plan_hash, record_decision
 from agentsaga.service import SagaService
-from agentsaga.settings import Settings
-from agentsaga.store import SagaLog
-from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault
 
 RUN = "stage-run"
@@ -20,11 +15,8 @@ EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 
 @pytest.fixture
-def service(pg: str, ledger: str) -> Iterator[SagaService]:
-    saga_log = SagaLog(pg, min_size=1, max_size=4).open()
-    yield SagaService(saga_log, ledger_tools.build_registry(), Settings(recheck_pause_s=0.01),
-                      sleep=lambda _: None)
-    saga_log.close()
+def service(ledger_service: SagaService) -> SagaService:
+    return ledger_service
 
 
 def test_the_staged_record_is_what_the_approver_sees(service: SagaService) -> None:
