@@ -4,15 +4,18 @@ Rejected, each refusal with the log unchanged, and waiting for the decision."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
 from agentsaga.errors import PivotError
 from agentsaga.pivot import await_decision, record_decision
 from agentsaga.service import SagaService
+from agentsaga.settings import Settings
 from agentsaga.settlement import unwind_run
 from agentsaga.states import CompensationStatus, CorrectionState, PivotState, RunState
 from agentsaga.store import PivotRecord
+from agentsaga.world import ManualClock
 from sagatest.ledger_tools import effects
 
 RUN = "decision-run"
@@ -89,6 +92,77 @@ def test_waiting_for_the_decision(service: SagaService) -> None:
     assert undecided == record and not undecided.decided  # the timeout passed: as it is
     decided = record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
     assert await_decision(service.saga_log, RUN, timeout=60.0) == decided  # no wait for it
+
+
+class Pauses:
+    """The wait's `sleep` seam on a `ManualClock`: records each pause, moves the clock by it,
+    runs `then` (if any) after pause number `at`, and fails a wait that does not end."""
+
+    def __init__(self, clock: ManualClock, *, at: int = 0,
+                 then: Callable[[], object] = lambda: None) -> None:
+        self.clock, self.at, self.then = clock, at, then
+        self.taken: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        assert len(self.taken) < 100, f"the wait did not end: paused {self.taken[:5]}..."
+        self.taken.append(seconds)
+        self.clock.advance(seconds)
+        if len(self.taken) == self.at:
+            self.then()
+
+
+def test_the_wait_looks_every_fifth_of_a_second_until_its_timeout(service: SagaService) -> None:
+    record = staged(service)
+    clock = ManualClock(now=1000.0)
+    pauses = Pauses(clock)
+    undecided = await_decision(service.saga_log, RUN, timeout=0.5, clock=clock, sleep=pauses)
+    assert undecided == record and not undecided.decided
+    assert pauses.taken == pytest.approx([0.2, 0.2, 0.1])  # the last pause ends at the deadline
+    assert clock.now == pytest.approx(1000.5)
+    custom = Pauses(clock)
+    await_decision(service.saga_log, RUN, timeout=1.0, poll=0.25, clock=clock, sleep=custom)
+    assert custom.taken == [0.25, 0.25, 0.25, 0.25]
+    at_once = Pauses(clock)
+    assert await_decision(service.saga_log, RUN, timeout=0.0, clock=clock, sleep=at_once) == record
+    assert at_once.taken == []
+
+
+def test_the_wait_ends_at_the_first_look_after_the_decision(service: SagaService) -> None:
+    record = staged(service)
+    clock = ManualClock()
+    pauses = Pauses(clock, at=2, then=lambda: record_decision(
+        service.saga_log, RUN, record.plan_hash, "Rejected", "bob", "wrong amount"))
+    decided = await_decision(service.saga_log, RUN, timeout=30.0, clock=clock, sleep=pauses)
+    assert decided is not None and decided.state == PivotState.REJECTED
+    assert decided == service.saga_log.require_run(RUN).pivot
+    assert (decided.decided_by, decided.reason) == ("bob", "wrong amount")
+    assert pauses.taken == pytest.approx([0.2, 0.2])
+
+
+def test_the_wait_ends_when_its_caller_is_gone(service: SagaService) -> None:
+    record = staged(service)
+    clock = ManualClock()
+    left: list[bool] = []
+    pauses = Pauses(clock, at=3, then=lambda: left.append(True))
+    undecided = await_decision(service.saga_log, RUN, timeout=30.0, gone=lambda: bool(left),
+                               clock=clock, sleep=pauses)
+    assert undecided == record and not undecided.decided
+    assert pauses.taken == pytest.approx([0.2, 0.2, 0.2])
+
+
+def test_the_service_waits_on_its_clock_at_most_the_configured_cap(
+        service: SagaService) -> None:
+    """`SagaService(clock=, sleep=)` times the wait; AGENTSAGA_AWAIT_DECISION_MAX_S caps it."""
+    record = staged(service)
+    clock = ManualClock(now=50.0)
+    pauses = Pauses(clock)
+    capped = SagaService(service.saga_log, service.registry,
+                         Settings(recheck_pause_s=0.01, await_decision_max_s=1.0),
+                         clock=clock, sleep=pauses)
+    assert capped.await_decision(RUN, timeout=86400.0) == record
+    assert sum(pauses.taken) == pytest.approx(1.0) and clock.now == pytest.approx(51.0)
+    assert capped.await_decision(RUN, timeout=-5.0) == record  # a negative timeout: no wait
+    assert len(pauses.taken) == 5
 
 
 def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(
