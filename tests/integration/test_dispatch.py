@@ -12,10 +12,12 @@ from agentsaga import step_key
 from agentsaga.errors import (
     InvalidArguments,
     LogUnavailable,
+    PivotError,
     RunEnded,
 )
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.states import RunState
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
@@ -311,3 +313,47 @@ def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
         assert service.dispatch("r15", "crash", args) == DispatchResult(
             DispatchOutcome.FAILED, message="ValueError: bad order 7")
     assert rows(ledger) == []
+
+
+@pytest.mark.parametrize(("policy", "counted"), [
+    ({"irreversibleBeforePivot": "count"}, True),
+    ({"irreversibleBeforePivot": "refuse"}, False),
+    ({"irreversibleBeforePivot": "Count"}, False),  # not a policy: the safe one
+    ({}, False),
+])
+def test_the_runs_own_policy_decides_an_irreversible_call_before_the_pivot(
+        dispatcher: SagaService, ledger: str, policy: dict[str, object], counted: bool) -> None:
+    """R10: `irreversibleBeforePivot: count` (the AgentRun's spec, copied into the log by the
+    operator) runs the call and counts it, shown to the approver; anything else refuses it."""
+    dispatcher.begin_run("policy")
+    assert dispatcher.saga_log.set_policy("policy", policy)
+    out = dispatcher.dispatch("policy", "send_email", {"to": "c@example.com", "body": "hi"})
+    sent = len(effects(ledger, "email"))
+    if counted:
+        assert (out.outcome, sent) == ("CONFIRMED", 1)
+        assert [r[1:3] for r in rows(ledger)] == [("send_email", "CONFIRMED")]
+    else:
+        assert (out.outcome, sent, rows(ledger)) == ("NEEDS_APPROVAL", 0, [])
+    assert dispatcher.saga_log.require_run("policy").irreversible_before_pivot == int(counted)
+    record = dispatcher.reach_pivot("policy", [{"tool": "send_email", "args": {
+        "to": "c@example.com", "body": "done"}}])
+    assert record.irreversible_before_pivot == int(counted)
+
+
+@pytest.mark.parametrize(("policy", "required"), [
+    ({"pivot": {"required": True}}, True),
+    ({"pivot": {"required": False}}, False),
+    ({"pivot": {}}, False),
+    ({"pivot": None}, False),
+    ({"irreversibleBeforePivot": "count"}, False),
+])
+def test_a_run_whose_spec_requires_a_pivot_cannot_succeed_without_one(
+        dispatcher: SagaService, policy: dict[str, object], required: bool) -> None:
+    dispatcher.begin_run("must-pivot")
+    assert dispatcher.saga_log.set_policy("must-pivot", policy)
+    if required:
+        with pytest.raises(PivotError, match="requires a pivot \\(spec.pivot.required\\)"):
+            dispatcher.end_run("must-pivot", "Succeeded")
+        assert dispatcher.saga_log.require_run("must-pivot").state == RunState.RUNNING
+    else:
+        assert dispatcher.end_run("must-pivot", "Succeeded").state == RunState.SUCCEEDED
