@@ -264,6 +264,9 @@ def test_a_lost_answer_of_a_tool_without_lookup_is_handed_to_a_person(
                            f"whether step 1 happened; record it with `{command}`")
     assert rows(ledger)[1] == (1, "send_email", "UNKNOWN", out.key)
     assert len(calls(ledger, "send_email")) == 1
+    other = dispatcher.dispatch("r14", "create_ticket", {"summary": "b", "order_id": "2"})
+    assert (other.outcome, other.step_idx, other.message) == ("NEEDS_HUMAN", 1, out.message)
+    assert len(rows(ledger)) == 2 and len(calls(ledger, "create_ticket")) == 1
 
 
 def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(

@@ -51,13 +51,13 @@ def test_the_decision_is_recorded_with_who_when_and_why(service: SagaService, de
 
 @pytest.mark.parametrize(("decision", "approver", "problem"), [
     ("approved", "alice", "decision 'approved': use Approved or Rejected"),
-    ("AwaitingApproval", "alice", "use Approved or Rejected"),
+    ("AwaitingApproval", "alice", "decision 'AwaitingApproval': use Approved or Rejected"),
     ("Approved", "", "the approval names no approver"),
 ])
 def test_a_malformed_decision_is_refused_and_nothing_recorded(
         service: SagaService, decision: str, approver: str, problem: str) -> None:
     record = staged(service)
-    with pytest.raises(PivotError, match=re.escape(problem)):
+    with pytest.raises(PivotError, match=f"^{re.escape(problem)}$"):
         record_decision(service.saga_log, RUN, record.plan_hash, decision, approver)
     run = service.saga_log.require_run(RUN)
     assert (run.pivot, run.state) == (record, RunState.AWAITING_APPROVAL)

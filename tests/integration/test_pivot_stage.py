@@ -3,10 +3,20 @@ reason a plan cannot be staged, with the log left as it was."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
-from agentsaga.pivot import args_digest, plan_hash, record_decision
+from agentsaga.pivot import (
+    SHOWN_ARGS_BYTES,
+    SHOWN_STEPS,
+    args_digest,
+    canonical,
+    plan_hash,
+    record_decision,
+    shown,
+)
 from agentsaga.service import SagaService
 from sagatest.ledger_tools import add_fault
 
@@ -66,8 +76,53 @@ def test_a_run_has_one_pivot_and_an_ended_run_none(service: SagaService) -> None
     service.begin_run(RUN)
     staged = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     record_decision(service.saga_log, RUN, staged.plan_hash, "Approved", "alice")
-    with pytest.raises(PivotError, match="already passed its pivot \\(Approved\\)"):
+    with pytest.raises(PivotError, match=re.escape(
+            f"run {RUN!r} already passed its pivot (Approved); a run has a single pivot")):
         service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     service.end_run(RUN, "Failed")
-    with pytest.raises(RunEnded, match="has ended"):
+    with pytest.raises(RunEnded, match=re.escape(
+            f"run {RUN!r} has ended (failed); it has no pivot to reach")):
         service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
+
+
+def _email(size: int) -> dict[str, str]:
+    """An email whose canonical JSON arguments are exactly `size` bytes."""
+    args = {"to": "customer@example.com", "body": ""}
+    args["body"] = "x" * (size - len(canonical(args).encode()))
+    assert len(canonical(args).encode()) == size
+    return args
+
+
+def test_the_plan_shown_to_the_approver_is_bounded_in_size(service: SagaService) -> None:
+    """`status.pivot` and the ReachPivot answer: each step without its status, arguments up to
+    SHOWN_ARGS_BYTES shown (longer ones as a note), at most SHOWN_STEPS steps of each list."""
+    service.begin_run(RUN)
+    ticket = service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"})
+    longest, too_long = _email(SHOWN_ARGS_BYTES), _email(SHOWN_ARGS_BYTES + 1)
+    plan = [{"tool": "send_email", "args": longest}, {"tool": "send_email", "args": too_long}]
+    plan += [{"tool": "send_email", "args": {"to": "c@example.com", "body": str(n)}}
+             for n in range(SHOWN_STEPS - 1)]
+    record = service.reach_pivot(RUN, plan)
+    out = shown(record)
+    assert set(out) == {"state", "planHash", "stagedAt", "steps", "commit", "commitOmitted"}
+    assert (out["state"], out["planHash"], out["stagedAt"]) == (
+        "AwaitingApproval", record.plan_hash, record.staged_at)
+    assert out["steps"] == [{"step": 0, "tool": "create_ticket", "class": "compensatable",
+                             "audience": ["support_team"], "externalRef": ticket.external_ref}]
+    first, second = out["commit"][:2]
+    assert first == {"tool": "send_email", "class": "irreversible", "audience": ["customer"],
+                     "args": longest, "argsDigest": record.commit[0]["argsDigest"]}
+    assert second["args"] == {"omitted": f"{SHOWN_ARGS_BYTES + 1} bytes of arguments; "
+                                         "`agentsaga log <run>` shows them, argsDigest "
+                                         "identifies them"}
+    assert second["argsDigest"] == record.commit[1]["argsDigest"]
+    assert len(out["commit"]) == SHOWN_STEPS and out["commitOmitted"] == 1
+    assert out["commit"][-1]["args"] == plan[SHOWN_STEPS - 1]["args"]
+    exactly = service.reach_pivot(RUN, plan[:SHOWN_STEPS])
+    assert len(shown(exactly)["commit"]) == SHOWN_STEPS and "commitOmitted" not in shown(exactly)
+    decided = record_decision(service.saga_log, RUN, exactly.plan_hash, "Rejected", "bob",
+                              "too long")
+    assert {k: v for k, v in shown(decided).items() if k not in ("steps", "commit")} == {
+        "state": "Rejected", "planHash": exactly.plan_hash, "stagedAt": exactly.staged_at,
+        "decision": "Rejected", "decidedBy": "bob", "decidedAt": decided.decided_at,
+        "reason": "too long"}
