@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import psycopg
 import pytest
 
 from agentsaga.errors import PivotError
@@ -186,3 +187,25 @@ def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(
     assert again.queued == [queued]
     assert [c for c in service.saga_log.corrections(RUN) if c.step_idx == 1] == [correction]
     assert len(effects(ledger, "email")) == 1  # nothing sent again, nothing "undone"
+
+
+def test_each_approved_commit_step_runs_once(service: SagaService, ledger: str) -> None:
+    """R10: a plan that sends the same email twice admits exactly two sends, each carrying out
+    its own commit step (recorded on its row); a third is refused, naming the step it repeats."""
+    service.begin_run(RUN)
+    record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}] * 2)
+    record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    sent = [service.dispatch(RUN, "send_email", EMAIL) for _ in range(2)]
+    assert [(s.outcome, s.step_idx) for s in sent] == [("CONFIRMED", 0), ("CONFIRMED", 1)]
+    assert service.saga_log.commits_taken(RUN) == {0, 1}
+    third = service.dispatch(RUN, "send_email", EMAIL)
+    assert third.outcome == "NEEDS_APPROVAL"
+    assert third.message == (
+        f"send_email with these arguments already ran: it is commit step 1 of the approved "
+        f"plan {record.plan_hash}, and each approved step runs once. Its outcome is in the "
+        "saga log (GetRun); do not call it again")
+    with psycopg.connect(ledger) as conn:
+        assert conn.execute("SELECT step_idx, commit_index, status FROM saga_log"
+                            " WHERE run_id = %s ORDER BY step_idx", (RUN,)).fetchall() == [
+            (0, 0, "CONFIRMED"), (1, 1, "CONFIRMED")]
+    assert len(effects(ledger, "email")) == 2
