@@ -53,6 +53,7 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Saga
     assert out.external_ref == out.result["id"]
     assert dispatcher.saga_log.step_by_key(out.key) == dispatcher.saga_log.step("refund-1182", 0)
     assert dispatcher.saga_log.step_by_key(step_key("refund-1182", 1, "create_ticket")) is None
+    assert dispatcher.saga_log.step("refund-1182", 1) is None
 
 
 def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(

@@ -18,6 +18,7 @@ from agentsaga.states import CompensationStatus, CorrectionState, PivotState, Ru
 from agentsaga.store import PivotRecord
 from agentsaga.world import ManualClock
 from sagatest.ledger_tools import effects
+from sagatest.traced import Traced
 
 RUN = "decision-run"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
@@ -37,7 +38,8 @@ def staged(service: SagaService) -> PivotRecord:
 @pytest.mark.parametrize(("decision", "run_state"), [("Approved", RunState.COMMITTING),
                                                      ("Rejected", RunState.UNWINDING)])
 def test_the_decision_is_recorded_with_who_when_and_why(service: SagaService, decision: str,
-                                                        run_state: RunState) -> None:
+                                                        run_state: RunState,
+                                                        traced: Traced) -> None:
     record = staged(service)
     decided = record_decision(service.saga_log, RUN, record.plan_hash, decision, "alice",
                               "checked the plan")
@@ -48,6 +50,9 @@ def test_the_decision_is_recorded_with_who_when_and_why(service: SagaService, de
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", decided.decided_at)
     run = service.saga_log.require_run(RUN)
     assert (run.pivot, run.state) == (decided, run_state)
+    [span] = traced.named("pivot decision")
+    assert (span["agentsaga.run_id"], span["agentsaga.pivot.plan_hash"],
+            span["agentsaga.pivot.decision"]) == (RUN, record.plan_hash, decision)
 
 
 @pytest.mark.parametrize(("decision", "approver", "problem"), [

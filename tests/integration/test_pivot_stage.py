@@ -19,6 +19,7 @@ from agentsaga.pivot import (
 )
 from agentsaga.service import SagaService
 from sagatest.ledger_tools import add_fault
+from sagatest.traced import Traced
 
 RUN = "stage-run"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
@@ -29,7 +30,8 @@ def service(ledger_service: SagaService) -> SagaService:
     return ledger_service
 
 
-def test_the_staged_record_is_what_the_approver_sees(service: SagaService) -> None:
+def test_the_staged_record_is_what_the_approver_sees(service: SagaService,
+                                                     traced: Traced) -> None:
     service.begin_run(RUN)
     ticket = service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"})
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
@@ -46,6 +48,10 @@ def test_the_staged_record_is_what_the_approver_sees(service: SagaService) -> No
     assert record.irreversible_before_pivot == 0
     run = service.saga_log.require_run(RUN)
     assert run.state == "awaiting_approval" and run.pivot == record
+    assert traced.named("pivot stage")[0] == {
+        "agentsaga.run_id": RUN, "agentsaga.pivot.plan_hash": record.plan_hash,
+        "agentsaga.pivot.staged": 1, "agentsaga.pivot.commit": 1,
+        "agentsaga.irreversible_before_pivot": 0}
 
 
 def test_a_plan_is_not_staged_over_an_unknown_step(service: SagaService, ledger: str) -> None:

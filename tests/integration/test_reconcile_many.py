@@ -13,6 +13,7 @@ from agentsaga.keys import step_key
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import Effect
 from agentsaga.store import SagaLog
+from sagatest.traced import Traced
 
 
 class FakeSystem:
@@ -67,7 +68,7 @@ def statuses(dsn: str) -> dict[str, str]:
         return dict(conn.execute("SELECT run_id, status FROM saga_log").fetchall())
 
 
-def test_settles_many_runs_in_batches_with_one_recheck(pg: str) -> None:
+def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced) -> None:
     runs = seed(pg, 25)
     keys = [step_key(r, 0, "charge") for r in runs]
     system = FakeSystem(present=set(keys[:20]), late=frozenset({keys[20]}), reveal_after=3)
@@ -85,6 +86,11 @@ def test_settles_many_runs_in_batches_with_one_recheck(pg: str) -> None:
     findings = {o.step.run_id: o.finding for o in out}
     assert findings["run-0"] == "found" and findings["run-20"] == "found_on_recheck"
     assert findings["run-24"] == "not_found"
+    [span] = traced.named("reconcile")  # one span over all 25 rows, one per round of lookups
+    assert (span["agentsaga.reconcile.keys"], span["agentsaga.reconcile.rechecked"]) == (25, True)
+    assert [(r["agentsaga.reconcile.keys"], r["agentsaga.reconcile.attempt"],
+             r["agentsaga.reconcile.recheck"], r["agentsaga.reconcile.found"])
+            for r in traced.named("reconcile lookup")] == [(25, 1, False, 20), (5, 2, True, 1)]
 
 
 @pytest.mark.allow_effect_warnings("the batched lookup it provokes fails")
