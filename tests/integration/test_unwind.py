@@ -212,3 +212,44 @@ def test_the_unwind_report_names_each_step_and_what_became_of_it(
                     {"step_idx": 0, "tool": "create_ticket", "why": "compensated before"}],
         "corrections": silent, "wait_s": None, "waiting": [], "needs_human": False}
     assert [t["state"] for t in world.truth()["tickets"]] == ["closed"]
+
+
+def test_a_step_compensated_before_does_not_stop_the_unwind_of_older_steps(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    """The charge is refunded, closing the ticket times out (maybe done): the next unwind skips
+    the charge and goes on to the ticket, which it closes."""
+    dispatcher.begin_run("r10")
+    dispatcher.dispatch("r10", "create_ticket", TICKET)
+    dispatcher.dispatch("r10", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/rest/api/3/issue/*/transitions", "commit_then_504",
+                           on_call=1))
+    first = unwind_run(saga_log, registry, "r10", "job", recheck_pause_s=0.01)
+    assert not first.settled and [c["tool"] for c in first.compensated] == ["charge_card"]
+    assert [p["tool"] for p in first.pending] == ["create_ticket"]
+    second = unwind_run(saga_log, registry, "r10", "job2", recheck_pause_s=0.01)
+    assert second.settled and second.skipped == [
+        {"step_idx": 1, "tool": "charge_card", "why": "compensated before"}]
+    assert [c["tool"] for c in second.compensated] == ["create_ticket"]
+    assert statuses(saga_log, "r10") == [("create_ticket", "COMPENSATED", "DONE"),
+                                         ("charge_card", "COMPENSATED", "DONE")]
+    assert [t["state"] for t in world.truth()["tickets"]] == ["closed"]
+
+
+def test_a_rejected_compensation_is_reported_again_with_why_and_older_steps_go_on(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r11")
+    dispatcher.dispatch("r11", "create_ticket", TICKET)
+    dispatcher.dispatch("r11", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "reject", status=400))
+    first = unwind_run(saga_log, registry, "r11", "job", recheck_pause_s=0.01)
+    assert [c["tool"] for c in first.compensated] == ["create_ticket"]
+    charge = saga_log.step("r11", 1)
+    assert charge is not None and charge.comp_status == "FAILED"
+    assert charge.error and charge.error.startswith(
+        "compensation cancel_or_refund_payment rejected: ")
+    again = unwind_run(saga_log, registry, "r11", "job2", recheck_pause_s=0.01)
+    assert not again.settled and again.compensated == []
+    assert again.failed == [{"step_idx": 1, "tool": "charge_card", "why": charge.error}]
+    assert again.skipped == [{"step_idx": 0, "tool": "create_ticket",
+                              "why": "compensated before"}]
+    assert world.truth()["payment_intents"][0]["status"] == "requires_capture"
