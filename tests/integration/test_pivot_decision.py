@@ -4,6 +4,8 @@ Rejected, each refusal with the log unchanged, and waiting for the decision."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -214,3 +216,63 @@ def test_each_approved_commit_step_runs_once(service: SagaService, ledger: str) 
                             " WHERE run_id = %s ORDER BY step_idx", (RUN,)).fetchall() == [
             (0, 0, "CONFIRMED"), (1, 1, "CONFIRMED")]
     assert len(effects(ledger, "email")) == 2
+
+
+def test_a_plan_changed_after_it_was_staged_is_not_decided(service: SagaService,
+                                                           ledger: str) -> None:
+    """The stored plan no longer hashes to its planHash (someone with write access to the log
+    swapped a commit step's digest): nothing is recorded, whatever hash the approver sends."""
+    record = staged(service)
+    with psycopg.connect(ledger) as conn:
+        conn.execute("UPDATE saga_runs SET pivot = jsonb_set(pivot, '{commit,0,argsDigest}',"
+                     " '\"0000\"') WHERE run_id = %s", (RUN,))
+    with pytest.raises(PivotError) as refused:
+        record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    assert str(refused.value) == (
+        f"run {RUN!r}: the stored plan does not hash to its planHash (it was changed after it "
+        "was staged); nothing was recorded. Stage the plan again.")
+    run = service.saga_log.require_run(RUN)
+    assert run.state == RunState.AWAITING_APPROVAL and run.pivot is not None
+    assert run.pivot.state == PivotState.AWAITING_APPROVAL and not run.pivot.decided_by
+
+
+def test_of_two_approvers_deciding_at_once_one_decision_is_recorded(
+        service: SagaService, ledger: str) -> None:
+    """Both read the plan as awaiting approval and write at once (their writes held back by a
+    lock on the run's row until both wait for it): one decision is recorded, the other approver
+    is told that nothing of theirs was."""
+    record = staged(service)
+    outcomes: dict[str, PivotRecord | PivotError] = {}
+
+    def decide(decision: str, approver: str) -> None:
+        try:
+            outcomes[approver] = record_decision(service.saga_log, RUN, record.plan_hash,
+                                                 decision, approver)
+        except PivotError as exc:
+            outcomes[approver] = exc
+
+    with psycopg.connect(ledger) as holder:
+        holder.execute("SELECT 1 FROM saga_runs WHERE run_id = %s FOR UPDATE", (RUN,))
+        approvers = [threading.Thread(target=decide, args=("Approved", "alice")),
+                     threading.Thread(target=decide, args=("Rejected", "bob"))]
+        for thread in approvers:
+            thread.start()
+        deadline = time.monotonic() + 30.0
+        with psycopg.connect(ledger, autocommit=True) as watcher:
+            while watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'"
+                    " AND query LIKE 'UPDATE saga_runs SET pivot_decision%%'",
+            ).fetchone() != (2,):
+                assert time.monotonic() < deadline, "the approvers' writes never waited"
+                time.sleep(0.01)
+        holder.rollback()
+    for thread in approvers:
+        thread.join(timeout=30.0)
+        assert not thread.is_alive()
+    [winner] = [who for who, out in outcomes.items() if isinstance(out, PivotRecord)]
+    [loser] = [out for out in outcomes.values() if isinstance(out, PivotError)]
+    assert str(loser) == (f"run {RUN!r}: the plan changed or was decided meanwhile; nothing "
+                          "was recorded")
+    stored = service.saga_log.require_run(RUN).pivot
+    assert stored is not None and stored == outcomes[winner] and stored.decided_by == winner
