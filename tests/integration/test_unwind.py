@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from agentsaga import step_key
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
 from agentsaga.registry import Registry
@@ -19,6 +20,7 @@ from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_run, unwind_run
+from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga.world import Fault, ManualClock, World
 
@@ -253,3 +255,26 @@ def test_a_rejected_compensation_is_reported_again_with_why_and_older_steps_go_o
     assert again.skipped == [{"step_idx": 0, "tool": "create_ticket",
                               "why": "compensated before"}]
     assert world.truth()["payment_intents"][0]["status"] == "requires_capture"
+
+
+def test_a_confirmed_row_with_no_compensation_stored_fails_its_unwind(
+        saga_log: SagaLog, registry: Registry) -> None:
+    """A row written without its compensation (by a writer older than R6's check) cannot be
+    undone: the unwind says so, calls nothing for it, and goes on to the older step."""
+    run = saga_log.begin_run("r12").run
+    for idx, compensation in enumerate([{"tool": "close_ticket", "args": {}}, None]):
+        saga_log.record_intent("r12", run.owner_epoch, idx, tool="create_ticket",
+                               tool_class="compensatable",
+                               key=step_key("r12", idx, "create_ticket"), args=TICKET,
+                               compensation=compensation, audience=["support_team"])
+        saga_log.record_outcome("r12", run.owner_epoch, idx, StepStatus.CONFIRMED)
+    saga_log.record_compensation("r12", run.owner_epoch, 0, CompensationStatus.DONE,
+                                 compensated=True)
+    report = unwind_run(saga_log, registry, "r12", "job", recheck_pause_s=0.01)
+    assert not report.settled and report.compensated == []
+    assert report.failed == [{"step_idx": 1, "tool": "create_ticket",
+                              "why": "no compensation stored in the row"}]
+    assert report.skipped == [{"step_idx": 0, "tool": "create_ticket",
+                               "why": "compensated before"}]
+    assert statuses(saga_log, "r12") == [("create_ticket", "COMPENSATED", "DONE"),
+                                         ("create_ticket", "CONFIRMED", None)]
