@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import pytest
 from agentsaga import step_key
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
+from agentsaga.errors import UnknownTool
+from agentsaga.keys import compensation_key
 from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
@@ -23,6 +26,7 @@ from agentsaga.settlement import reconcile_run, unwind_run
 from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga.world import Fault, ManualClock, World
+from agentsaga.world.exchanges import Exchange
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
 CHARGE = {"customer_id": "cus_1", "amount": 500, "order_id": "1182"}
@@ -278,3 +282,104 @@ def test_a_confirmed_row_with_no_compensation_stored_fails_its_unwind(
                                "why": "compensated before"}]
     assert statuses(saga_log, "r12") == [("create_ticket", "COMPENSATED", "DONE"),
                                          ("create_ticket", "CONFIRMED", None)]
+
+
+def cancel_requests(world: World) -> list[Exchange]:
+    return [e for e in world.exchanges()
+            if e.method == "POST" and e.path.endswith("/cancel")]
+
+
+def test_a_compensation_runs_under_its_own_key_and_its_answer_is_kept(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    """R8: the compensation's key is derived from the run, the step and the tool; the row keeps
+    it and what the compensation answered; the report names the step, its compensation, the
+    effect undone and the correction."""
+    dispatcher.begin_run("r13")
+    charged = dispatcher.dispatch("r13", "charge_card", CHARGE)
+    report = unwind_run(saga_log, registry, "r13", "job", recheck_pause_s=0.01)
+    key = compensation_key("r13", 0, "charge_card")
+    assert report.compensated == [{"step_idx": 0, "tool": "charge_card",
+                                   "compensation": "cancel_or_refund_payment",
+                                   "ref": charged.external_ref, "correction": "Silent"}]
+    [cancel] = cancel_requests(world)
+    assert cancel.header("Idempotency-Key") == key
+    row = saga_log.step("r13", 0)
+    assert row is not None and (row.status, row.comp_status, row.comp_key) == (
+        "COMPENSATED", "DONE", key)
+    [intent] = world.truth()["payment_intents"]
+    assert row.comp_result is not None and row.comp_result["id"] == intent["id"]
+    assert row.comp_result["status"] == intent["status"] == "canceled"
+
+
+def test_a_rejected_compensation_keeps_why_in_its_row_and_its_report(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r14")
+    dispatcher.dispatch("r14", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "reject", status=400))
+    report = unwind_run(saga_log, registry, "r14", "job", recheck_pause_s=0.01)
+    [failed] = report.failed
+    why = failed["why"]
+    assert failed == {"step_idx": 0, "tool": "charge_card",
+                      "compensation": "cancel_or_refund_payment", "why": why}
+    assert why == ("stripe cancel payment intent: InvalidRequestError: Rejected by an "
+                   "injected fault.")
+    row = saga_log.step("r14", 0)
+    assert row is not None and (row.comp_status, row.comp_key, row.error) == (
+        "FAILED", compensation_key("r14", 0, "charge_card"),
+        f"compensation cancel_or_refund_payment rejected: {why}")
+
+
+def test_a_compensation_with_an_unknown_outcome_is_pending_and_logged(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry,
+        caplog: pytest.LogCaptureFixture) -> None:
+    dispatcher.begin_run("r15")
+    dispatcher.dispatch("r15", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "commit_then_504", on_call=1))
+    with caplog.at_level(logging.INFO, logger="agentsaga.unwind"):
+        report = unwind_run(saga_log, registry, "r15", "job", recheck_pause_s=0.01)
+    [pending] = report.pending
+    detail = pending["why"].removeprefix("OutcomeUnknown: ")
+    assert pending == {"step_idx": 0, "tool": "charge_card",
+                       "compensation": "cancel_or_refund_payment",
+                       "why": f"OutcomeUnknown: {detail}"}
+    assert "HTTP response code was 504" in detail
+    [logged] = [r for r in caplog.records if r.name == "agentsaga.unwind"]
+    assert (logged.levelno, logged.getMessage()) == (
+        logging.INFO, f"compensation cancel_or_refund_payment outcome unknown: {detail}")
+    key = compensation_key("r15", 0, "charge_card")
+    assert (logged.run_id, logged.step, logged.tool, logged.key) == (  # type: ignore[attr-defined]
+        "r15", 0, "cancel_or_refund_payment", key)
+
+
+@pytest.mark.allow_effect_warnings("a stored compensation that cannot be called is the test")
+def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_on(
+        saga_log: SagaLog, registry: Registry, caplog: pytest.LogCaptureFixture) -> None:
+    """Rows written by an older release: a compensation naming a tool this process does not
+    have fails with why; one whose arguments the tool does not take is pending (maybe), logged
+    as a warning; the steps before them are still unwound."""
+    run = saga_log.begin_run("r16").run
+    stored = [{"tool": "close_ticket", "args": {"by_key": "nothing"}},
+              {"tool": "no_such_tool", "args": {}},
+              {"tool": "close_ticket", "args": {"colour": "blue"}}]
+    for idx, compensation in enumerate(stored):
+        saga_log.record_intent("r16", run.owner_epoch, idx, tool="create_ticket",
+                               tool_class="compensatable",
+                               key=step_key("r16", idx, "create_ticket"), args=TICKET,
+                               compensation=compensation, audience=["support_team"])
+        saga_log.record_outcome("r16", run.owner_epoch, idx, StepStatus.CONFIRMED)
+    saga_log.record_compensation("r16", run.owner_epoch, 0, CompensationStatus.DONE,
+                                 compensated=True)
+    with pytest.raises(UnknownTool) as unknown:
+        registry.get("no_such_tool")
+    with caplog.at_level(logging.INFO, logger="agentsaga.unwind"):
+        report = unwind_run(saga_log, registry, "r16", "job", recheck_pause_s=0.01)
+    [pending] = report.pending
+    assert pending["why"].startswith("TypeError: ") and "colour" in pending["why"]
+    assert (pending["step_idx"], pending["compensation"]) == (2, "close_ticket")
+    assert report.failed == [{"step_idx": 1, "tool": "create_ticket", "why": str(unknown.value)}]
+    assert report.skipped == [{"step_idx": 0, "tool": "create_ticket",
+                               "why": "compensated before"}]
+    [logged] = [r for r in caplog.records if r.name == "agentsaga.unwind"]
+    assert (logged.levelno, logged.getMessage()) == (
+        logging.WARNING, "compensation close_ticket outcome unknown: "
+        + pending["why"].removeprefix("TypeError: "))
