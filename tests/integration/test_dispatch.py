@@ -114,6 +114,9 @@ def test_failed_lookup_leaves_step_unknown(dispatcher: SagaService, ledger: str)
     assert out.outcome == "UNKNOWN"
     assert [r[2] for r in rows(ledger)] == ["UNKNOWN"]
     assert len(effects(ledger, "ticket")) == 1
+    why = "lookup failed: OutcomeUnknown: create_ticket: lookup failed (503)"
+    step = dispatcher.saga_log.step("r4", 0)
+    assert step is not None and step.error == why  # the row says why it is still UNKNOWN
 
 
 def test_different_tool_while_unknown_is_step_unresolved_and_not_called(

@@ -12,6 +12,7 @@ from agentsaga.errors import Fenced
 from agentsaga.keys import step_key
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import Effect
+from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog
 from sagatest.traced import Traced
 
@@ -112,3 +113,23 @@ def test_a_stale_epoch_is_fenced(pg: str) -> None:
         with pytest.raises(Fenced):
             Reconciler(saga_log, registry_for(system), 0).settle_many(saga_log.unsettled(), 1)
     assert statuses(pg) == {runs[0]: "UNKNOWN"}
+
+
+@pytest.mark.allow_effect_warnings("the batched lookup it provokes fails")
+def test_a_row_settled_meanwhile_is_reported_as_it_now_is(pg: str) -> None:
+    """The rows were read UNKNOWN; before reconcile writes, a person settles one of them: that
+    row is reported as now settled (not overwritten), the other keeps why it stays UNKNOWN."""
+    runs = seed(pg, 2)
+    system = FakeSystem(present=set(), fail=True)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        steps = saga_log.unsettled()
+        settled = saga_log.record_outcome(runs[0], 1, 0, StepStatus.CONFIRMED,
+                                          external_ref="T-9")
+        out = Reconciler(saga_log, registry_for(system), 0).settle_many(steps, 1)
+        kept = saga_log.step(runs[1], 0)
+    assert [(o.step, o.finding, o.was) for o in out[:1]] == [
+        (settled, "already_settled", StepStatus.UNKNOWN)]
+    why = "lookup failed: ConnectionError: search is down"
+    assert (out[1].finding, out[1].detail, out[1].step) == ("lookup_failed", why, kept)
+    assert kept is not None and (kept.status, kept.error) == ("UNKNOWN", why)
+    assert statuses(pg) == {runs[0]: "CONFIRMED", runs[1]: "UNKNOWN"}

@@ -25,6 +25,7 @@ from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_run, unwind_run
 from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
+from agentsaga.unwind import resolve_refs
 from agentsaga.world import Fault, ManualClock, World
 from agentsaga.world.exchanges import Exchange
 
@@ -383,3 +384,13 @@ def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_o
     assert (logged.levelno, logged.getMessage()) == (
         logging.WARNING, "compensation close_ticket outcome unknown: "
         + pending["why"].removeprefix("TypeError: "))
+
+
+def test_references_in_a_compensations_arguments_become_the_steps_external_ids() -> None:
+    refs = {"k1": "T-1", "k2": None}
+    args = {"tickets": [{"$ref": "k1"}, "as is", {"$ref": "k2"}, [{"$ref": "k1"}]],
+            "payment": {"$ref": "k9"}, "nested": {"by": {"$ref": "k1"}, "n": 1},
+            "not_a_ref": {"$ref": "k1", "also": 2}}
+    assert resolve_refs(args, refs) == {
+        "tickets": ["T-1", "as is", None, ["T-1"]], "payment": None,
+        "nested": {"by": "T-1", "n": 1}, "not_a_ref": {"$ref": "k1", "also": 2}}
