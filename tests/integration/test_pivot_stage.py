@@ -3,7 +3,10 @@ reason a plan cannot be staged, with the log left as it was."""
 
 from __future__ import annotations
 
+import base64
 import re
+from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 
@@ -132,3 +135,30 @@ def test_the_plan_shown_to_the_approver_is_bounded_in_size(service: SagaService)
         "state": "Rejected", "planHash": exactly.plan_hash, "stagedAt": exactly.staged_at,
         "decision": "Rejected", "decidedBy": "bob", "decidedAt": decided.decided_at,
         "reason": "too long"}
+
+
+def test_a_failed_step_and_a_step_without_arguments_are_staged_as_they_are(
+        service: SagaService, ledger: str) -> None:
+    """A step that made no effect shows an empty externalRef; a commit step given no `args` is
+    staged with none (its call is admitted only with none); the run's digest key is 32 random
+    bytes, base64url."""
+    service.begin_run(RUN)
+    add_fault(ledger, "create_ticket", "reject")
+    assert service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"}).outcome == (
+        "FAILED")
+    record = service.reach_pivot(RUN, [{"tool": "create_draft"}])
+    assert record.staged == [{"step": 0, "tool": "create_ticket", "class": "compensatable",
+                              "status": "FAILED", "audience": ["support_team"],
+                              "externalRef": ""}]
+    assert record.commit == [{"tool": "create_draft", "args": {}, "class": "reversible",
+                              "audience": ["agent"],
+                              "argsDigest": args_digest({}, record.digest_key)}]
+    assert len(base64.urlsafe_b64decode(record.digest_key)) == 32
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}=", record.digest_key)
+
+
+def test_the_canonical_form_sorts_keys_and_writes_any_value_as_text() -> None:
+    """What plan hashes and argument digests are taken over: compact, sorted, and a value that
+    JSON has no type for (a Python caller's Decimal or datetime) as its text."""
+    value = {"b": Decimal("1.50"), "a": [1, "x"], "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)}
+    assert canonical(value) == '{"a":[1,"x"],"at":"2026-01-02 03:04:05+00:00","b":"1.50"}'
