@@ -364,3 +364,37 @@ def test_a_run_whose_spec_requires_a_pivot_cannot_succeed_without_one(
         assert dispatcher.saga_log.require_run("must-pivot").state == RunState.RUNNING
     else:
         assert dispatcher.end_run("must-pivot", "Succeeded").state == RunState.SUCCEEDED
+
+
+def test_an_empty_lookup_before_the_effect_could_be_visible_proves_nothing(
+        pg: str, ledger: str) -> None:
+    """R7 with a time contract: the lost call's effect could take an hour to become visible and
+    the system dedupes re-sent keys for a day. Both lookups come back empty: the row stays
+    UNKNOWN, saying until when (by the database's clock) and why; nothing is sent again."""
+    registry = ledger_tools.build_registry()
+    registry.override_timing({"create_ticket": {"visible_within_s": 3600.0,
+                                                "dedupes_for_s": 86400.0}})
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01),
+                              sleep=lambda _: None)
+        service.begin_run("lagging")
+        add_fault(ledger, "create_ticket", "unknown_after_commit")
+        service.dispatch("lagging", "create_ticket", {"summary": "a", "order_id": "1"})
+        add_fault(ledger, "create_ticket", "hide_lookups", times=2)
+        [step] = saga_log.steps("lagging")
+        found = service.reconciler.settle(step, service.epoch("lagging"))
+        [after] = saga_log.steps("lagging")
+    with psycopg.connect(pg) as conn:
+        row = conn.execute("SELECT deadline + interval '3600 seconds' FROM saga_log"
+                           " WHERE run_id = 'lagging'").fetchone()
+    assert row is not None
+    certain_at = row[0]
+    detail = (f"not found by key yet; its absence is certain at "
+              f"{certain_at:%Y-%m-%d %H:%M:%S} UTC (in {found.retry_after_s:.1f}s): the call's "
+              "deadline plus the time its effect takes to become visible")
+    assert (found.finding, found.detail, found.was, found.certain_at) == (
+        "not_yet_certain", detail, "UNKNOWN", certain_at)
+    assert found.retry_after_s is not None
+    assert 0.0 < found.retry_after_s <= (certain_at - step.created_at).total_seconds()
+    assert found.step == after and (after.status, after.error) == ("UNKNOWN", detail)
+    assert len(calls(ledger, "create_ticket")) == 1 + 2  # the call, then two lookups

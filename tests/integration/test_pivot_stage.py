@@ -146,13 +146,18 @@ def test_a_failed_step_and_a_step_without_arguments_are_staged_as_they_are(
     add_fault(ledger, "create_ticket", "reject")
     assert service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"}).outcome == (
         "FAILED")
-    record = service.reach_pivot(RUN, [{"tool": "create_draft"}])
+    receipt = {"customer_id": "c", "amount": 5, "receipt": True}
+    record = service.reach_pivot(RUN, [{"tool": "create_draft"},
+                                       {"tool": "charge_card", "args": receipt}])
     assert record.staged == [{"step": 0, "tool": "create_ticket", "class": "compensatable",
                               "status": "FAILED", "audience": ["support_team"],
                               "externalRef": ""}]
     assert record.commit == [{"tool": "create_draft", "args": {}, "class": "reversible",
                               "audience": ["agent"],
-                              "argsDigest": args_digest({}, record.digest_key)}]
+                              "argsDigest": args_digest({}, record.digest_key)},
+                             {"tool": "charge_card", "args": receipt, "class": "compensatable",
+                              "audience": ["customer"],  # R9: from the step's own arguments
+                              "argsDigest": args_digest(receipt, record.digest_key)}]
     assert len(base64.urlsafe_b64decode(record.digest_key)) == 32
     assert re.fullmatch(r"[A-Za-z0-9_-]{43}=", record.digest_key)
 
