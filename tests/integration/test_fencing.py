@@ -138,6 +138,16 @@ def test_an_ended_runs_owner_is_refused_a_new_call_and_changes_no_row(
     assert snapshot(pg) == before
 
 
+def test_a_compensation_is_recorded_on_its_row_which_is_returned(saga_log: SagaLog) -> None:
+    owner = stale_epoch_with(saga_log) + 1
+    row = saga_log.record_compensation(RUN, owner, 0, CompensationStatus.INTENDED, comp_key="ck")
+    assert row == saga_log.step(RUN, 0)
+    assert (row.status, row.comp_status, row.comp_key) == ("CONFIRMED", "INTENDED", "ck")
+    with pytest.raises(LookupError) as missing:
+        saga_log.record_compensation(RUN, owner, 7, CompensationStatus.INTENDED)
+    assert str(missing.value) == f"run {RUN!r} has no step 7"
+
+
 def test_a_stale_re_intent_writes_no_attempt_and_the_owners_writes_one(saga_log: SagaLog) -> None:
     stale = stale_epoch_with(saga_log, status=StepStatus.NOT_EXECUTED)
     with pytest.raises(Fenced):

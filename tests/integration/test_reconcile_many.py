@@ -130,6 +130,7 @@ def test_a_row_settled_meanwhile_is_reported_as_it_now_is(pg: str) -> None:
     assert [(o.step, o.finding, o.was) for o in out[:1]] == [
         (settled, "already_settled", StepStatus.UNKNOWN)]
     why = "lookup failed: ConnectionError: search is down"
-    assert (out[1].finding, out[1].detail, out[1].step) == ("lookup_failed", why, kept)
+    assert (out[1].finding, out[1].detail, out[1].step, out[1].was) == (
+        "lookup_failed", why, kept, StepStatus.UNKNOWN)
     assert kept is not None and (kept.status, kept.error) == ("UNKNOWN", why)
     assert statuses(pg) == {runs[0]: "CONFIRMED", runs[1]: "UNKNOWN"}

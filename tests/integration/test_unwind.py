@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agentsaga import step_key
+from agentsaga import step_key, telemetry
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
 from agentsaga.errors import UnknownTool
@@ -28,6 +28,7 @@ from agentsaga.store import SagaLog
 from agentsaga.unwind import resolve_refs
 from agentsaga.world import Fault, ManualClock, World
 from agentsaga.world.exchanges import Exchange
+from sagatest.traced import Traced
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
 CHARGE = {"customer_id": "cus_1", "amount": 500, "order_id": "1182"}
@@ -394,3 +395,20 @@ def test_references_in_a_compensations_arguments_become_the_steps_external_ids()
     assert resolve_refs(args, refs) == {
         "tickets": ["T-1", "as is", None, ["T-1"]], "payment": None,
         "nested": {"by": "T-1", "n": 1}, "not_a_ref": {"$ref": "k1", "also": 2}}
+
+
+def test_each_move_of_a_compensation_is_counted_by_tool_and_state(
+        pg: str, registry: Registry, traced: Traced) -> None:
+    """The store's telemetry hooks (as the sidecar and the Jobs install them): the compensation
+    counted as intended then sent, and the step as COMPENSATED."""
+    with SagaLog(pg, min_size=1, max_size=2, hooks=telemetry.TelemetryHooks()).open() as log_:
+        service = SagaService(log_, registry, Settings(recheck_pause_s=0.05))
+        service.begin_run("r17")
+        service.dispatch("r17", "charge_card", CHARGE)
+        assert unwind_run(log_, registry, "r17", "job", recheck_pause_s=0.01).settled
+    compensations = traced.counted("agentsaga.compensations")
+    assert {labels: n for labels, n in compensations.items() if n} == {
+        (("agentsaga.compensation.state", "intended"), ("agentsaga.tool", "charge_card")): 1,
+        (("agentsaga.compensation.state", "sent"), ("agentsaga.tool", "charge_card")): 1}
+    outcomes = traced.counted("agentsaga.step.outcomes")
+    assert outcomes[(("agentsaga.status", "COMPENSATED"), ("agentsaga.tool", "charge_card"))] == 1

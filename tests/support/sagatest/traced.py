@@ -29,6 +29,14 @@ class Traced:
                                      if s.name == name]
         return [dict(s.attributes or {}) for s in found]
 
+    def counted(self, name: str) -> dict[tuple[tuple[str, Any], ...], float]:
+        """The counter `name`'s value by its sorted attributes (zero points included)."""
+        data = self.metrics.get_metrics_data()
+        assert data is not None
+        return {tuple(sorted((p.attributes or {}).items())): p.value
+                for rm in data.resource_metrics for sm in rm.scope_metrics
+                for m in sm.metrics if m.name == name for p in m.data.data_points}
+
 
 @pytest.fixture
 def traced() -> Iterator[Traced]:
