@@ -47,7 +47,8 @@ def test_the_staged_record_is_what_the_approver_sees(service: SagaService,
     assert (record.state, record.staged, record.commit) == ("AwaitingApproval", staged, commit)
     again = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     assert again.plan_hash == record.plan_hash  # staged again: the same key, the same hash
-    assert record.plan_hash == plan_hash(staged, commit) and record.staged_at
+    assert record.plan_hash == plan_hash(staged, commit)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record.staged_at)
     assert record.irreversible_before_pivot == 0
     run = service.saga_log.require_run(RUN)
     assert run.state == "awaiting_approval" and run.pivot == record
