@@ -398,3 +398,29 @@ def test_an_empty_lookup_before_the_effect_could_be_visible_proves_nothing(
     assert 0.0 < found.retry_after_s <= (certain_at - step.created_at).total_seconds()
     assert found.step == after and (after.status, after.error) == ("UNKNOWN", detail)
     assert len(calls(ledger, "create_ticket")) == 1 + 2  # the call, then two lookups
+
+
+def test_within_the_deduplication_window_only_the_same_arguments_are_sent_again(
+        pg: str, ledger: str) -> None:
+    """R7 with a time contract: the lost call's effect may not be visible yet, but the system
+    answers a re-sent key with its first answer for a day. Called again reworded: UNKNOWN,
+    nothing sent. Called again with what was sent: sent again under the same key (harmless)."""
+    registry = ledger_tools.build_registry()
+    registry.override_timing({"create_ticket": {"visible_within_s": 3600.0,
+                                                "dedupes_for_s": 86400.0}})
+    sent = {"summary": "a", "order_id": "1"}
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01),
+                              sleep=lambda _: None)
+        service.begin_run("dedupes")
+        add_fault(ledger, "create_ticket", "unknown_after_commit")
+        first = service.dispatch("dedupes", "create_ticket", sent)
+        add_fault(ledger, "create_ticket", "hide_lookups", times=4)
+        reworded = service.dispatch("dedupes", "create_ticket", {**sent, "summary": "b"})
+        assert (reworded.outcome, reworded.key) == ("UNKNOWN", first.key)
+        assert [c["what"] for c in calls(ledger, "create_ticket")] == [
+            "call", "lookup", "lookup"]
+        again = service.dispatch("dedupes", "create_ticket", sent)
+    assert (again.outcome, again.step_idx, again.key) == ("CONFIRMED", 0, first.key)
+    assert [(c["what"], c["key"]) for c in calls(ledger, "create_ticket")] == [
+        ("call", first.key)] + [("lookup", first.key)] * 2 * 2 + [("call", first.key)]
