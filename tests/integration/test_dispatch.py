@@ -21,6 +21,7 @@ from agentsaga.states import RunState
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
+from sagatest.traced import Traced
 
 
 @pytest.fixture
@@ -401,7 +402,7 @@ def test_an_empty_lookup_before_the_effect_could_be_visible_proves_nothing(
 
 
 def test_within_the_deduplication_window_only_the_same_arguments_are_sent_again(
-        pg: str, ledger: str) -> None:
+        pg: str, ledger: str, traced: Traced) -> None:
     """R7 with a time contract: the lost call's effect may not be visible yet, but the system
     answers a re-sent key with its first answer for a day. Called again reworded: UNKNOWN,
     nothing sent. Called again with what was sent: sent again under the same key (harmless)."""
@@ -424,3 +425,7 @@ def test_within_the_deduplication_window_only_the_same_arguments_are_sent_again(
     assert (again.outcome, again.step_idx, again.key) == ("CONFIRMED", 0, first.key)
     assert [(c["what"], c["key"]) for c in calls(ledger, "create_ticket")] == [
         ("call", first.key)] + [("lookup", first.key)] * 2 * 2 + [("call", first.key)]
+    # one span per reconcile of the row before a retry, named for its tool (no round spans)
+    assert [span["agentsaga.key"] for span in traced.named("reconcile create_ticket")] == [
+        first.key, first.key]
+    assert traced.named("reconcile lookup") == []
