@@ -185,6 +185,7 @@ def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(
     queued = {"step_idx": 1, "tool": "send_email", "state": "Proposed",
               "audience": ["customer"]}
     assert first.queued == [queued]
+    assert [c["tool"] for c in first.compensated] == ["create_ticket"]  # the older step too
     step = service.saga_log.step(RUN, 1)
     assert step is not None and step.comp_status == CompensationStatus.QUEUED
     [correction] = [c for c in service.saga_log.corrections(RUN) if c.step_idx == 1]
@@ -201,7 +202,8 @@ def test_each_approved_commit_step_runs_once(service: SagaService, ledger: str) 
     its own commit step (recorded on its row); a third is refused, naming the step it repeats."""
     service.begin_run(RUN)
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}] * 2)
-    record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    approved = record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    assert approved.reason == ""  # none given
     sent = [service.dispatch(RUN, "send_email", EMAIL) for _ in range(2)]
     assert [(s.outcome, s.step_idx) for s in sent] == [("CONFIRMED", 0), ("CONFIRMED", 1)]
     assert service.saga_log.commits_taken(RUN) == {0, 1}

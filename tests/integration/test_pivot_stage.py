@@ -168,3 +168,13 @@ def test_the_canonical_form_sorts_keys_and_writes_any_value_as_text() -> None:
     JSON has no type for (a Python caller's Decimal or datetime) as its text."""
     value = {"b": Decimal("1.50"), "a": [1, "x"], "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)}
     assert canonical(value) == '{"a":[1,"x"],"at":"2026-01-02 03:04:05+00:00","b":"1.50"}'
+
+
+def test_the_staged_plan_is_returned_as_stored_with_card_numbers_masked(
+        service: SagaService) -> None:
+    service.begin_run(RUN)
+    card = {"to": "customer@example.com", "body": "We refunded card 4242 4242 4242 4242."}
+    record = service.reach_pivot(RUN, [{"tool": "send_email", "args": card}])
+    assert record.commit[0]["args"]["body"] == "We refunded card [card ****4242]."
+    assert record == service.saga_log.require_run(RUN).pivot
+    assert record.commit[0]["argsDigest"] == args_digest(card, record.digest_key)  # raw args

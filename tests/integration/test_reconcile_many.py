@@ -134,3 +134,32 @@ def test_a_row_settled_meanwhile_is_reported_as_it_now_is(pg: str) -> None:
         "lookup_failed", why, kept, StepStatus.UNKNOWN)
     assert kept is not None and (kept.status, kept.error) == ("UNKNOWN", why)
     assert statuses(pg) == {runs[0]: "CONFIRMED", runs[1]: "UNKNOWN"}
+
+
+@pytest.mark.allow_effect_warnings("the re-opened row is warned about")
+def test_a_run_reconciled_reopens_a_row_whose_effect_a_late_call_saw(
+        pg: str, traced: Traced) -> None:
+    """settle_run: a row settled NOT_EXECUTED whose effect a call (fenced meanwhile) observed is
+    re-opened as CONFIRMED with that effect; the run's unsettled row is looked up by key."""
+    [run] = seed(pg, 1)
+    key = step_key(run, 1, "charge")
+    system = FakeSystem(present={key})
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        gone = saga_log.record_outcome(run, 1, 0, StepStatus.NOT_EXECUTED)
+        assert gone is not None
+        saga_log.record_observation(gone, 1, StepStatus.CONFIRMED, external_ref="ref-late",
+                                    result={"id": "ref-late"}, error=None)
+        saga_log.record_intent(run, 1, 1, tool="charge", tool_class="compensatable", key=key,
+                               args={}, compensation={"tool": "refund", "args": {}},
+                               audience=[])
+        saga_log.record_outcome(run, 1, 1, StepStatus.UNKNOWN)
+        out = Reconciler(saga_log, registry_for(system), 0).settle_run(run, 1)
+        rows = saga_log.steps(run)
+    assert [(o.step.step_idx, o.finding, o.detail, o.was) for o in out] == [
+        (0, "reopened", "observed ref-late", StepStatus.NOT_EXECUTED),
+        (1, "found", "", StepStatus.UNKNOWN)]
+    assert [(r.status, r.external_ref) for r in rows] == [
+        (StepStatus.CONFIRMED, "ref-late"), (StepStatus.CONFIRMED, f"ref-{key[:6]}")]
+    assert [span["agentsaga.run_id"] for span in traced.named("reconcile")] == [run]
+    assert [(s["agentsaga.reconcile.keys"], s["agentsaga.reconcile.attempt"])
+            for s in traced.named("reconcile lookup")] == [(1, 1)]
