@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -35,7 +35,8 @@ class Traced:
         assert data is not None
         return {tuple(sorted((p.attributes or {}).items())): p.value
                 for rm in data.resource_metrics for sm in rm.scope_metrics
-                for m in sm.metrics if m.name == name for p in m.data.data_points}
+                for m in sm.metrics if m.name == name for p in m.data.data_points
+                if isinstance(p, NumberDataPoint)}
 
 
 @pytest.fixture
