@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import psycopg
@@ -87,6 +88,8 @@ def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced) 
     findings = {o.step.run_id: o.finding for o in out}
     assert findings["run-0"] == "found" and findings["run-20"] == "found_on_recheck"
     assert findings["run-24"] == "not_found"
+    [absent] = [o.step for o in out if o.step.run_id == "run-24"]
+    assert absent.error == "not found by key after re-check"  # why, in the row
     [span] = traced.named("reconcile")  # one span over all 25 rows, one per round of lookups
     assert (span["agentsaga.reconcile.keys"], span["agentsaga.reconcile.rechecked"]) == (25, True)
     assert [(r["agentsaga.reconcile.keys"], r["agentsaga.reconcile.attempt"],
@@ -138,28 +141,40 @@ def test_a_row_settled_meanwhile_is_reported_as_it_now_is(pg: str) -> None:
 
 @pytest.mark.allow_effect_warnings("the re-opened row is warned about")
 def test_a_run_reconciled_reopens_a_row_whose_effect_a_late_call_saw(
-        pg: str, traced: Traced) -> None:
-    """settle_run: a row settled NOT_EXECUTED whose effect a call (fenced meanwhile) observed is
-    re-opened as CONFIRMED with that effect; the run's unsettled row is looked up by key."""
+        pg: str, traced: Traced, caplog: pytest.LogCaptureFixture) -> None:
+    """settle_run: of two rows settled NOT_EXECUTED, the one whose effect a call (fenced
+    meanwhile) observed is re-opened as CONFIRMED with that effect, and a warning says so; the
+    run's unsettled row is looked up by key."""
     [run] = seed(pg, 1)
-    key = step_key(run, 1, "charge")
+    key = step_key(run, 2, "charge")
     system = FakeSystem(present={key})
     with SagaLog(pg).open(migrate=False) as saga_log:
-        gone = saga_log.record_outcome(run, 1, 0, StepStatus.NOT_EXECUTED)
-        assert gone is not None
-        saga_log.record_observation(gone, 1, StepStatus.CONFIRMED, external_ref="ref-late",
-                                    result={"id": "ref-late"}, error=None)
-        saga_log.record_intent(run, 1, 1, tool="charge", tool_class="compensatable", key=key,
-                               args={}, compensation={"tool": "refund", "args": {}},
-                               audience=[])
-        saga_log.record_outcome(run, 1, 1, StepStatus.UNKNOWN)
-        out = Reconciler(saga_log, registry_for(system), 0).settle_run(run, 1)
+        saga_log.record_outcome(run, 1, 0, StepStatus.NOT_EXECUTED)
+        for idx, status in ((1, StepStatus.NOT_EXECUTED), (2, StepStatus.UNKNOWN)):
+            saga_log.record_intent(run, 1, idx, tool="charge", tool_class="compensatable",
+                                   key=step_key(run, idx, "charge"), args={},
+                                   compensation={"tool": "refund", "args": {}}, audience=[])
+            settled = saga_log.record_outcome(run, 1, idx, status)
+            assert settled is not None
+            if idx == 1:
+                saga_log.record_observation(settled, 1, StepStatus.CONFIRMED,
+                                            external_ref="ref-late", result={"id": "ref-late"},
+                                            error=None)
+        with caplog.at_level(logging.WARNING, logger="agentsaga.reconcile"):
+            out = Reconciler(saga_log, registry_for(system), 0).settle_run(run, 1)
         rows = saga_log.steps(run)
     assert [(o.step.step_idx, o.finding, o.detail, o.was) for o in out] == [
-        (0, "reopened", "observed ref-late", StepStatus.NOT_EXECUTED),
-        (1, "found", "", StepStatus.UNKNOWN)]
-    assert [(r.status, r.external_ref) for r in rows] == [
-        (StepStatus.CONFIRMED, "ref-late"), (StepStatus.CONFIRMED, f"ref-{key[:6]}")]
+        (1, "reopened", "observed ref-late", StepStatus.NOT_EXECUTED),
+        (2, "found", "", StepStatus.UNKNOWN)]
+    assert [(r.status, r.external_ref, r.result) for r in rows] == [
+        (StepStatus.NOT_EXECUTED, None, None),
+        (StepStatus.CONFIRMED, "ref-late", {"id": "ref-late"}),
+        (StepStatus.CONFIRMED, f"ref-{key[:6]}", {"id": f"ref-{key[:6]}"})]
+    [warned] = [r for r in caplog.records if r.name == "agentsaga.reconcile"]
+    assert warned.getMessage() == (f"step 1 of {run} was settled NOT_EXECUTED, but a late call "
+                                   "observed its effect ref-late: re-opened")
+    assert (warned.run_id, warned.step, warned.tool) == (  # type: ignore[attr-defined]
+        run, 1, "charge")
     assert [span["agentsaga.run_id"] for span in traced.named("reconcile")] == [run]
     assert [(s["agentsaga.reconcile.keys"], s["agentsaga.reconcile.attempt"])
             for s in traced.named("reconcile lookup")] == [(1, 1)]
