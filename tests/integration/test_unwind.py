@@ -18,7 +18,7 @@ from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
 from agentsaga.errors import UnknownTool
 from agentsaga.keys import compensation_key
-from agentsaga.registry import Registry
+from agentsaga.registry import NO_LOOKUP, Compensation, Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
@@ -412,3 +412,32 @@ def test_each_move_of_a_compensation_is_counted_by_tool_and_state(
         (("agentsaga.compensation.state", "sent"), ("agentsaga.tool", "charge_card")): 1}
     outcomes = traced.counted("agentsaga.step.outcomes")
     assert outcomes[(("agentsaga.status", "COMPENSATED"), ("agentsaga.tool", "charge_card"))] == 1
+
+
+def test_a_compensation_that_answers_nothing_is_done_with_no_result(pg: str) -> None:
+    """A compensating tool may return nothing (None): the step is COMPENSATED, its compensation
+    DONE with no result kept."""
+    notes: dict[str, str] = {}
+    registry = Registry()
+
+    @registry.tool(cls="irreversible", audience=["agent"], lookup=NO_LOOKUP)
+    def drop_note(by_key: str, idempotency_key: str) -> None:
+        notes.pop(by_key, None)
+
+    @registry.tool(cls="compensatable", audience=["agent"],
+                   compensate=lambda args, key: Compensation("drop_note", {"by_key": key}),
+                   lookup=lambda key: {"id": key} if key in notes else None)
+    def make_note(text: str, idempotency_key: str) -> dict[str, str]:
+        notes[idempotency_key] = text
+        return {"id": idempotency_key}
+
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
+        service.begin_run("r18")
+        assert service.dispatch("r18", "make_note", {"text": "hi"}).outcome == "CONFIRMED"
+        report = unwind_run(saga_log, registry, "r18", "job", recheck_pause_s=0.01)
+        row = saga_log.step("r18", 0)
+    assert report.settled and [c["compensation"] for c in report.compensated] == ["drop_note"]
+    assert row is not None and (row.status, row.comp_status, row.comp_result) == (
+        "COMPENSATED", "DONE", None)
+    assert notes == {}
