@@ -178,3 +178,19 @@ def test_a_run_reconciled_reopens_a_row_whose_effect_a_late_call_saw(
     assert [span["agentsaga.run_id"] for span in traced.named("reconcile")] == [run]
     assert [(s["agentsaga.reconcile.keys"], s["agentsaga.reconcile.attempt"])
             for s in traced.named("reconcile lookup")] == [(1, 1)]
+
+
+def test_a_row_settled_meanwhile_is_not_overwritten_by_what_the_lookup_found(pg: str) -> None:
+    """Read UNKNOWN, then settled NOT_EXECUTED by someone else before reconcile writes what it
+    found by key: reported as it now is (already settled), the other row CONFIRMED."""
+    runs = seed(pg, 2)
+    system = FakeSystem(present={step_key(r, 0, "charge") for r in runs})
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        steps = saga_log.unsettled()
+        settled = saga_log.record_outcome(runs[1], 1, 0, StepStatus.NOT_EXECUTED)
+        out = Reconciler(saga_log, registry_for(system), 0).settle_many(steps, 1)
+    by_run = {o.step.run_id: o for o in out}
+    assert (by_run[runs[1]].step, by_run[runs[1]].finding, by_run[runs[1]].was) == (
+        settled, "already_settled", StepStatus.UNKNOWN)
+    assert by_run[runs[0]].finding == "found"
+    assert statuses(pg) == {runs[0]: "CONFIRMED", runs[1]: "NOT_EXECUTED"}
