@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from agentsaga import step_key
+from agentsaga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.errors import (
     InvalidArguments,
     LogUnavailable,
@@ -419,6 +420,15 @@ def test_within_the_deduplication_window_only_the_same_arguments_are_sent_again(
         add_fault(ledger, "create_ticket", "hide_lookups", times=4)
         reworded = service.dispatch("dedupes", "create_ticket", {**sent, "summary": "b"})
         assert (reworded.outcome, reworded.key) == ("UNKNOWN", first.key)
+        assert reworded.retry_after_s is not None
+        [row] = saga_log.steps("dedupes")
+        assert reworded.message == (
+            f"{UNKNOWN_MESSAGE} ({row.error}) Call the same tool again in "
+            f"{reworded.retry_after_s:.1f}s or later: by then the harness can be certain.")
+        assert first.retry_after_s is not None and first.message == (
+            f"{UNKNOWN_MESSAGE} (OutcomeUnknown: create_ticket: 504 Gateway Timeout (after the "
+            f"effect was committed)) Call the same tool again in {first.retry_after_s:.1f}s or "
+            "later: by then the harness can be certain.")
         assert [c["what"] for c in calls(ledger, "create_ticket")] == [
             "call", "lookup", "lookup"]
         again = service.dispatch("dedupes", "create_ticket", sent)
