@@ -98,12 +98,16 @@ def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced) 
 
 
 @pytest.mark.allow_effect_warnings("the batched lookup it provokes fails")
-def test_a_failed_batch_leaves_its_rows_unknown(pg: str) -> None:
+def test_a_failed_batch_leaves_its_rows_unknown(pg: str,
+                                               caplog: pytest.LogCaptureFixture) -> None:
     seed(pg, 3)
     system = FakeSystem(present=set(), fail=True)
-    with SagaLog(pg).open(migrate=False) as saga_log:
+    with SagaLog(pg).open(migrate=False) as saga_log, caplog.at_level(logging.WARNING):
         steps = saga_log.unsettled()
         out = Reconciler(saga_log, registry_for(system), 0).settle_many(steps, 1)
+    [warned] = [r for r in caplog.records if r.name == "agentsaga.reconcile"]
+    assert warned.getMessage() == "lookup of 3 charge keys failed: search is down"
+    assert warned.tool == "charge"  # type: ignore[attr-defined]
     assert {o.finding for o in out} == {"lookup_failed"}
     assert set(statuses(pg).values()) == {"UNKNOWN"}
 
