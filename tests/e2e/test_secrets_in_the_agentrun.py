@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 
+import grpc
+import pytest
+
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import Cluster
 from sagatest.otlp_collector import Collector, otel_env
-from sagatest.planted_secrets import every_row, leaks, planted_text, span_text
+from sagatest.planted_secrets import CARDS, every_row, leaks, planted_text, span_text
 
 RUN = "planted-4242"
 TO = "customer@example.com"
@@ -32,6 +35,13 @@ def test_planted_secrets_never_reach_the_agentrun_the_log_or_a_span(
     agent.begin_run(RUN, agent="refunder")
     agent.dispatch(RUN, "create_ticket", {"summary": body, "order_id": "1182"})
     agent.dispatch(RUN, "create_draft", {"body": body})
+    # arguments the tool cannot take: the error quotes what came, cut to its first 57 characters,
+    # here in the middle of a card number
+    cut = "x" * 40 + " " + CARDS["together"]
+    with pytest.raises(grpc.RpcError) as refused:
+        agent.dispatch(RUN, "charge_card", {"customer_id": body, "amount": cut})
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "'amount' must be an integer" in refused.value.details()
     staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": {"to": TO, "body": body}}])
     waiting = cluster.wait_phase(RUN, "AwaitingApproval")
     assert waiting["status"]["pivot"]["planHash"] == staged.plan_hash
