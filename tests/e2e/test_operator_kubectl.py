@@ -53,7 +53,16 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
     assert header.split() == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "HUMAN", "AGE"]
     assert row.split()[:5] == [RUN, "AwaitingApproval", "2", "0", "AwaitingApproval"]
 
-    approve(cluster, "0" * 64)
+    # a stale plan hash: the admission policy refuses it; written straight to storage (as a
+    # policy in Warn mode would let it through), the operator refuses it too
+    stale_approval = {"planHash": "0" * 64, "decision": "Approved", "approver": "alice"}
+    refused_patch = cluster.approver_kubectl(
+        "patch", "agentrun", RUN, "--subresource=status", "--type=merge", "-p",
+        json.dumps({"status": {"approval": stale_approval}}))
+    assert refused_patch.returncode != 0
+    assert "must equal status.pivot.planHash" in refused_patch.stderr
+    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "default", RUN,
+                              {"approval": stale_approval})
     stale = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved=False",
                                  "--timeout=15s")
     assert stale.returncode == 0, stale.stderr
