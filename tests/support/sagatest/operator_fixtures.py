@@ -33,7 +33,13 @@ from agentsaga import subprocesses
 from agentsaga.store import Run, SagaLog, roles
 from agentsaga.store.connections import with_user
 from sagatest import ledger_tools
-from sagatest.chart_rbac import APPROVER_ROLE, bind_user, install_chart_rbac, operator_kubeconfig
+from sagatest.chart_rbac import (
+    APPROVER_ROLE,
+    OPERATOR,
+    bind_user,
+    install_chart_rbac,
+    operator_kubeconfig,
+)
 from sagatest.kube_fixtures import Kube, kube, kube_with_crds
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
@@ -221,6 +227,12 @@ class Cluster:
             status["completionTime"] = stamp
         self.kube.patch_status("batch/v1", "jobs", "default", name, status)
 
+    def refused_to_the_operator(self) -> list[str]:
+        """Every request of the operator's identity the stand-in refused (RBAC's 403): what the
+        chart does not grant it."""
+        return [f"{r.method} {r.path}?{r.query}" for r in self.kube.requests
+                if r.user == OPERATOR and r.status == 403]
+
     def close(self) -> None:
         for operator in self.operators:
             operator.kill()
@@ -268,6 +280,8 @@ def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path,
         yield found
     finally:
         found.close()
+    # every test shows the chart grants the operator what it does
+    assert found.refused_to_the_operator() == [], "the chart's RBAC refused the operator"
 
 
 def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, object]:
