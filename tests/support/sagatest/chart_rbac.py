@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from sagatest.chart_tools import render
+from sagatest.chart_tools import CHART, render
 from sagatest.kube_fixtures import Kube
 from sagatest.kubeapi.kubeconfig import write_kubeconfig
 
@@ -24,17 +24,25 @@ OPERATOR = f"system:serviceaccount:{RELEASE_NS}:{OPERATOR_SA}"
 APPROVER_ROLE = "agentsaga-approver"
 KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
          "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+PEERINGS = ("ClusterKopfPeering", "KopfPeering")
+PEERING_CRDS = CHART / "crds" / "kopfpeerings.kopf.dev.yaml"
 
 
-def install_chart_rbac(kube: Kube, agent_namespaces: Sequence[str]) -> None:
+def install_chart_rbac(kube: Kube, agent_namespaces: Sequence[str], *values: str,
+                       peering: bool = False) -> None:
     """Create the release namespace and `agent_namespaces` (where missing) and apply the chart
-    rendered with `sidecar.namespaces` = `agent_namespaces`, its RBAC and policy kinds only."""
+    rendered with `sidecar.namespaces` = `agent_namespaces` and `values` (`--set` arguments),
+    its RBAC and policy kinds only; with `peering`, also kopf's peering CRDs and the chart's
+    peering objects."""
     for name in (RELEASE_NS, *agent_namespaces):
         if kube.get("v1", "namespaces", None, name) is None:
             kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     namespaces = ",".join(agent_namespaces)
-    docs = [d for d in render("--set", f"sidecar.namespaces={{{namespaces}}}")
-            if d["kind"] in KINDS]
+    kinds = KINDS + (PEERINGS if peering else ())
+    if peering:
+        kube.apply_file(PEERING_CRDS)
+    docs = [d for d in render("--set", f"sidecar.namespaces={{{namespaces}}}", *values)
+            if d["kind"] in kinds]
     manifests = Path(kube.workdir) / "chart-rbac.json"
     manifests.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
     applied = kube.kubectl("apply", "--validate=false", "-f", str(manifests))
@@ -51,7 +59,12 @@ def bind_user(kube: Kube, namespace: str, name: str, kind: str, role: str, user:
                                "name": user}]})
 
 
+def operator_token(kube: Kube) -> str:
+    """The bearer token of the chart's operator ServiceAccount (what its pod mounts)."""
+    return kube.service_account_token(RELEASE_NS, OPERATOR_SA)
+
+
 def operator_kubeconfig(kube: Kube) -> Path:
     """A kubeconfig authenticating as the chart's operator ServiceAccount."""
-    token = kube.service_account_token(RELEASE_NS, OPERATOR_SA)
-    return write_kubeconfig(Path(kube.workdir) / "operator-kubeconfig", kube.url, token)
+    return write_kubeconfig(Path(kube.workdir) / "operator-kubeconfig", kube.url,
+                            operator_token(kube))

@@ -35,15 +35,16 @@ from agentsaga.store.connections import with_user
 from sagatest import ledger_tools
 from sagatest.chart_rbac import (
     APPROVER_ROLE,
-    OPERATOR,
     bind_user,
     install_chart_rbac,
     operator_kubeconfig,
+    operator_token,
 )
 from sagatest.kube_fixtures import Kube, kube, kube_with_crds
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
-__all__ = ["APPROVER", "Cluster", "OperatorProcess", "cluster", "kube", "kube_with_crds"]
+__all__ = ["APPROVER", "Cluster", "OperatorProcess", "cluster", "kube", "kube_with_crds",
+           "namespaced_cluster"]
 
 AR = "agentsaga.io/v1alpha1"
 TOOLS = "sagatest.ledger_tools"
@@ -228,10 +229,11 @@ class Cluster:
         self.kube.patch_status("batch/v1", "jobs", "default", name, status)
 
     def refused_to_the_operator(self) -> list[str]:
-        """Every request of the operator's identity the stand-in refused (RBAC's 403): what the
-        chart does not grant it."""
+        """Every request the operator sent with its token that the stand-in refused (403): what
+        the chart does not grant it (a test's own `kubectl --as` probes are not counted)."""
+        token = f"Bearer {operator_token(self.kube)}"
         return [f"{r.method} {r.path}?{r.query}" for r in self.kube.requests
-                if r.user == OPERATOR and r.status == 403]
+                if r.authorization == token and r.status == 403]
 
     def close(self) -> None:
         for operator in self.operators:
@@ -260,22 +262,37 @@ def sidecar_template() -> Obj:
 @pytest.fixture
 def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    """The operator's RBAC cluster-wide (the chart's default, `operator.watchNamespaces` empty):
+    start it without `--namespace`."""
+    yield from _cluster(kube_with_crds, pg, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def namespaced_cluster(kube_with_crds: Kube, pg: str, tmp_path: Path,
+                       monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    """The chart with `operator.watchNamespaces={default}`: the operator's role bound in
+    `default` only, its KopfPeering there; start it with `--namespace default`."""
+    yield from _cluster(kube_with_crds, pg, tmp_path, monkeypatch,
+                        ("--set", "operator.watchNamespaces={default}"), peering=True)
+
+
+def _cluster(kube: Kube, pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             chart_values: tuple[str, ...] = (), *, peering: bool = False) -> Iterator[Cluster]:
     ledger_tools.setup(pg)
     # the ledger tools reach the ledger wherever they run: the sidecars and Jobs (their
     # environment) and this process, where tests unwind runs in-process
     monkeypatch.setenv("LEDGER_DSN", pg)
-    kube_with_crds.create({
+    kube.create({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": SECRET, "namespace": "default"},
         "data": {"dsn": base64.b64encode(pg.encode()).decode()},
     })
-    install_chart_rbac(kube_with_crds, ["default"])
-    bind_user(kube_with_crds, "default", f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE,
-              APPROVER)
-    kube_with_crds.enforce_admission_policies(True)
+    install_chart_rbac(kube, ["default"], *chart_values, peering=peering)
+    bind_user(kube, "default", f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE, APPROVER)
+    kube.enforce_admission_policies(True)
     template = tmp_path / "sidecar.json"
     template.write_text(json.dumps(sidecar_template()))
-    found = Cluster(kube_with_crds, pg, tmp_path, template, operator_kubeconfig(kube_with_crds))
+    found = Cluster(kube, pg, tmp_path, template, operator_kubeconfig(kube))
     try:
         yield found
     finally:
