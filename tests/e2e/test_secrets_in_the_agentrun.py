@@ -16,7 +16,7 @@ import pytest
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import Cluster
 from sagatest.otlp_collector import Collector, otel_env
-from sagatest.planted_secrets import CARDS, every_row, leaks, planted_text, span_text
+from sagatest.planted_secrets import CARDS, SECRETS, every_row, leaks, planted_text, span_text
 
 RUN = "planted-4242"
 TO = "customer@example.com"
@@ -48,12 +48,16 @@ def test_planted_secrets_never_reach_the_agentrun_the_log_or_a_span(
     # the plan is shown, masked: an approver sees what is approved
     assert "[card ****4242]" in json.dumps(waiting["status"]["pivot"], ensure_ascii=False)
 
+    # the approver's reason quotes a card and a password too: the operator records it
+    reason = f"plan reviewed, refund to {CARDS['dots']}, {SECRETS['password']}"
     approval = {"status": {"approval": {"planHash": staged.plan_hash, "decision": "Approved",
-                                        "approver": "alice", "reason": "plan reviewed"}}}
+                                        "approver": "alice", "reason": reason}}}
     patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
                                        "--type=merge", "-p", json.dumps(approval))
     assert patched.returncode == 0, patched.stderr
-    cluster.wait_run(RUN, lambda o: (o["status"].get("pivot") or {}).get("state") == "Approved")
+    approved = cluster.wait_run(RUN, lambda o: "approval" not in o["status"] and (
+        o["status"].get("pivot") or {}).get("state") == "Approved")
+    assert leaks(json.dumps(approved, ensure_ascii=False)) == [], "in the approved AgentRun"
     agent.dispatch(RUN, "send_email", {"to": TO, "body": body})
     agent.end_run(RUN)
     finished = cluster.wait_phase(RUN, "Succeeded")
