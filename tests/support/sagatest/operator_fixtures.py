@@ -58,12 +58,12 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")
 
 
-@dataclass
 def logged(run_id: str) -> str:
     """The saga-log id of a run of these tests' pods (namespace `default`)."""
     return log_run_id("default", run_id)
 
 
+@dataclass
 class Cluster:
     kube: Kube
     dsn: str
