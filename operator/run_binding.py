@@ -9,7 +9,8 @@ lost while the operator is down). For each run with a namespace (a sidecar in a 
 - creates the AgentRun in the run's namespace, or adopts the one there (`spec.runId` must name
   the run: an AgentRun of another run is left alone with a condition). A run of a namespace is
   `namespace/run-id` in the log (a run id is unique within its namespace); its AgentRun's
-  `spec.runId` is the bare id;
+  `spec.runId` is the bare id. An AgentRun a person deleted (once its run was settled, past
+  the finalizer) is not made again: the run's copied policy says it was bound once;
 - writes `status.pod` (name, uid, namespace), `status.ownerEpoch` and phase Running when the
   log's owner epoch is newer than the status's (R12), clearing an Orphaned condition;
 - copies the AgentRun's spec policy (irreversibleBeforePivot, pivot.required, onOrphan,
@@ -55,13 +56,17 @@ def bind(ctx: Context, run: Run) -> Obj | None:
         return None
     _, bare = split_log_run_id(run.run_id)
     name = agentrun_name(bare)
-    created = ctx.kube.create_run(run.namespace, {
+    known = ctx.kube.get_run(run.namespace, name)  # one GET when bound already
+    if known is None and run.policy is not None:
+        # its AgentRun was bound once (the policy was copied from it) and is gone: a person
+        # deleted it (past the finalizer); it is not made again
+        return None
+    if known is None and ctx.kube.create_run(run.namespace, {
         "apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
         "metadata": {"name": name, "namespace": run.namespace,
                      "annotations": telemetry.run_annotations(run.trace_context or {})},
         "spec": {"agent": run.agent or "agent", "runId": bare},
-    })
-    if created:
+    }):
         logger.info("created AgentRun %s/%s for run %s", run.namespace, name, run.run_id)
 
     def mutate(current: Obj) -> Obj | None:
@@ -85,8 +90,8 @@ def bind(ctx: Context, run: Run) -> Obj | None:
                 **({"phase": "Running", "orphanedAt": None, "orphanReason": None}
                    if live else {})}
 
-    written = ctx.kube.update_status(run.namespace, name, mutate)
-    current = written or ctx.kube.get_run(run.namespace, name)
+    written = ctx.kube.update_status(run.namespace, name, mutate, known=known)
+    current = written or known or ctx.kube.get_run(run.namespace, name)
     if current is not None and run_id(current) == run.run_id:
         copy_policy(ctx, run, current)
         _annotate_trace(ctx, run, current)
