@@ -8,6 +8,7 @@ import json
 
 from agentsaga.operator.job_manifests import job_name
 
+from agentsaga.keys import log_run_id
 from agentsaga.store import SagaLog
 from sagatest.operator_fixtures import Cluster, logged
 
@@ -176,3 +177,24 @@ def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
         record = saga_log.require_run(logged(RUN)).pivot
     assert record is not None and record.state == "AwaitingApproval"
+
+    # sandbox runs its own `refund-3001` (a run id is unique within its namespace): the
+    # operator makes its AgentRun there, and `borrowed` now shows sandbox's run, not default's
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        saga_log.begin_run(log_run_id("sandbox", RUN), agent="tester", owner="tester-0",
+                           pod_uid="uid-sandbox", namespace="sandbox")
+    own = cluster.kube.wait_for(
+        "agentsaga.io/v1alpha1", "agentruns", "sandbox", RUN,
+        lambda o: o is not None and (o.get("status") or {}).get("ownerEpoch") == 1, 20)
+    assert own is not None and own["spec"]["runId"] == RUN
+    assert own["status"]["pod"] == {"name": "tester-0", "uid": "uid-sandbox",
+                                    "namespace": "sandbox"}
+    relinked = cluster.kube.wait_for(
+        "agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+        lambda o: o is not None and any(
+            c.get("type") == "RunLinked" and c.get("status") == "True"
+            for c in (o.get("status") or {}).get("conditions") or []), 20)
+    assert relinked is not None and "pivot" not in relinked["status"]
+    theirs = cluster.wait_run(RUN, lambda o: True)  # default's own AgentRun is untouched
+    assert theirs["status"]["pivot"]["state"] == "AwaitingApproval"
+    assert theirs["status"]["pod"]["namespace"] == "default"
