@@ -76,10 +76,12 @@ class KubeApi:
             _content_type="application/merge-patch+json")
 
     def update_status(self, namespace: str, name: str, mutate: Mutation,
-                      attempts: int = 8) -> Obj | None:
-        """CAS-write the status patch `mutate(newest)`; returns the written object or None."""
+                      attempts: int = 8, known: Obj | None = None) -> Obj | None:
+        """CAS-write the status patch `mutate(newest)`; returns the written object or None.
+        `known`: the object as just read (the first attempt starts from it, saving a GET; a
+        conflict reads it again)."""
         for _ in range(attempts):
-            current = self.get_run(namespace, name)
+            current, known = known or self.get_run(namespace, name), None
             if current is None:
                 return None
             patch = mutate(current)

@@ -8,9 +8,10 @@ import json
 
 from agentsaga.operator.job_manifests import job_name
 
+from agentsaga.keys import log_run_id
 from agentsaga.store import SagaLog
 from sagatest.chart_rbac import APPROVER_ROLE, bind_user
-from sagatest.operator_fixtures import Cluster
+from sagatest.operator_fixtures import Cluster, logged
 
 RUN = "refund-3001"
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -83,7 +84,7 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
         "Approved", "Approved", "alice")
     assert approved["status"]["phase"] == "Committing"
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot
+        record = saga_log.require_run(logged(RUN)).pivot
     assert record is not None and (record.state, record.decided_by) == ("Approved", "alice")
     assert cluster.jobs() == []
 
@@ -113,7 +114,7 @@ def test_no_approval_is_recorded_while_the_api_server_does_not_check_approvers(
         "no ValidatingAdmissionPolicy" in c["message"] for c in o["status"]["conditions"]))
     assert again["status"]["phase"] == "AwaitingApproval"
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot
+        record = saga_log.require_run(logged(RUN)).pivot
     assert record is not None and record.state == "AwaitingApproval" and not record.decided_by
 
 
@@ -128,7 +129,7 @@ def test_rejection_at_the_pivot_starts_the_unwind_job(cluster: Cluster) -> None:
     [job] = cluster.wait_jobs(1)
     assert job["metadata"]["name"] == job_name(RUN, "unwind", 1)
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
-        "agentsaga", "unwind", "--run", RUN]
+        "agentsaga", "unwind", "--run", logged(RUN)]
 
 
 def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
@@ -152,8 +153,8 @@ def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
     cluster.wait_run(RUN, lambda o: (o["status"].get("pivot") or {}).get("state") == "Approved")
     agent.dispatch(RUN, "send_email", letter)
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot
-        steps = saga_log.steps(RUN)
+        record = saga_log.require_run(logged(RUN)).pivot
+        steps = saga_log.steps(logged(RUN))
     assert record is not None and len(record.commit[0]["args"]["body"]) > 5 << 20
     assert [(s.tool, s.status) for s in steps] == [("send_email", "CONFIRMED")]
 
@@ -192,5 +193,26 @@ def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
     cluster.kube.wait_for("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
                           lambda o: o is not None and "approval" not in o.get("status", {}), 20)
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot
+        record = saga_log.require_run(logged(RUN)).pivot
     assert record is not None and record.state == "AwaitingApproval"
+
+    # sandbox runs its own `refund-3001` (a run id is unique within its namespace): the
+    # operator makes its AgentRun there, and `borrowed` now shows sandbox's run, not default's
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        saga_log.begin_run(log_run_id("sandbox", RUN), agent="tester", owner="tester-0",
+                           pod_uid="uid-sandbox", namespace="sandbox")
+    own = cluster.kube.wait_for(
+        "agentsaga.io/v1alpha1", "agentruns", "sandbox", RUN,
+        lambda o: o is not None and (o.get("status") or {}).get("ownerEpoch") == 1, 20)
+    assert own is not None and own["spec"]["runId"] == RUN
+    assert own["status"]["pod"] == {"name": "tester-0", "uid": "uid-sandbox",
+                                    "namespace": "sandbox"}
+    relinked = cluster.kube.wait_for(
+        "agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+        lambda o: o is not None and any(
+            c.get("type") == "RunLinked" and c.get("status") == "True"
+            for c in (o.get("status") or {}).get("conditions") or []), 20)
+    assert relinked is not None and "pivot" not in relinked["status"]
+    theirs = cluster.wait_run(RUN, lambda o: True)  # default's own AgentRun is untouched
+    assert theirs["status"]["pivot"]["state"] == "AwaitingApproval"
+    assert theirs["status"]["pod"]["namespace"] == "default"

@@ -30,6 +30,7 @@ import pytest
 from kubernetes import client, config
 
 from agentsaga import subprocesses
+from agentsaga.keys import log_run_id
 from agentsaga.store import Run, SagaLog, roles
 from agentsaga.store.connections import with_user
 from sagatest import ledger_tools
@@ -70,6 +71,11 @@ class OperatorProcess:
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def logged(run_id: str) -> str:
+    """The saga-log id of a run of these tests' pods (namespace `default`)."""
+    return log_run_id("default", run_id)
 
 
 @dataclass
@@ -174,7 +180,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         with SagaLog(self.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
             while True:
-                run = saga_log.run(run_id)
+                run = saga_log.run(logged(run_id))
                 if run is not None and predicate(run):
                     return run
                 assert time.monotonic() < deadline, f"run {run_id}: {run}"
