@@ -2,7 +2,9 @@
 
 Status writes are compare-and-swap: read the newest object, let the caller compute a merge
 patch from it, and send that patch with the object's resourceVersion as a precondition; on a
-409 (the sidecar or a human wrote in between) read again and recompute.
+409 (the sidecar or a human wrote in between) read again and recompute. Every status patch is
+masked first (`agentsaga.redact`): what the log holds is masked already, but a person's text
+(an approval's or a settlement's reason) is copied into messages and conditions as written.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any, cast
 from agentsaga.operator.config import GROUP, PLURAL, VERSION
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from agentsaga.redact import redact_value
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +88,7 @@ class KubeApi:
             if not patch:
                 return None
             body = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                    "status": patch}
+                    "status": redact_value(patch)}
             try:
                 return cast(Obj, self.custom.patch_namespaced_custom_object_status(
                     GROUP, VERSION, namespace, PLURAL, name, body,

@@ -47,8 +47,8 @@ def metrics_env(port: int) -> dict[str, str]:
 def approve(cluster: Cluster, run: str, plan_hash: str) -> None:
     patch = {"status": {"approval": {"planHash": plan_hash, "decision": "Approved",
                                      "approver": "alice", "reason": "policy ok"}}}
-    done = cluster.kube.kubectl("patch", "agentrun", run, "--subresource=status",
-                                "--type=merge", "-p", json.dumps(patch))
+    done = cluster.approver_kubectl("patch", "agentrun", run, "--subresource=status",
+                                    "--type=merge", "-p", json.dumps(patch))
     assert done.returncode == 0, done.stderr
 
 

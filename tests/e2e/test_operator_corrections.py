@@ -19,8 +19,9 @@ EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 def decide(cluster: Cluster, step: int, decision: str, approver: str = "alice") -> None:
     body = {"status": {"corrections": {str(step): {"approval": {
         "decision": decision, "approver": approver, "reason": "the customer read it"}}}}}
-    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
-                                   "--type=merge", "-p", json.dumps(body))
+    patched = cluster.kube.kubectl(f"--as={approver}", "patch", "agentrun", RUN,
+                                   "--subresource=status", "--type=merge", "-p",
+                                   json.dumps(body))
     assert patched.returncode == 0, patched.stderr
 
 
@@ -68,7 +69,16 @@ def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Clu
         ("customer@example.com", "Please disregard it.")]
     cluster.wait_run(RUN, lambda o: "1" not in (o["status"].get("corrections") or {}))
 
-    decide(cluster, 1, "Rejected", approver="mallory")  # decided once: a late patch is refused
+    # decided once: a late decision is refused by the admission policy (the entry is gone) and,
+    # written straight to storage (a policy in Warn mode), by the operator
+    late = {"1": {"approval": {"decision": "Rejected", "approver": "alice", "reason": "late"}}}
+    patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                       "--type=merge", "-p",
+                                       json.dumps({"status": {"corrections": late}}))
+    assert patched.returncode != 0
+    assert "may not add or remove status.corrections entries" in patched.stderr
+    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "default", RUN,
+                              {"corrections": late})
     refused = cluster.wait_run(RUN, lambda o: any(
         c["type"] == "CorrectionsDecided" and c["status"] == "False"
         for c in o["status"].get("conditions") or []))

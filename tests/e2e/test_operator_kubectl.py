@@ -10,6 +10,7 @@ from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.keys import log_run_id
 from agentsaga.store import SagaLog
+from sagatest.chart_rbac import APPROVER_ROLE, bind_user
 from sagatest.operator_fixtures import Cluster, logged
 
 RUN = "refund-3001"
@@ -20,8 +21,8 @@ EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 def approve(cluster: Cluster, plan_hash: str, decision: str = "Approved") -> None:
     body = {"status": {"approval": {"planHash": plan_hash, "decision": decision,
                                     "approver": "alice", "reason": "checked the plan"}}}
-    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
-                                   "--type=merge", "-p", json.dumps(body))
+    patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                       "--type=merge", "-p", json.dumps(body))
     assert patched.returncode == 0, patched.stderr
 
 
@@ -53,7 +54,16 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
     assert header.split() == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "HUMAN", "AGE"]
     assert row.split()[:5] == [RUN, "AwaitingApproval", "2", "0", "AwaitingApproval"]
 
-    approve(cluster, "0" * 64)
+    # a stale plan hash: the admission policy refuses it; written straight to storage (as a
+    # policy in Warn mode would let it through), the operator refuses it too
+    stale_approval = {"planHash": "0" * 64, "decision": "Approved", "approver": "alice"}
+    refused_patch = cluster.approver_kubectl(
+        "patch", "agentrun", RUN, "--subresource=status", "--type=merge", "-p",
+        json.dumps({"status": {"approval": stale_approval}}))
+    assert refused_patch.returncode != 0
+    assert "must equal status.pivot.planHash" in refused_patch.stderr
+    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "default", RUN,
+                              {"approval": stale_approval})
     stale = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved=False",
                                  "--timeout=15s")
     assert stale.returncode == 0, stale.stderr
@@ -152,11 +162,15 @@ def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
 def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
         cluster: Cluster) -> None:
     """A run of namespace `default` (bound by its pod there); an AgentRun in `sandbox` naming it
-    gets RunLinked=False, no plan, and its approval records nothing."""
+    gets RunLinked=False and no plan; an approver of `sandbox` cannot approve it (the admission
+    policy: there is no staged plan to name), and an approval that got there anyway (a policy
+    in Warn mode: written straight to storage) is consumed without recording anything."""
     plan_hash = staged_run(cluster)
     created = cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sandbox"}}))
     assert created.returncode == 0, created.stderr
+    bind_user(cluster.kube, "sandbox", "mallory-approves", "ClusterRole", APPROVER_ROLE,
+              "mallory")
     manifest = {"apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
                 "metadata": {"name": "borrowed", "namespace": "sandbox"},
                 "spec": {"agent": "mallory", "runId": RUN}}
@@ -169,9 +183,13 @@ def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
     assert linked is not None and "pivot" not in linked["status"]
     body = {"status": {"approval": {"planHash": plan_hash, "decision": "Approved",
                                     "approver": "mallory"}}}
-    patched = cluster.kube.kubectl("-n", "sandbox", "patch", "agentrun", "borrowed",
-                                   "--subresource=status", "--type=merge", "-p", json.dumps(body))
-    assert patched.returncode == 0, patched.stderr
+    patched = cluster.kube.kubectl("--as=mallory", "-n", "sandbox", "patch", "agentrun",
+                                   "borrowed", "--subresource=status", "--type=merge", "-p",
+                                   json.dumps(body))
+    assert patched.returncode != 0
+    assert "status.approval.planHash must equal status.pivot.planHash" in patched.stderr
+    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+                              body["status"])
     cluster.kube.wait_for("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
                           lambda o: o is not None and "approval" not in o.get("status", {}), 20)
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:

@@ -29,8 +29,8 @@ EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 def settle(cluster: Cluster, step: int, **entry: str) -> None:
     body = {"status": {"settlements": {str(step): entry}}}
-    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
-                                   "--type=merge", "-p", json.dumps(body))
+    patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                       "--type=merge", "-p", json.dumps(body))
     assert patched.returncode == 0, patched.stderr
 
 
