@@ -26,7 +26,7 @@ from agentsaga.environment import load, read_secret, variable
 __all__ = ["ConnectorSettings", "DebugSettings", "McpSettings", "OperatorSettings",
            "OutcomeCommit", "Settings", "TelemetrySettings", "read_secret"]
 
-OutcomeCommit = Literal["sync", "async"]
+OutcomeCommit = Literal["sync", "async", "group"]
 
 
 def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -191,7 +191,9 @@ class Settings:
     outcome_commit: OutcomeCommit = variable(
         "AGENTSAGA_OUTCOME_COMMIT", "async",
         "`async` skips the WAL flush wait for outcome rows (a lost outcome leaves the INTENDED "
-        "row, which reconcile settles); INTENDED rows are always durable (R2)")
+        "row, which reconcile settles); `group` also writes concurrent dispatches' outcomes as "
+        "one statement, each dispatch answered once its own row is committed; INTENDED rows are "
+        "always durable (R2)")
     listen: str = variable(
         "AGENTSAGA_LISTEN", "127.0.0.1:50051", "the sidecar's address: host:port or unix:/path")
     tools: tuple[str, ...] = variable(

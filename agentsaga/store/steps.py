@@ -7,12 +7,21 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 from psycopg.rows import tuple_row
 
 from agentsaga.redact import redact_optional
 from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
 from agentsaga.store.base import StoreBase, text_array, to_json
-from agentsaga.store.fencing import check_answer, check_epoch, fenced_sql, status_in
+from agentsaga.store.connections import translate
+from agentsaga.store.fencing import (
+    OPEN_STATES_SQL,
+    check_answer,
+    check_epoch,
+    fenced_sql,
+    status_in,
+)
+from agentsaga.store.group_commit import Pending
 from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
 from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
 from agentsaga.time_contract import TimeContract
@@ -20,6 +29,27 @@ from agentsaga.time_contract import TimeContract
 _OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
 _UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
 _NOT_LIVE_SQL = ", ".join(f"'{s}'" for s in sorted(NOT_LIVE))
+
+# One batch of the group commit: each row's values as arrays; the batch's runs locked as the
+# single-row fence locks one (`fenced_sql`), in one order; each row written only under its own
+# epoch (and open state unless `ended_ok`); for each row, the run's epoch and state and the
+# written columns (NULLs when nothing was written), as `fenced_sql` answers.
+_BATCH_SQL = (
+    "WITH v AS (SELECT * FROM unnest(%(i)s::int[], %(run_id)s::text[], %(step_idx)s::int[],"
+    " %(epoch)s::bigint[], %(status)s::text[], %(result)s::jsonb[], %(ref)s::text[],"
+    " %(error)s::text[], %(ended_ok)s::bool[])"
+    " AS v(i, run_id, step_idx, epoch, status, result, ref, error, ended_ok)),"
+    " run AS (SELECT run_id, owner_epoch, state FROM saga_runs"
+    " WHERE run_id IN (SELECT run_id FROM v) ORDER BY run_id FOR SHARE),"
+    " w AS (UPDATE saga_log s SET status = v.status, result = COALESCE(v.result, s.result),"
+    " external_ref = COALESCE(v.ref, s.external_ref), error = v.error, updated_at = now()"
+    " FROM v JOIN run ON run.run_id = v.run_id"
+    f" WHERE s.run_id = v.run_id AND s.step_idx = v.step_idx AND s.{_UNSETTLED_SQL}"
+    f" AND run.owner_epoch = v.epoch AND (v.ended_ok OR run.state IN ({OPEN_STATES_SQL}))"
+    " RETURNING v.i AS i, s.status AS status, s.external_ref AS external_ref,"
+    " s.result AS result, s.error AS error, s.updated_at AS updated_at)"
+    " SELECT v.i, run.owner_epoch, run.state, w.status, w.external_ref, w.result, w.error,"
+    " w.updated_at FROM v LEFT JOIN run ON run.run_id = v.run_id LEFT JOIN w ON w.i = v.i")
 
 
 def _with_outcome(step: Step, row: tuple[Any, ...]) -> Step:
@@ -101,7 +131,13 @@ class StepStatements(StoreBase):
         with (self.db.connection(durable=durable or not self.async_outcomes) as conn,
               conn.cursor(row_factory=tuple_row) as cur):
             row = cur.execute(sql, params).fetchone()
-        run_id, epoch = params["run_id"], params["epoch"]
+        return self._answered(row, params["run_id"], params["epoch"], allow_ended, make)
+
+    def _answered(self, row: tuple[Any, ...] | None, run_id: str, epoch: int,
+                  allow_ended: bool,
+                  make: Callable[[tuple[Any, ...]], Step] | None) -> Step | None:
+        """What a fenced write found: the run's epoch and state, then the written columns
+        (NULLs when nothing was written). Raises as `check_answer` does."""
         current, state = (None, None) if row is None else (row[0], row[1])
         written = row is not None and row[2] is not None
         if current != epoch or state != RunState.RUNNING or not written:
@@ -159,11 +195,32 @@ class StepStatements(StoreBase):
         write would be refused).
 
         The commit need not wait for the WAL flush (async outcomes): losing it to a Postgres
-        crash leaves the INTENDED row, which reconcile settles by key (R7)."""
+        crash leaves the INTENDED row, which reconcile settles by key (R7). With group commit
+        (`agentsaga.store.group_commit`) a dispatch's outcome (`intended` given, the default
+        `expect`) is written in a batch with concurrent ones, and this returns once that batch
+        committed."""
         known = (intended if intended is not None and intended.run_id == run_id
                  and intended.step_idx == step_idx and intended.writer_epoch == epoch else None)
+        if known is not None and self.group_commit is not None and set(expect) == UNSETTLED:
+            step = self._grouped_outcome(known, epoch, status, result=result,
+                                         external_ref=external_ref, error=error,
+                                         allow_ended=allow_ended)
+        else:
+            step = self._single_outcome(run_id, epoch, step_idx, status, result=result,
+                                        external_ref=external_ref, error=error, expect=expect,
+                                        allow_ended=allow_ended, known=known)
+        if step is not None:
+            self._cursors.advance(run_id, step)
+            self.hooks.on_outcome(step)
+        return step
+
+    def _single_outcome(self, run_id: str, epoch: int, step_idx: int, status: StepStatus, *,
+                        result: Any, external_ref: str | None, error: str | None,
+                        expect: Sequence[StepStatus], allow_ended: bool,
+                        known: Step | None) -> Step | None:
+        """Today's path: the outcome as its own fenced autocommit statement."""
         returning = STEP_COLUMNS if known is None else _OUTCOME_COLUMNS
-        step = self._fenced_write(
+        return self._fenced_write(
             "UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
             " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
             " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
@@ -173,10 +230,60 @@ class StepStatements(StoreBase):
              "epoch": epoch},
             durable=False, allow_ended=allow_ended,
             make=None if known is None else functools.partial(_with_outcome, known))
-        if step is not None:
-            self._cursors.advance(run_id, step)
-            self.hooks.on_outcome(step)
-        return step
+
+    def _grouped_outcome(self, known: Step, epoch: int, status: StepStatus, *, result: Any,
+                         external_ref: str | None, error: str | None,
+                         allow_ended: bool) -> Step | None:
+        """The outcome through the group commit (`agentsaga.store.group_commit`): returns, or
+        raises, exactly as `_single_outcome` would, once the batch holding the row committed
+        (or failed: then as today's statement failing, `LogUnavailable` or `LogRefused`)."""
+        assert self.group_commit is not None
+        pending = Pending(known.run_id, known.step_idx, {
+            "run_id": known.run_id, "step_idx": known.step_idx, "epoch": epoch,
+            "status": str(status), "result": to_json(result), "ref": external_ref,
+            "error": redact_optional(error), "ended_ok": allow_ended})
+        self.group_commit.submit(pending)
+        if pending.error is not None:
+            if isinstance(pending.error, psycopg.Error):
+                raise translate(self.db.dsn, pending.error) from pending.error
+            raise pending.error
+        return self._answered(pending.answer, known.run_id, epoch, allow_ended,
+                              functools.partial(_with_outcome, known))
+
+    def write_outcomes(self, batch: list[Pending]) -> None:
+        """One batch of the group commit: every row in one multi-row UPDATE, each under its own
+        epoch fence (R12: a stale writer's row is refused and changes nothing, the others are
+        written), committed as one autocommit statement on the outcome sessions (no WAL flush
+        wait, as `async`). If Postgres refuses the statement (a value it rejects, a lost
+        privilege), each row is written again on its own, so that only the row at fault fails
+        as it would have today; if the server is gone, every row of the batch fails."""
+        try:
+            self._write_batch(batch)
+        except psycopg.OperationalError as exc:
+            for pending in batch:
+                pending.error = exc
+        except psycopg.Error as exc:
+            if len(batch) == 1:
+                batch[0].error = exc
+                return
+            for pending in batch:
+                try:
+                    self._write_batch([pending])
+                except psycopg.Error as one:
+                    pending.error = one
+
+    def _write_batch(self, batch: list[Pending]) -> None:
+        def column(name: str) -> list[Any]:
+            return [p.params[name] for p in batch]
+        with (self.db.connection(durable=False) as conn,
+              conn.cursor(row_factory=tuple_row) as cur):
+            rows = cur.execute(_BATCH_SQL, {
+                "i": list(range(len(batch))), "run_id": column("run_id"),
+                "step_idx": column("step_idx"), "epoch": column("epoch"),
+                "status": column("status"), "result": column("result"), "ref": column("ref"),
+                "error": column("error"), "ended_ok": column("ended_ok")}).fetchall()
+        for row in rows:
+            batch[row[0]].answer = tuple(row[1:])
 
     def record_compensation(self, run_id: str, epoch: int, step_idx: int,
                             comp_status: CompensationStatus, *, comp_key: str | None = None,
