@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 
+from agentsaga.errors import LogRefused, LogUnavailable
 from agentsaga.redact import redact_optional
 from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
 from agentsaga.store.base import StoreBase, text_array, to_json
@@ -50,6 +51,12 @@ _BATCH_SQL = (
     " s.result AS result, s.error AS error, s.updated_at AS updated_at)"
     " SELECT v.i, run.owner_epoch, run.state, w.status, w.external_ref, w.result, w.error,"
     " w.updated_at FROM v LEFT JOIN run ON run.run_id = v.run_id LEFT JOIN w ON w.i = v.i")
+
+
+def _cause(exc: LogUnavailable) -> BaseException:
+    """The psycopg error behind `exc`: each dispatch of a batch raises its own translation of
+    it (`_grouped_outcome`)."""
+    return exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else exc
 
 
 def _with_outcome(step: Step, row: tuple[Any, ...]) -> Step:
@@ -259,18 +266,18 @@ class StepStatements(StoreBase):
         as it would have today; if the server is gone, every row of the batch fails."""
         try:
             self._write_batch(batch)
-        except psycopg.OperationalError as exc:
-            for pending in batch:
-                pending.error = exc
-        except psycopg.Error as exc:
+        except LogRefused as exc:
             if len(batch) == 1:
-                batch[0].error = exc
+                batch[0].error = _cause(exc)
                 return
             for pending in batch:
                 try:
                     self._write_batch([pending])
-                except psycopg.Error as one:
-                    pending.error = one
+                except LogUnavailable as one:
+                    pending.error = _cause(one)
+        except LogUnavailable as exc:
+            for pending in batch:
+                pending.error = _cause(exc)
 
     def _write_batch(self, batch: list[Pending]) -> None:
         def column(name: str) -> list[Any]:
