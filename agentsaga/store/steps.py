@@ -53,6 +53,13 @@ _BATCH_SQL = (
     " w.updated_at FROM v LEFT JOIN run ON run.run_id = v.run_id LEFT JOIN w ON w.i = v.i")
 
 
+def _row_at_fault(exc: LogUnavailable) -> bool:
+    """Whether a failed batch may have failed for one of its rows, or for the rows together
+    (a deadlock), rather than for the server: its rows are then written one by one."""
+    return isinstance(exc, LogRefused) or isinstance(exc.__cause__,
+                                                     psycopg.errors.TransactionRollback)
+
+
 def _cause(exc: LogUnavailable) -> BaseException:
     """The psycopg error behind `exc`: each dispatch of a batch raises its own translation of
     it (`_grouped_outcome`)."""
@@ -262,22 +269,22 @@ class StepStatements(StoreBase):
         epoch fence (R12: a stale writer's row is refused and changes nothing, the others are
         written), committed as one autocommit statement on the outcome sessions (no WAL flush
         wait, as `async`). If Postgres refuses the statement (a value it rejects, a lost
-        privilege), each row is written again on its own, so that only the row at fault fails
-        as it would have today; if the server is gone, every row of the batch fails."""
+        privilege, a deadlock), nothing of it was written, and each row is written again on
+        its own, so that only a row at fault fails, as it would have today; if the server is
+        gone, every row of the batch fails as today's statement would (`LogUnavailable`: the
+        dispatch answers UNKNOWN and the row stays INTENDED, R5)."""
         try:
             self._write_batch(batch)
-        except LogRefused as exc:
-            if len(batch) == 1:
-                batch[0].error = _cause(exc)
+        except LogUnavailable as exc:
+            if len(batch) == 1 or not _row_at_fault(exc):
+                for pending in batch:
+                    pending.error = _cause(exc)
                 return
             for pending in batch:
                 try:
                     self._write_batch([pending])
                 except LogUnavailable as one:
                     pending.error = _cause(one)
-        except LogUnavailable as exc:
-            for pending in batch:
-                pending.error = _cause(exc)
 
     def _write_batch(self, batch: list[Pending]) -> None:
         def column(name: str) -> list[Any]:
