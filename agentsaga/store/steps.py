@@ -31,6 +31,16 @@ _OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
 _UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
 _NOT_LIVE_SQL = ", ".join(f"'{s}'" for s in sorted(NOT_LIVE))
 
+def _outcome_sql(expect_sql: str, returning: str) -> str:
+    """The single-row outcome write (`{fence}` for `fenced_sql`)."""
+    return ("UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
+            " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
+            " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
+            f" AND {expect_sql} AND {{fence}} RETURNING {returning}")
+
+
+_LONE_OUTCOME_SQL = _outcome_sql(_UNSETTLED_SQL, _OUTCOME_COLUMNS)
+
 # One batch of the group commit: each row's values as arrays; the batch's runs locked as the
 # single-row fence locks one (`fenced_sql`), in one order; each row written only under its own
 # epoch (and open state unless `ended_ok`); for each row, the run's epoch and state and the
@@ -235,10 +245,7 @@ class StepStatements(StoreBase):
         """Today's path: the outcome as its own fenced autocommit statement."""
         returning = STEP_COLUMNS if known is None else _OUTCOME_COLUMNS
         return self._fenced_write(
-            "UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
-            " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
-            " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
-            f" AND {status_in(tuple(expect))} AND {{fence}} RETURNING {returning}",
+            _outcome_sql(status_in(tuple(expect)), returning),
             {"status": str(status), "result": to_json(result), "ref": external_ref,
              "error": redact_optional(error), "run_id": run_id, "step_idx": step_idx,
              "epoch": epoch},
@@ -291,6 +298,12 @@ class StepStatements(StoreBase):
             return [p.params[name] for p in batch]
         with (self.db.connection(durable=False) as conn,
               conn.cursor(row_factory=tuple_row) as cur):
+            if len(batch) == 1:  # a lone outcome: today's single-row statement
+                [pending] = batch
+                pending.answer = cur.execute(
+                    fenced_sql(_LONE_OUTCOME_SQL, pending.params["ended_ok"]),
+                    pending.params).fetchone()
+                return
             rows = cur.execute(_BATCH_SQL, {
                 "i": list(range(len(batch))), "run_id": column("run_id"),
                 "step_idx": column("step_idx"), "epoch": column("epoch"),
