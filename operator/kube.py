@@ -72,10 +72,12 @@ class KubeApi:
             _content_type="application/merge-patch+json")
 
     def update_status(self, namespace: str, name: str, mutate: Mutation,
-                      attempts: int = 8) -> Obj | None:
-        """CAS-write the status patch `mutate(newest)`; returns the written object or None."""
-        for _ in range(attempts):
-            current = self.get_run(namespace, name)
+                      attempts: int = 8, current: Obj | None = None) -> Obj | None:
+        """CAS-write the status patch `mutate(newest)`; returns the written object or None.
+        `current`: the object as the caller just read it, tried first (a 409 reads it anew)."""
+        for attempt in range(attempts):
+            if attempt or current is None:
+                current = self.get_run(namespace, name)
             if current is None:
                 return None
             patch = mutate(current)

@@ -110,4 +110,14 @@ def fingerprint(found: RunFacts) -> LogFingerprint | None:
                                                 key=lambda kv: int(kv[0])))
     return (str(run.state), run.owner_epoch, run.irreversible_before_pivot,
             "" if pivot is None else str(pivot.state), "" if pivot is None else pivot.plan_hash,
-            steps, pending)
+            steps, pending, ",".join(str(i) for i in sorted(found.awaiting_human)))
+
+
+def facts_since(saga_log: SagaLog, run_id: str, before: RunFacts | None) -> RunFacts:
+    """What the log says about the run now: `before` again when the run's fingerprint has not
+    moved since it was read (one statement instead of a full read), else a full read."""
+    if before is not None and before.run is not None and before.run.run_id == run_id:
+        now = saga_log.log_fingerprints([run_id]).get(run_id)
+        if now is not None and now == fingerprint(before):
+            return before
+    return facts(saga_log, run_id)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from typing import Any
 
 import kopf
@@ -75,8 +74,9 @@ async def run_changed(type: str | None, name: str, namespace: str | None, body: 
 async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.DaemonStopped,
                  logger: kopf.Logger, **_: Any) -> None:
     """Passes when the run's object or its saga log changed (`log_watch`), every resync
-    interval in the timed phases, and otherwise once per full-resync period (±25%), for what
-    no event reports (a pod deleted while the operator was down)."""
+    interval in the timed phases, and otherwise when the bounded resync's walk reaches it
+    (once per full-resync period), for what no event reports (a pod deleted while a watch was
+    down)."""
     ctx = context(memo)
     if namespace is None:
         return
@@ -85,7 +85,7 @@ async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.Daem
     ctx.log_watch.register(key, name)
     try:
         while not stopped:
-            wait = ctx.config.full_resync_seconds * random.uniform(0.75, 1.25)
+            wait: float | None = None  # until an event, the log watch or the walk wakes it
             try:
                 seen, found = await asyncio.to_thread(resync_pass, ctx, namespace, name)
                 ctx.gauges.resynced(namespace, name, seen)
@@ -130,14 +130,16 @@ def resync_once(ctx: Context, namespace: str, name: str,
             "conditions": other_namespace_condition(obj)})
         return run
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
+    acted = True  # the object may have changed since `run` was read
     if current in LIVE_PHASES and rejected and not (run.get("status") or {}).get("job"):
         # the decision was written but the operator stopped before starting the unwind
         run_jobs.start_job(ctx, run, "unwind", LIVE_PHASES, "the plan was rejected at the pivot")
     elif not current or current in LIVE_PHASES:
-        if facts is None or not facts.finished:
-            gone = pods.bound_pod_gone(ctx, run)
-            if gone is not None:
-                run_jobs.orphan(ctx, namespace, name, *gone)
+        gone = None if facts is not None and facts.finished else pods.bound_pod_gone(ctx, run)
+        if gone is not None:
+            run_jobs.orphan(ctx, namespace, name, *gone)
+        acted = gone is not None or bool(facts and any(
+            c.get("state") in ("Approved", "Sending") for c in facts.corrections.values()))
     elif current == "Orphaned":
         run_jobs.maybe_start_job(ctx, run)
     elif current in JOB_PHASES:
@@ -150,12 +152,14 @@ def resync_once(ctx: Context, namespace: str, name: str,
     def mutate(newest: Obj) -> Obj | None:
         # the log read after the newest object: a decision written to the log and then to
         # the object in between (a handler's) is never undone by facts read before it
-        fresh = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(newest))
+        fresh = None if ctx.saga_log is None else run_facts.facts_since(
+            ctx.saga_log, run_id(newest), facts)
         if read is not None:
             read[0] = fresh
         return reflect(newest, fresh)
 
-    written = ctx.kube.update_status(namespace, name, mutate)
+    # a pass that changed nothing reads the object once (the write is a compare-and-swap)
+    written = ctx.kube.update_status(namespace, name, mutate, current=None if acted else run)
     return written or run
 
 
