@@ -83,11 +83,12 @@ async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.Daem
     key = (namespace, name)
     ctx.gauges.started(namespace, name)
     ctx.log_watch.register(key, name)
+    found: run_facts.RunFacts | None = None  # the last pass's facts (unchanged: not read again)
     try:
         while not stopped:
             wait: float | None = None  # until an event, the log watch or the walk wakes it
             try:
-                seen, found = await asyncio.to_thread(resync_pass, ctx, namespace, name)
+                seen, found = await asyncio.to_thread(resync_pass, ctx, namespace, name, found)
                 ctx.gauges.resynced(namespace, name, seen)
                 if seen is not None:
                     ctx.log_watch.register(key, run_id(seen))
@@ -105,24 +106,29 @@ async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.Daem
         ctx.gauges.stopped(namespace, name)
 
 
-def resync_pass(ctx: Context, namespace: str, name: str
+def resync_pass(ctx: Context, namespace: str, name: str,
+                previous: run_facts.RunFacts | None = None
                 ) -> tuple[Obj | None, run_facts.RunFacts | None]:
-    """`resync_once`, and the saga-log facts it read (the log watch's baseline)."""
+    """`resync_once`, and the saga-log facts it read (the log watch's baseline, and the next
+    pass's `previous`)."""
     read: list[run_facts.RunFacts | None] = [None]
-    seen = resync_once(ctx, namespace, name, read)
+    seen = resync_once(ctx, namespace, name, read, previous)
     return seen, read[0]
 
 
 def resync_once(ctx: Context, namespace: str, name: str,
-                read: list[run_facts.RunFacts | None] | None = None) -> Obj | None:
+                read: list[run_facts.RunFacts | None] | None = None,
+                previous: run_facts.RunFacts | None = None) -> Obj | None:
     """One pass of the resync: the AgentRun's status made to show the log and its pod; returns
-    the run as this pass left it (None: gone or being deleted). `read` receives the facts."""
+    the run as this pass left it (None: gone or being deleted). `read` receives the facts;
+    `previous`, the facts of the run's last pass, are not read again if the log's fingerprint
+    of the run did not move since."""
     run = ctx.kube.get_run(namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
         return None
     current = phase(run)
-    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run),
-                                                              namespace)
+    facts = None if ctx.saga_log is None else run_facts.facts_since(
+        ctx.saga_log, run_id(run), previous, namespace)
     if facts is not None and facts.other_namespace:
         # an AgentRun naming another namespace's run sees nothing of it and decides nothing
         ctx.kube.update_status(namespace, name, lambda obj: None if (condition(
@@ -152,8 +158,9 @@ def resync_once(ctx: Context, namespace: str, name: str,
     def mutate(newest: Obj) -> Obj | None:
         # the log read after the newest object: a decision written to the log and then to
         # the object in between (a handler's) is never undone by facts read before it
-        fresh = None if ctx.saga_log is None else run_facts.facts_since(
-            ctx.saga_log, run_id(newest), facts)
+        # (`run` itself when this pass changed nothing: its facts were read after it)
+        fresh = None if ctx.saga_log is None else facts if newest is run else (
+            run_facts.facts_since(ctx.saga_log, run_id(newest), facts))
         if read is not None:
             read[0] = fresh
         return reflect(newest, fresh)
