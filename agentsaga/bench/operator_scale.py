@@ -125,9 +125,9 @@ def _wait_quiet(proxy: CountingProxy, proc: subprocess.Popen[bytes], quiet_s: fl
     """Until `settled()` and then the operator made no request for `quiet_s` (what its
     start-up set off has been handled)."""
     deadline = time.monotonic() + deadline_s
-    while not settled():
+    while not settled():  # (a listing of every AgentRun: not too often)
         _check_running(proc, deadline, deadline_s)
-        time.sleep(1.0)
+        time.sleep(3.0)
     while True:
         _check_running(proc, deadline, deadline_s)
         newest = proxy.quiet_since()
