@@ -9,14 +9,17 @@ Each resync daemon registers its run and sleeps until woken. Every
 - wakes the next few registered runs in turn for a full pass (the net for what no event
   reports: a pod deleted while a watch was down), as many as make every run pass once per
   `AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS`: a steady trickle, never a burst.
-Watch events on the AgentRun wake its daemon too (unless the event is the daemon's own status
-write). Finished runs have no daemon (`runs.needs_daemon`), so they are not checked at all; with
-nothing registered the loop ends, so an idle operator with only finished runs makes no request.
+Watch events on the AgentRun wake its daemon too, unless a pass has seen what the event shows
+(its own status write, kopf's finalizer and annotations). Finished runs have no daemon
+(`runs.needs_daemon`), so they are not checked at all; with nothing registered the loop ends, so
+an idle operator with only finished runs makes no request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
 from collections import deque
@@ -24,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from agentsaga.operator.gauges import RunGauges
+from agentsaga.operator.status import Obj
 
 from agentsaga.store import SagaLog
 from agentsaga.store.fingerprints import LogFingerprint
@@ -34,14 +38,24 @@ Key = tuple[str, str]
 """(namespace, AgentRun name)"""
 
 
+def content(body: Obj) -> str:
+    """What of an AgentRun a resync pass acts on, as a digest: its spec, status, generation and
+    deletion; not metadata that kopf keeps (finalizers, annotations) or the resourceVersion."""
+    meta = body.get("metadata") or {}
+    shown = [body.get("spec"), body.get("status"), meta.get("generation"),
+             meta.get("deletionTimestamp")]
+    return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
+
+
 @dataclass
 class Watched:
     run_id: str
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     fingerprint: LogFingerprint | None = None
     """As the run's last pass read it; None: not in the log then (any row wakes it)."""
-    written: str = ""
-    """resourceVersion of the daemon's own last write: its watch event wakes nobody."""
+    seen: str = ""
+    """`content` of the object as the run's last pass left it: a watch event showing the same
+    (the pass's own write, kopf's finalizer or annotations) wakes nobody."""
 
 
 class LogWatch:
@@ -57,6 +71,8 @@ class LogWatch:
         self._runs: dict[Key, Watched] = {}
         self._due: deque[Key] = deque()
         """The runs the bounded resync has still to wake in its current walk."""
+        self._credit = 0.0
+        """Wakes the walk owes: a fraction of a run per interval adds up."""
         self._loop: asyncio.Task[None] | None = None
 
     def register(self, key: Key, run_id: str) -> asyncio.Event:
@@ -69,17 +85,17 @@ class LogWatch:
     def unregister(self, key: Key) -> None:
         self._runs.pop(key, None)
 
-    def passed(self, key: Key, fingerprint: LogFingerprint | None, resource_version: str) -> None:
-        """A resync pass of this run read `fingerprint` and left the object at this version."""
+    def passed(self, key: Key, fingerprint: LogFingerprint | None, body: Obj) -> None:
+        """A resync pass of this run read `fingerprint` and left the object as `body`."""
         watched = self._runs.get(key)
         if watched is not None:
             watched.fingerprint = fingerprint
-            watched.written = resource_version
+            watched.seen = content(body)
 
-    def object_changed(self, key: Key, resource_version: str) -> None:
-        """A watch event of the AgentRun: wake its daemon unless it wrote this version."""
+    def object_changed(self, key: Key, body: Obj) -> None:
+        """A watch event of the AgentRun: wake its daemon unless a pass has seen what it shows."""
         watched = self._runs.get(key)
-        if watched is not None and resource_version != watched.written:
+        if watched is not None and content(body) != watched.seen:
             watched.wake.set()
 
     async def sleep(self, key: Key, stopped: Callable[[], Awaitable[object]],
@@ -116,7 +132,9 @@ class LogWatch:
     def walk_once(self) -> int:
         """Wake the next runs of the bounded resync's walk; returns how many."""
         count = len(self._runs)
-        due = min(count, math.ceil(count * self.interval / self.full_interval))
+        self._credit = min(self._credit + count * self.interval / self.full_interval, count)
+        due = math.floor(self._credit)
+        self._credit -= due
         woke = 0
         while woke < due:
             if not self._due:  # a new walk over the runs registered now

@@ -5,9 +5,10 @@ besides those the log announces (LISTEN/NOTIFY):
   AGENTSAGA_OPERATOR_RESYNC_BATCH per statement (notifications sent meanwhile are gone);
 - every round (a resync interval without a notification), the runs changed since the previous
   round began: a notification sent between two LISTEN connections is not lost;
-- the next slice of the open runs in run-id order, sized so that the walk covers every open
-  run once per AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS (a net for what no notification says: an
-  AgentRun deleted by force, a binding that was undone): a steady cost, not a burst per round;
+- the next slice of the open runs in run-id order, sized by the time since the last round so
+  that the walk covers every open run once per AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS (a net
+  for what no notification says: an AgentRun deleted by force, a binding that was undone): a
+  steady cost, not a burst per round;
 - the runs whose binding failed in the previous round.
 
 An idle log therefore costs one statement per round and the binding of a few open runs, not a
@@ -47,6 +48,8 @@ class OpenRunWalk:
         self._walked = 0
         """Open runs the current walk of slices has found so far."""
         self._round_began = 0.0
+        self._credit = 0.0
+        """Runs the walk owes: a fraction of a run per round adds up."""
         self.failed: set[str] = set()
         """Runs whose binding failed: bound again in the next round."""
 
@@ -57,7 +60,8 @@ class OpenRunWalk:
     def round(self) -> Iterator[Run]:
         """The runs to bind in this round, each once."""
         began = self._monotonic()
-        since = began - self._round_began + self.interval  # a statement's commit may lag
+        elapsed = began - self._round_began
+        since = elapsed + self.interval  # a statement's commit may lag
         self._round_began = began
         if self._whole:
             self._whole = False
@@ -65,14 +69,14 @@ class OpenRunWalk:
             for run in self._everything():
                 count += 1
                 yield run
-            self._open, self._cursor, self._walked = count, "", 0
+            self._open, self._cursor, self._walked, self._credit = count, "", 0, 0.0
             logger.info("bound the AgentRuns of every open run in the saga log (%d)", count)
             return
         seen: set[str] = set()
         retry, self.failed = self.failed, set()
         changed = self.saga_log.runs_changed_since(since)
         again = [r for r in (self.saga_log.run(i) for i in sorted(retry)) if r is not None]
-        for run in [*changed, *again, *self._slice()]:
+        for run in [*changed, *again, *self._slice(elapsed)]:
             if run.run_id not in seen:
                 seen.add(run.run_id)
                 yield run
@@ -86,10 +90,15 @@ class OpenRunWalk:
                 return
             after = runs[-1].run_id
 
-    def _slice(self) -> list[Run]:
-        """The next slice of the open runs; at the end of the ids, the walk starts over."""
-        size = max(1, min(self.batch,
-                          math.ceil(self._open * self.interval / self.full_interval)))
+    def _slice(self, elapsed: float) -> list[Run]:
+        """The next slice of the open runs, as many as `elapsed` seconds of the walk owe (none
+        yet: no statement); at the end of the ids, the walk starts over."""
+        owed = max(self._open, 1) * elapsed / self.full_interval
+        self._credit = min(self._credit + owed, float(self.batch))
+        size = math.floor(self._credit)
+        if size < 1:
+            return []
+        self._credit -= size
         runs = self.saga_log.open_runs(self._cursor, size)
         self._walked += len(runs)
         if len(runs) < size:

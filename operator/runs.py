@@ -62,12 +62,11 @@ def needs_daemon(body: kopf.Body, **_: Any) -> bool:
 @kopf.on.event(*AGENTRUNS, id="run-changed")
 async def run_changed(type: str | None, name: str, namespace: str | None, body: kopf.Body,
                       memo: Any, **_: Any) -> None:
-    """A watch event of an AgentRun wakes its daemon (not its own status write) and keeps the
-    pod → runs index (`run_pods`)."""
+    """A watch event of an AgentRun wakes its daemon (not its own status write, nor kopf's
+    bookkeeping) and keeps the pod → runs index (`run_pods`)."""
     if namespace is not None:
         context(memo).runs_by_pod.seen(namespace, name, None if type == "DELETED" else dict(body))
-        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
-        context(memo).log_watch.object_changed((namespace, name), version)
+        context(memo).log_watch.object_changed((namespace, name), dict(body))
 
 
 @kopf.daemon(*AGENTRUNS, id="resync", cancellation_timeout=5.0, when=needs_daemon)
@@ -93,8 +92,7 @@ async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.Daem
                 if seen is not None:
                     ctx.log_watch.register(key, run_id(seen))
                     ctx.log_watch.passed(key, None if found is None
-                                         else run_facts.fingerprint(found),
-                                         str(seen["metadata"].get("resourceVersion") or ""))
+                                         else run_facts.fingerprint(found), seen)
                     if phase(seen) in TIMED_PHASES or not phase(seen):
                         wait = ctx.config.resync_seconds
             except Exception as exc:  # the next pass retries; the API or Postgres may be back

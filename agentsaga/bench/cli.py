@@ -198,7 +198,8 @@ def _operator_scale(out: dict[str, Any], args: argparse.Namespace, database: Ben
                operator_rss_mb=found.rss_mb, eviction_to_job_s=found.eviction_to_job_s,
                operator_settle_s=found.settle_s, operator_finished_runs=found.finished,
                operator_background_qps=found.background_qps,
-               operator_idle_requests=found.requests)
+               operator_idle_requests=found.requests,
+               operator_idle_requests_per_10s=found.timeline)
 
 
 def _put(out: dict[str, Any], name: str, sample: Sample) -> None:

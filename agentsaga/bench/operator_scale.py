@@ -61,6 +61,8 @@ class OperatorScale:
     just before over as long a window, and taken off the operator's figure."""
     requests: dict[str, int]
     """The idle window's API requests by verb and path, object names left out."""
+    timeline: list[int]
+    """The idle window's API requests per 10 s: steady, or the tail of the start-up."""
 
     @property
     def api_rps(self) -> float:
@@ -165,6 +167,10 @@ def _started_up(kube: KubeHttp, namespace: str, live: list[str], total: int,
     return check
 
 
+def _steps(since: float, until: float, step: float) -> list[float]:
+    return [since + i * step for i in range(int((until - since) // step))]
+
+
 _NAMED = re.compile(r"/(agentruns|pods|jobs|namespaces|leases)/[^/?]+")
 _UNNAMED = r"/\1/*"
 
@@ -228,6 +234,7 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
         sql = transactions(admin_dsn, db) - xacts
         api = proxy.count(since, until)
         kinds = request_kinds(list(proxy.stamps), since, until)
+        timeline = [proxy.count(t, min(t + 10.0, until)) for t in _steps(since, until, 10.0)]
         rss = rss_mb(proc.pid)
         progress("operator scale: evicting a running run's pod")
         evict_s = _eviction_to_job(kube, saga_log_dsn=dsn, namespace=namespace, prefix=prefix,
@@ -237,7 +244,7 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
         log.close()
         proxy.stop()
     return OperatorScale(runs, len(finished), until - since, settle_s, api, sql, rss, evict_s,
-                         background, kinds)
+                         background, kinds, timeline)
 
 
 def _eviction_to_job(kube: KubeHttp, *, saga_log_dsn: str, namespace: str, prefix: str,
