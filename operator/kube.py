@@ -72,14 +72,18 @@ class KubeApi:
             _content_type="application/merge-patch+json")
 
     def update_status(self, namespace: str, name: str, mutate: Mutation,
-                      attempts: int = 8, current: Obj | None = None) -> Obj | None:
+                      attempts: int = 8, current: Obj | None = None,
+                      seen: list[Obj] | None = None) -> Obj | None:
         """CAS-write the status patch `mutate(newest)`; returns the written object or None.
-        `current`: the object as the caller just read it, tried first (a 409 reads it anew)."""
+        `current`: the object as the caller just read it, tried first (a 409 reads it anew);
+        `seen` receives the newest object read (what nothing was written to, on None)."""
         for attempt in range(attempts):
             if attempt or current is None:
                 current = self.get_run(namespace, name)
             if current is None:
                 return None
+            if seen is not None:
+                seen.append(current)
             patch = mutate(current)
             if not patch:
                 return None

@@ -83,8 +83,9 @@ def bind(ctx: Context, run: Run) -> Obj | None:
                 **({"phase": "Running", "orphanedAt": None, "orphanReason": None}
                    if live else {})}
 
-    written = ctx.kube.update_status(run.namespace, name, mutate)
-    current = written or ctx.kube.get_run(run.namespace, name)
+    seen: list[Obj] = []
+    written = ctx.kube.update_status(run.namespace, name, mutate, seen=seen)
+    current = written or (seen[-1] if seen else None)
     if current is not None and ((current.get("spec") or {}).get("runId") or name) == run.run_id:
         copy_policy(ctx, run, current)
         _annotate_trace(ctx, run, current)

@@ -1,5 +1,5 @@
 """What keeps the operator idle at scale, against a real saga log: the binding loop's rounds
-(`run_walk`) bind every open run at start-up, then a bounded slice of them per round plus what
+(`run_walk`) bind every open run of a namespace at start-up, then a bounded slice of them per round plus what
 changed and what failed, never every open run per round; the log watch's fingerprint, read in
 SQL for a batch of runs, equals the one a resync pass computes from what it read (else every
 round would wake every run again); the bounded resync wakes a steady share of the runs."""
@@ -40,6 +40,7 @@ def _runs(saga_log: SagaLog, dsn: str) -> None:
     """The open and ended runs, last changed an hour ago (a round sees only newer changes)."""
     for run_id in OPEN + ENDED:
         saga_log.begin_run(run_id, agent="bench", namespace="default")
+    saga_log.begin_run("outside", agent="bench")  # no namespace: no AgentRun to bind
     for run_id in ENDED:
         saga_log.set_run_state(run_id, 1, RunState.SUCCEEDED, end=True)
     with psycopg.connect(dsn) as conn:
@@ -52,7 +53,7 @@ def test_the_binding_rounds_walk_every_open_run_once_per_full_resync(pg: str) ->
         _runs(saga_log, pg)
         walk = OpenRunWalk(saga_log, config, monotonic=Steps(10.0))
         first = [r.run_id for r in walk.round()]
-        assert sorted(first) == OPEN  # start-up: every open run, none that ended
+        assert sorted(first) == OPEN  # start-up: every open run of a namespace, none ended
 
         slice_size = len(OPEN) * 10 // 40
         rounds = [[r.run_id for r in walk.round()] for _ in range(len(OPEN) // slice_size)]
