@@ -7,8 +7,8 @@ besides those the log announces (LISTEN/NOTIFY):
   round began: a notification sent between two LISTEN connections is not lost;
 - the next slice of the open runs in run-id order, sized by the time since the last round so
   that the walk covers every open run once per AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS (a net
-  for what no notification says: an AgentRun deleted by force, a binding that was undone): a
-  steady cost, not a burst per round;
+  for what no notification says: a binding undone, a policy changed): a steady cost, not a
+  burst per round;
 - the runs whose binding failed in the previous round.
 
 An idle log therefore costs one statement per round and the binding of a few open runs, not a

@@ -164,7 +164,7 @@ def resync_once(ctx: Context, namespace: str, name: str,
         return reflect(newest, fresh)
 
     # a pass that changed nothing reads the object once (the write is a compare-and-swap)
-    written = ctx.kube.update_status(namespace, name, mutate, current=None if acted else run)
+    written = ctx.kube.update_status(namespace, name, mutate, known=None if acted else run)
     return written or run
 
 
@@ -179,6 +179,11 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
             run, "Accepted", True, "Observed", "the operator tracks this run")
     if facts is not None and facts.run is not None:
         db = facts.run
+        if (condition(run, "RunLinked") or {}).get("status") == "False":
+            # the namespace's own run began since: this AgentRun shows it now
+            patch["conditions"] = with_condition(
+                run, "RunLinked", True, "Linked", f"the AgentRun shows run {db.run_id}",
+                patch.get("conditions"))
         if status.get("steps") != facts.counts:
             patch["steps"] = facts.counts
         if status.get("ownerEpoch") != db.owner_epoch:

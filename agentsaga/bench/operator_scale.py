@@ -37,6 +37,7 @@ from typing import Any
 from agentsaga import subprocesses
 from agentsaga.bench.kube_proxy import CountingProxy
 from agentsaga.bench.processes import rss_mb
+from agentsaga.keys import log_run_id
 from agentsaga.store import SagaLog
 from agentsaga.store.provisioning import database_name, transactions
 
@@ -197,7 +198,7 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
     progress(f"operator scale: {len(finished)} finished and {len(live)} running AgentRuns")
     with SagaLog(dsn, min_size=1, max_size=4).open(migrate=False) as saga_log:
         for name in live:
-            saga_log.begin_run(name, agent="bench", namespace=namespace)
+            saga_log.begin_run(log_run_id(namespace, name), agent="bench", namespace=namespace)
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda n: kube.agentrun(namespace, n, {
             "phase": "Succeeded", "message": "the run ended in the saga log (succeeded)"}),
@@ -263,7 +264,7 @@ def _eviction_to_job(kube: KubeHttp, *, saga_log_dsn: str, namespace: str, prefi
     # the run begins in the log after its AgentRun exists: the operator, told of the new run,
     # adopts that AgentRun rather than creating one first
     with SagaLog(saga_log_dsn, min_size=1, max_size=2).open(migrate=False) as saga_log:
-        saga_log.begin_run(name, agent="bench", namespace=namespace)
+        saga_log.begin_run(log_run_id(namespace, name), agent="bench", namespace=namespace)
     _wait_quiet(proxy, proc, 1.0, 120.0)
     jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     before = {j["metadata"]["name"] for j in kube.call("GET", jobs)["items"]}

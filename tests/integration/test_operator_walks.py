@@ -1,8 +1,9 @@
 """What keeps the operator idle at scale, against a real saga log: the binding loop's rounds
-(`run_walk`) bind every open run of a namespace at start-up, then a bounded slice of them per round plus what
-changed and what failed, never every open run per round; the log watch's fingerprint, read in
-SQL for a batch of runs, equals the one a resync pass computes from what it read (else every
-round would wake every run again); the bounded resync wakes a steady share of the runs."""
+(`run_walk`) bind every open run of a namespace at start-up, then a bounded slice of them per
+round plus what changed and what failed, never every open run per round; the log watch's
+fingerprint, read in SQL for a batch of runs, equals the one a resync pass computes from what
+it read (else every round would wake every run again); the bounded resync wakes a steady share
+of the runs."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from agentsaga.operator.log_watch import LogWatch
 from agentsaga.operator.run_facts import facts, facts_since, fingerprint
 from agentsaga.operator.run_walk import OpenRunWalk
 
-from agentsaga.keys import step_key
+from agentsaga.keys import log_run_id, step_key
 from agentsaga.states import RunState, StepStatus
 from agentsaga.store import SagaLog
 
-OPEN = [f"run-{i:02d}" for i in range(12)]
-ENDED = ["ended-0", "ended-1", "ended-2"]
+OPEN = [log_run_id("default", f"run-{i:02d}") for i in range(12)]
+ENDED = [log_run_id("default", f"ended-{i}") for i in range(3)]
+NEW, FP = log_run_id("default", "run-new"), log_run_id("default", "fp")
 
 
 class Steps:
@@ -60,41 +62,41 @@ def test_the_binding_rounds_walk_every_open_run_once_per_full_resync(pg: str) ->
         assert all(len(r) == slice_size for r in rounds), rounds
         assert sorted(itertools.chain(*rounds)) == OPEN  # a full walk: each open run once
 
-        saga_log.begin_run("run-new", agent="bench", namespace="default")
-        walk.failed.add("run-05")
+        saga_log.begin_run(NEW, agent="bench", namespace="default")
+        walk.failed.add(OPEN[5])
         changed = [r.run_id for r in walk.round()]
         # the new run (changed since the last round), the one that failed, then the walk's
         # next slice (here the end of the ids: the walk starts over after it), each run once
-        assert changed[:2] == ["run-new", "run-05"]
+        assert changed[:2] == [NEW, OPEN[5]]
         assert len(changed) == len(set(changed))
         # the next round: run-new again (changed within a round and an interval), and the
         # walk from the start, its slices sized for the 13 open runs it found (3.25 a round)
-        assert [r.run_id for r in walk.round()] == ["run-new", *OPEN[:3]]
+        assert [r.run_id for r in walk.round()] == [NEW, *OPEN[:3]]
 
         walk.lost()
-        assert sorted(r.run_id for r in walk.round()) == sorted([*OPEN, "run-new"])
+        assert sorted(r.run_id for r in walk.round()) == sorted([*OPEN, NEW])
 
 
 def test_the_fingerprint_read_in_sql_is_the_one_a_pass_computes(pg: str) -> None:
     with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
-        saga_log.begin_run("fp", agent="bench", namespace="default")
+        saga_log.begin_run(FP, agent="bench", namespace="default")
         outcomes = {"create_ticket": StepStatus.CONFIRMED, "send_email": StepStatus.UNKNOWN}
         for idx, (tool, status) in enumerate(outcomes.items()):
-            saga_log.record_intent("fp", 1, idx, tool=tool, tool_class="compensatable",
-                                   key=step_key("fp", idx, tool), args={"n": idx},
+            saga_log.record_intent(FP, 1, idx, tool=tool, tool_class="compensatable",
+                                   key=step_key(FP, idx, tool), args={"n": idx},
                                    compensation={"tool": "close_ticket", "args": {}},
                                    audience=())
-            saga_log.record_outcome("fp", 1, idx, status, error="timed out")
-        before = facts(saga_log, "fp")
-        assert saga_log.log_fingerprints(["fp"])["fp"] == fingerprint(before)
-        assert facts_since(saga_log, "fp", before) is before  # unchanged: not read again
+            saga_log.record_outcome(FP, 1, idx, status, error="timed out")
+        before = facts(saga_log, FP)
+        assert saga_log.log_fingerprints([FP])[FP] == fingerprint(before)
+        assert facts_since(saga_log, FP, before) is before  # unchanged: not read again
 
-        saga_log.ask_human("fp", 1, 1, step_key("fp", 1, "send_email"), "no lookup")
-        after = facts(saga_log, "fp")
+        saga_log.ask_human(FP, 1, 1, step_key(FP, 1, "send_email"), "no lookup")
+        after = facts(saga_log, FP)
         assert after.awaiting_human == [1]
-        assert saga_log.log_fingerprints(["fp"])["fp"] == fingerprint(after)
+        assert saga_log.log_fingerprints([FP])[FP] == fingerprint(after)
         assert fingerprint(after) != fingerprint(before)  # the log watch wakes the run
-        assert facts_since(saga_log, "fp", before).awaiting_human == [1]
+        assert facts_since(saga_log, FP, before).awaiting_human == [1]
 
 
 def test_the_bounded_resync_wakes_a_steady_share_of_the_runs() -> None:
