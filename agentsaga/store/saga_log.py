@@ -16,6 +16,7 @@ from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
 from agentsaga.store.fingerprints import FingerprintStatements
 from agentsaga.store.hooks import NoHooks, StoreHooks
+from agentsaga.store.open_runs import OpenRunStatements
 from agentsaga.store.retention import RetentionStatements
 from agentsaga.store.runs import RunStatements
 from agentsaga.store.settlements import SettlementStatements
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStatements,
               CountStatements, WaitStatements, SettlementStatements, RetentionStatements,
-              FingerprintStatements):
+              FingerprintStatements, OpenRunStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own)."""
 
