@@ -122,7 +122,8 @@ class OperatorSettings:
     full_resync_seconds: float = variable(
         "AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS", 1800.0,
         "how often, besides events, each unfinished AgentRun is fully resynced against its pod "
-        "and the log (spread by ±25%); finished runs are never resynced", positive=True)
+        "and the log, and each open run's AgentRun bound again (a walk of a few runs per "
+        "resync interval); finished runs are never resynced", positive=True)
     resync_batch: int = variable(
         "AGENTSAGA_OPERATOR_RESYNC_BATCH", 500,
         "runs whose saga log one change-check query reads", positive=True)

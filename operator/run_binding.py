@@ -2,9 +2,9 @@
 and binds their AgentRuns (the sidecar holds no Kubernetes credentials).
 
 A run that begins or changes owner in the log is announced on the Postgres channel
-`agentsaga_runs` (a trigger, migration 007); the operator LISTENs, and every
-AGENTSAGA_OPERATOR_RESYNC_SECONDS resyncs every open run as the fallback (a notification is
-lost while the operator is down). For each run with a namespace (a sidecar in a pod), it
+`agentsaga_runs` (a trigger, migration 007); the operator LISTENs, and binds what no
+notification announced in bounded rounds (`run_walk`: every open run at start-up, a slice of
+them per AGENTSAGA_OPERATOR_RESYNC_SECONDS). For each run with a namespace (a sidecar in a pod), it
 
 - creates the AgentRun in the run's namespace, or adopts the one there (`spec.runId` must name
   the run: an AgentRun of another run is left alone with a condition). A run of a namespace is
@@ -27,6 +27,7 @@ from typing import Any
 
 import kopf
 from agentsaga.operator.context import Context, context
+from agentsaga.operator.run_walk import OpenRunWalk
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
 
 from agentsaga import telemetry
@@ -132,33 +133,39 @@ def other_namespace_condition(body: Obj) -> list[Obj]:
 
 
 def follow_log(ctx: Context, stop: threading.Event) -> None:
-    """Until `stop`: bind the AgentRun of every run the log announces; every resync interval
-    (and whenever the LISTEN connection fails) resync every open run."""
+    """Until `stop`: bind the AgentRun of every run the log announces, and in each round
+    without a notification those of `run_walk` (after a lost LISTEN connection: every open
+    run again)."""
     saga_log = ctx.saga_log
     if saga_log is None:
         return
+    walk = OpenRunWalk(saga_log, ctx.config)
     while not stop.is_set():
         try:
-            for run in saga_log.changed_runs(ctx.config.resync_seconds * 2):
-                _bind_quietly(ctx, run)
-            saga_log.listen_runs(lambda run_id: _bind_id(ctx, run_id), stop.is_set,
+            for run in walk.round():
+                if not _bind_quietly(ctx, run):
+                    walk.failed.add(run.run_id)
+            saga_log.listen_runs(lambda run_id: _bind_id(ctx, run_id, walk), stop.is_set,
                                  timeout=ctx.config.resync_seconds)
         except Exception as exc:  # Postgres or the API went away: resync once they are back
             logger.warning("following the saga log: %s", exc)
+            walk.lost()
             stop.wait(min(5.0, ctx.config.resync_seconds))
 
 
-def _bind_id(ctx: Context, run_id: str) -> None:
+def _bind_id(ctx: Context, run_id: str, walk: OpenRunWalk) -> None:
     run = None if ctx.saga_log is None else ctx.saga_log.run(run_id)
-    if run is not None:
-        _bind_quietly(ctx, run)
+    if run is not None and not _bind_quietly(ctx, run):
+        walk.failed.add(run_id)
 
 
-def _bind_quietly(ctx: Context, run: Run) -> None:
+def _bind_quietly(ctx: Context, run: Run) -> bool:
     try:
         bind(ctx, run)
-    except Exception as exc:  # one run's trouble never stops the others; the resync retries
+    except Exception as exc:  # one run's trouble never stops the others; the next round retries
         logger.warning("binding the AgentRun of run %s: %s", run.run_id, exc)
+        return False
+    return True
 
 
 _STOP = threading.Event()

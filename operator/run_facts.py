@@ -113,7 +113,19 @@ def fingerprint(found: RunFacts) -> LogFingerprint | None:
                                                 key=lambda kv: int(kv[0])))
     return (str(run.state), run.owner_epoch, run.irreversible_before_pivot,
             "" if pivot is None else str(pivot.state), "" if pivot is None else pivot.plan_hash,
-            steps, pending)
+            steps, pending, ",".join(str(i) for i in sorted(found.awaiting_human)))
+
+
+def facts_since(saga_log: SagaLog, run_id: str, before: RunFacts | None,
+                namespace: str = "") -> RunFacts:
+    """What the log says about the run now, as `facts` reads it: `before` (read the same way)
+    again when the run's fingerprint has not moved since (one statement instead of four)."""
+    if (before is not None and before.run is not None and before.run.run_id == run_id
+            and not before.other_namespace):
+        now = saga_log.log_fingerprints([run_id]).get(run_id)
+        if now is not None and now == fingerprint(before):
+            return before
+    return facts(saga_log, run_id, namespace)
 
 
 def _elsewhere(saga_log: SagaLog, run_id: str, namespace: str) -> bool:

@@ -209,15 +209,6 @@ class RunStatements(StoreBase):
                 (pod_uid, run_id, pod_uid, pod_uid)).fetchone()
         return row is not None
 
-    def changed_runs(self, since_s: float) -> list[Run]:
-        """Runs changed in the last `since_s` seconds and every open run (the resync)."""
-        with self.db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {RUN_COLUMNS} FROM saga_runs WHERE ended_at IS NULL"
-                " OR updated_at > now() - make_interval(secs => %s) ORDER BY updated_at",
-                (since_s,)).fetchall()
-        return [run_from_row(r) for r in rows]
-
     def listen_runs(self, on_run: Callable[[str], None], stop: Callable[[], bool], *,
                     timeout: float) -> None:
         """LISTEN on `agentsaga_runs` until `stop()`: `on_run(run_id)` for each run created or

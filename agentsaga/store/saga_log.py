@@ -17,6 +17,7 @@ from agentsaga.store.cursors import Cursors
 from agentsaga.store.fingerprints import FingerprintStatements
 from agentsaga.store.group_commit import GroupCommit
 from agentsaga.store.hooks import NoHooks, StoreHooks
+from agentsaga.store.open_runs import OpenRunStatements
 from agentsaga.store.retention import RetentionStatements
 from agentsaga.store.runs import RunStatements
 from agentsaga.store.settlements import SettlementStatements
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStatements,
               CountStatements, WaitStatements, SettlementStatements, RetentionStatements,
-              FingerprintStatements):
+              FingerprintStatements, OpenRunStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
     outcome, compensation and correction (telemetry installs its own). Outcomes commit without
     waiting for the WAL flush with `async_outcomes`; `group_outcomes` also writes concurrent
