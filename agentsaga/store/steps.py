@@ -16,9 +16,9 @@ from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, 
 from agentsaga.store.base import StoreBase, text_array, to_json
 from agentsaga.store.connections import translate
 from agentsaga.store.fencing import (
-    OPEN_STATES_SQL,
     check_answer,
     check_epoch,
+    fenced_batch_sql,
     fenced_sql,
     status_in,
 )
@@ -41,26 +41,20 @@ def _outcome_sql(expect_sql: str, returning: str) -> str:
 
 _LONE_OUTCOME_SQL = _outcome_sql(_UNSETTLED_SQL, _OUTCOME_COLUMNS)
 
-# One batch of the group commit: each row's values as arrays; the batch's runs locked as the
-# single-row fence locks one (`fenced_sql`), in one order; each row written only under its own
-# epoch (and open state unless `ended_ok`); for each row, the run's epoch and state and the
-# written columns (NULLs when nothing was written), as `fenced_sql` answers.
-_BATCH_SQL = (
-    "WITH v AS (SELECT * FROM unnest(%(i)s::int[], %(run_id)s::text[], %(step_idx)s::int[],"
+# One batch of the group commit: each row's values as arrays, written under its own epoch
+# (`fenced_batch_sql`).
+_BATCH_SQL = fenced_batch_sql(
+    "SELECT * FROM unnest(%(i)s::int[], %(run_id)s::text[], %(step_idx)s::int[],"
     " %(epoch)s::bigint[], %(status)s::text[], %(result)s::jsonb[], %(ref)s::text[],"
     " %(error)s::text[], %(ended_ok)s::bool[])"
-    " AS v(i, run_id, step_idx, epoch, status, result, ref, error, ended_ok)),"
-    " run AS (SELECT run_id, owner_epoch, state FROM saga_runs"
-    " WHERE run_id IN (SELECT run_id FROM v) ORDER BY run_id FOR SHARE),"
-    " w AS (UPDATE saga_log s SET status = v.status, result = COALESCE(v.result, s.result),"
+    " AS v(i, run_id, step_idx, epoch, status, result, ref, error, ended_ok)",
+    "UPDATE saga_log s SET status = v.status, result = COALESCE(v.result, s.result),"
     " external_ref = COALESCE(v.ref, s.external_ref), error = v.error, updated_at = now()"
-    " FROM v JOIN run ON run.run_id = v.run_id"
-    f" WHERE s.run_id = v.run_id AND s.step_idx = v.step_idx AND s.{_UNSETTLED_SQL}"
-    f" AND run.owner_epoch = v.epoch AND (v.ended_ok OR run.state IN ({OPEN_STATES_SQL}))"
+    " FROM v, run WHERE s.run_id = v.run_id AND s.step_idx = v.step_idx"
+    f" AND s.{_UNSETTLED_SQL} AND {{fence}}"
     " RETURNING v.i AS i, s.status AS status, s.external_ref AS external_ref,"
-    " s.result AS result, s.error AS error, s.updated_at AS updated_at)"
-    " SELECT v.i, run.owner_epoch, run.state, w.status, w.external_ref, w.result, w.error,"
-    " w.updated_at FROM v LEFT JOIN run ON run.run_id = v.run_id LEFT JOIN w ON w.i = v.i")
+    " s.result AS result, s.error AS error, s.updated_at AS updated_at",
+    ("status", "external_ref", "result", "error", "updated_at"))
 
 
 def _row_at_fault(exc: LogUnavailable) -> bool:
