@@ -26,7 +26,7 @@ from agentsaga.environment import load, read_secret, variable
 __all__ = ["ConnectorSettings", "DebugSettings", "McpSettings", "OperatorSettings",
            "OutcomeCommit", "Settings", "TelemetrySettings", "read_secret"]
 
-OutcomeCommit = Literal["sync", "async"]
+OutcomeCommit = Literal["sync", "async", "group"]
 
 
 def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -190,9 +190,11 @@ class Settings:
     pool_max: int = variable(
         "AGENTSAGA_POOL_MAX", 16, "the saga log's largest connection pool", minimum=1)
     outcome_commit: OutcomeCommit = variable(
-        "AGENTSAGA_OUTCOME_COMMIT", "async",
+        "AGENTSAGA_OUTCOME_COMMIT", "group",
         "`async` skips the WAL flush wait for outcome rows (a lost outcome leaves the INTENDED "
-        "row, which reconcile settles); INTENDED rows are always durable (R2)")
+        "row, which reconcile settles); `group` does too, and writes concurrent dispatches' "
+        "outcomes as one statement, each dispatch answered once its own row is committed; "
+        "`sync` waits for the flush; INTENDED rows are always durable (R2)")
     listen: str = variable(
         "AGENTSAGA_LISTEN", "127.0.0.1:50051", "the sidecar's address: host:port or unix:/path")
     tools: tuple[str, ...] = variable(

@@ -29,6 +29,7 @@ from agentsaga.bench import (
     log_scale,
     mcp_overhead,
     operator_scale,
+    outcome_commit,
     overhead,
     reconcile_scale,
     throughput,
@@ -142,6 +143,8 @@ def _measure(args: argparse.Namespace, database: BenchDatabase,
     finally:
         if sidecar is not None:
             sidecar.stop()
+    out.update(outcome_commit.measure(dsn, args.calls, args.seconds, CONCURRENCY,
+                                      1 if args.quick else 2, progress))
     progress("the MCP path: an upstream MCP tool directly and through the sidecar")
     mcp = mcp_overhead.measure(dsn, args.calls)
     _put(out, "mcp_direct", mcp.direct)
@@ -323,6 +326,14 @@ def render(out: dict[str, Any]) -> str:
     lines.append("")
     tp = ", ".join(f"{c} runs {out[f'throughput_{c}_per_s']:.0f}/s" for c in CONCURRENCY)
     lines.append(f"throughput (side-effecting dispatches, one sidecar): {tp}")
+    lines.append(
+        "outcome commit, side by side: sequential p50/p99 async "
+        f"{out['sidecar_dispatch_async_p50_ms']:.3f}/{out['sidecar_dispatch_async_p99_ms']:.3f}"
+        f" ms, group {out['sidecar_dispatch_group_p50_ms']:.3f}/"
+        f"{out['sidecar_dispatch_group_p99_ms']:.3f} ms; throughput async/group "
+        + ", ".join(f"{c} runs {out[f'throughput_{c}_runs_async']:.0f}/"
+                    f"{out[f'throughput_{c}_runs_group']:.0f}/s" for c in CONCURRENCY)
+        + f" (group {out['group_vs_async_throughput_32']:.2f}x async at 32 runs)")
     lines.append(f"sidecar RSS: idle {out['sidecar_rss_idle_mb']:.1f} MiB, under load "
                  f"{out['sidecar_rss_mb']:.1f} MiB; start-up to SERVING {out['startup_s']:.2f} s")
     extra = (f" (extrapolated from {out['reconcile_unbatched_sample_rows']} rows)"
