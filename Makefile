@@ -32,8 +32,9 @@ demo: $(VENV)/.installed-demo
 tools: $(VENV)/.installed-test
 	$(PY) -P tools/install_binaries.py
 
+# three worker processes, each test file whole in one of them (module fixtures stay together)
 test: $(VENV)/.installed-test tools
-	$(PY) -P -m pytest
+	$(PY) -P -m pytest -n 3 --dist loadfile
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

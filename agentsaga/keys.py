@@ -32,3 +32,24 @@ def run_id_problem(run_id: str) -> str | None:
             "punctuation; use a name such as 'refund-1182'"
         )
     return None
+
+
+NAMESPACE_SEPARATOR = "/"
+"""Between a run's namespace and its id in the saga log: never in a run id nor a namespace."""
+
+
+def log_run_id(namespace: str, run_id: str) -> str:
+    """The run's id in the saga log: `namespace/run-id` for a run of a Kubernetes namespace, the
+    bare id outside Kubernetes. A run id is unique within its namespace, not across them: two
+    namespaces may both run `refund-1`, as two runs under two sets of keys (R3), and neither
+    can reach the other's. Idempotent: an id already qualified with `namespace` is returned as
+    it is."""
+    if not namespace or run_id.startswith(namespace + NAMESPACE_SEPARATOR):
+        return run_id
+    return f"{namespace}{NAMESPACE_SEPARATOR}{run_id}"
+
+
+def split_log_run_id(log_id: str) -> tuple[str, str]:
+    """(namespace, run id) of a saga-log run id; the namespace is empty outside Kubernetes."""
+    namespace, qualified, run_id = log_id.partition(NAMESPACE_SEPARATOR)
+    return (namespace, run_id) if qualified else ("", log_id)

@@ -12,7 +12,8 @@ error messages (PCI: store no PAN; no credential at rest in clear).
   private keys become `[redacted]`.
 
 `redact_value` applies it to every string of a JSON value (and masks a card number given as a
-JSON number); the saga log stores every JSON value and error text through it. What the tool
+JSON number); the saga log stores every JSON value and error text through it. `clip` masks
+before it shortens a text: a card number cut in half no longer passes the Luhn check. What the tool
 itself receives is unchanged: masking happens on the way to storage, after the call's
 arguments, its compensation and its key were taken from the real values.
 """
@@ -92,6 +93,16 @@ def redact_text(text: str) -> str:
     for pattern, replacement in _SECRETS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def clip(text: str, limit: int, marker: str = "...") -> str:
+    """`text` masked, then cut to at most `limit` characters (ending in `marker` when cut):
+    masking first, so a cut never leaves the head of a card number (which then fails the Luhn
+    check) or of a secret in clear."""
+    masked = redact_text(text)
+    if len(masked) <= limit:
+        return masked
+    return masked[:max(limit - len(marker), 0)] + marker
 
 
 def redact_optional(text: str | None) -> str | None:

@@ -7,7 +7,8 @@ import json
 import re
 from typing import Any
 
-from agentsaga.errors import InvalidArguments, InvalidRunId
+from agentsaga import keys
+from agentsaga.errors import InvalidArguments, InvalidRunId, PermissionDenied
 from agentsaga.keys import run_id_problem
 from agentsaga.registry import JSON
 from agentsaga.states import RunState
@@ -20,6 +21,21 @@ def check_run_id(run_id: str) -> None:
     problem = run_id_problem(run_id)
     if problem:
         raise InvalidRunId(problem)
+
+
+def log_run_id(run_id: str, namespace: str = "") -> str:
+    """The saga-log id of the run an agent names (`keys.log_run_id`): always a run of the
+    sidecar's own namespace. The agent names it bare (`refund-1`), or qualified with that
+    namespace (`payments/refund-1`, as the log and the CLI show it); never another's."""
+    prefix, qualified, bare = run_id.rpartition(keys.NAMESPACE_SEPARATOR)
+    if qualified and namespace:
+        if prefix != namespace:
+            raise PermissionDenied(
+                f"run {run_id[:160]!r} names namespace {prefix[:64]!r}; this sidecar serves "
+                f"the runs of namespace {namespace!r} only. Name the run without a namespace.")
+        run_id = bare
+    check_run_id(run_id)
+    return keys.log_run_id(namespace, run_id)
 
 
 DEFAULT_DEPTH = 64

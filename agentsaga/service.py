@@ -41,7 +41,7 @@ from agentsaga.errors import PermissionDenied, PivotError, RateLimited, RunEnded
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import JSON, Registry
-from agentsaga.requests import check_run_id, end_state, parse_args, parse_plan
+from agentsaga.requests import end_state, log_run_id, parse_args, parse_plan
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
@@ -98,12 +98,18 @@ class SagaService:
 
     # -- runs ------------------------------------------------------------------------------
 
+    def log_id(self, run_id: str) -> str:
+        """The saga-log id of the run a request names: a run of this sidecar's namespace
+        (`namespace/run-id`; the bare id outside Kubernetes). A run id is unique within its
+        namespace; a request never reaches another namespace's run."""
+        return log_run_id(run_id, self.settings.pod_namespace)
+
     def begin_run(self, run_id: str, *, agent: str = "") -> BeganRun:
         """Create or adopt the run (R12); this process then holds its epoch. The run is bound
         to this sidecar's pod, known from the downward API only (AGENTSAGA_POD_NAME, _UID,
         _NAMESPACE, set by the chart's injection), never from the request; a run bound to
         another pod is adopted only once the operator saw that pod go."""
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         existing = self.saga_log.run(run_id)
         if existing is not None and not existing.open:
             raise RunEnded(f"run {run_id!r} has ended ({existing.state}); start a new run id")
@@ -122,7 +128,7 @@ class SagaService:
         """Begin or adopt the run unless this process holds its epoch already: the first call
         of a front end that has no BeginRun (MCP) begins the run, later ones do not adopt it
         again. Under the run lock, so that two first calls adopt it once."""
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         with self.run_lock(run_id):
             if not self.holds(run_id):
                 self.begin_run(run_id, agent=agent)
@@ -132,7 +138,7 @@ class SagaService:
         return run_id in self._epochs
 
     def get_run(self, run_id: str) -> RunView:
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         run = self.saga_log.require_run(run_id)
         self.check_bound(run)
         return RunView(run, self.saga_log.steps(run_id))
@@ -143,7 +149,7 @@ class SagaService:
 
     def end_run(self, run_id: str, outcome: str = "Succeeded") -> Run:
         """End the run as Succeeded or Failed (the agent's words)."""
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         call = EndRunCall(run_id, end_state(outcome))
         proceed: Callable[[EndRunCall], Run] = self._end_run
         for interceptor in reversed(self.interceptors):
@@ -203,13 +209,14 @@ class SagaService:
     def dispatch_request(self, run_id: str, tool: str, args_json: str) -> DispatchResult:
         """A tool call as a front end receives it: the run id checked, the run's rate limit
         taken, the arguments parsed (a JSON object of bounded size)."""
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         self.limiter.take(run_id)
         return self.dispatch(run_id, tool, parse_args(args_json, self.settings.max_args_bytes,
                                                       self.settings.max_json_depth))
 
     def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
         """One tool call through the registry, the saga log and the real system."""
+        run_id = self.log_id(run_id)
         cls = self.registry.get(tool).cls if tool in self.registry else ""
         proceed: Callable[[DispatchCall], DispatchResult] = self._dispatch
         for interceptor in reversed(self.interceptors):
@@ -219,8 +226,7 @@ class SagaService:
         return out
 
     def _dispatch(self, call: DispatchCall) -> DispatchResult:
-        run_id = call.run_id
-        check_run_id(run_id)
+        run_id = self.log_id(call.run_id)
         spec = self.registry.get(call.tool)
         check_arguments(spec, call.args)  # typed, before anything is written (R2)
         if not spec.logged:
@@ -248,13 +254,13 @@ class SagaService:
     # -- the pivot (R10) -------------------------------------------------------------------
 
     def reach_pivot(self, run_id: str, plan: list[JSON]) -> PivotRecord:
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         with self.run_lock(run_id):
             return pivot.stage(self.saga_log, self.registry, run_id, self.epoch(run_id), plan)
 
     def reach_pivot_request(self, run_id: str, plan_json: str) -> PivotRecord:
         """ReachPivot from raw input: the plan's depth checked before it is parsed."""
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         return self.reach_pivot(run_id, parse_plan(plan_json, self.settings.max_json_depth))
 
     def await_decision(self, run_id: str, timeout: float,
@@ -263,7 +269,7 @@ class SagaService:
         MAX_S; `gone`: whether the caller left (the wait ends then). At most half the workers
         wait at once; one more wait is refused (RESOURCE_EXHAUSTED) rather than starve the
         others."""
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         self.saga_log.require_run(run_id)
         bounded = min(max(0.0, timeout), self.settings.await_decision_max_s)
         if not self._waiters.acquire(blocking=False):
@@ -279,14 +285,14 @@ class SagaService:
     # -- reconcile and unwind (R7, R8) -----------------------------------------------------
 
     def reconcile(self, run_id: str) -> SettleReport:
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         with self.run_lock(run_id):
             return reconcile_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
                                    recheck_pause_s=self.settings.recheck_pause_s,
                                    sleep=self.sleep)
 
     def unwind(self, run_id: str) -> SettleReport:
-        check_run_id(run_id)
+        run_id = self.log_id(run_id)
         lock = self.run_lock(run_id)
         if not lock.acquire(blocking=False):
             logger.info("unwind waits for the call in flight", extra={"run_id": run_id})

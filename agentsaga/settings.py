@@ -26,7 +26,7 @@ from agentsaga.environment import load, read_secret, variable
 __all__ = ["ConnectorSettings", "DebugSettings", "McpSettings", "OperatorSettings",
            "OutcomeCommit", "Settings", "TelemetrySettings", "read_secret"]
 
-OutcomeCommit = Literal["sync", "async"]
+OutcomeCommit = Literal["sync", "async", "group"]
 
 
 def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -122,7 +122,8 @@ class OperatorSettings:
     full_resync_seconds: float = variable(
         "AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS", 1800.0,
         "how often, besides events, each unfinished AgentRun is fully resynced against its pod "
-        "and the log (spread by ±25%); finished runs are never resynced", positive=True)
+        "and the log, and each open run's AgentRun bound again (a walk of a few runs per "
+        "resync interval); finished runs are never resynced", positive=True)
     resync_batch: int = variable(
         "AGENTSAGA_OPERATOR_RESYNC_BATCH", 500,
         "runs whose saga log one change-check query reads", positive=True)
@@ -189,9 +190,11 @@ class Settings:
     pool_max: int = variable(
         "AGENTSAGA_POOL_MAX", 16, "the saga log's largest connection pool", minimum=1)
     outcome_commit: OutcomeCommit = variable(
-        "AGENTSAGA_OUTCOME_COMMIT", "async",
+        "AGENTSAGA_OUTCOME_COMMIT", "group",
         "`async` skips the WAL flush wait for outcome rows (a lost outcome leaves the INTENDED "
-        "row, which reconcile settles); INTENDED rows are always durable (R2)")
+        "row, which reconcile settles); `group` does too, and writes concurrent dispatches' "
+        "outcomes as one statement, each dispatch answered once its own row is committed; "
+        "`sync` waits for the flush; INTENDED rows are always durable (R2)")
     listen: str = variable(
         "AGENTSAGA_LISTEN", "127.0.0.1:50051", "the sidecar's address: host:port or unix:/path")
     tools: tuple[str, ...] = variable(

@@ -28,6 +28,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
 from agentsaga.errors import InvalidArguments
+from agentsaga.redact import clip, redact_value
 from agentsaga.registry import JSON, ToolSpec
 
 HARNESS_ARGUMENT = "idempotency_key"
@@ -109,9 +110,8 @@ def _problem(error: Any, properties: JSON) -> str:
     if kind == "extra_forbidden":
         takes = ", ".join(sorted(properties)) or "none"
         return f"argument {where!r} is not an argument of this tool (it takes: {takes})"
-    shown = json.dumps(error.get("input"), default=str)
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
+    # masked before it is cut: the message reaches the agent, and may reach a log or a span
+    shown = clip(json.dumps(redact_value(error.get("input")), default=str), 60)
     message = str(error.get("msg", "")).removeprefix("Value error, ")
     return (f"argument {where!r} must be {describe(properties.get(name))}, got {shown} "
             f"({message})")

@@ -46,7 +46,8 @@ class OperatorConfig:
     AGENTSAGA_OPERATOR_RESYNC_SECONDS or `--resync-interval`."""
     full_resync_seconds: float = 1800.0
     """How often each unfinished AgentRun is fully resynced without a change to wake it (what
-    no event reports); AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS or `--full-resync-interval`."""
+    no event reports), and each open run's AgentRun bound again: walks of a few runs per resync
+    interval; AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS or `--full-resync-interval`."""
     resync_batch: int = 500
     """Runs per change-check query (AGENTSAGA_OPERATOR_RESYNC_BATCH)."""
     job_backoff_limit: int = 3

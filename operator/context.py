@@ -29,7 +29,8 @@ class Context:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "log_watch", LogWatch(
-            self.saga_log, self.config.resync_seconds, self.config.resync_batch, self.gauges))
+            self.saga_log, self.config.resync_seconds, self.config.resync_batch, self.gauges,
+            self.config.full_resync_seconds))
 
 
 def context(memo: Any) -> Context:

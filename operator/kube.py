@@ -2,7 +2,9 @@
 
 Status writes are compare-and-swap: read the newest object, let the caller compute a merge
 patch from it, and send that patch with the object's resourceVersion as a precondition; on a
-409 (the sidecar or a human wrote in between) read again and recompute.
+409 (the sidecar or a human wrote in between) read again and recompute. Every status patch is
+masked first (`agentsaga.redact`): what the log holds is masked already, but a person's text
+(an approval's or a settlement's reason) is copied into messages and conditions as written.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any, cast
 from agentsaga.operator.config import GROUP, PLURAL, VERSION
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from agentsaga.redact import redact_value
 
 logger = logging.getLogger(__name__)
 
@@ -72,17 +76,19 @@ class KubeApi:
             _content_type="application/merge-patch+json")
 
     def update_status(self, namespace: str, name: str, mutate: Mutation,
-                      attempts: int = 8) -> Obj | None:
-        """CAS-write the status patch `mutate(newest)`; returns the written object or None."""
+                      attempts: int = 8, known: Obj | None = None) -> Obj | None:
+        """CAS-write the status patch `mutate(newest)`; returns the written object or None.
+        `known`: the object as just read (the first attempt starts from it, saving a GET; a
+        conflict reads it again)."""
         for _ in range(attempts):
-            current = self.get_run(namespace, name)
+            current, known = known or self.get_run(namespace, name), None
             if current is None:
                 return None
             patch = mutate(current)
             if not patch:
                 return None
             body = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                    "status": patch}
+                    "status": redact_value(patch)}
             try:
                 return cast(Obj, self.custom.patch_namespaced_custom_object_status(
                     GROUP, VERSION, namespace, PLURAL, name, body,

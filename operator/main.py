@@ -51,7 +51,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "(default: AGENTSAGA_OPERATOR_RESYNC_SECONDS, else 10)")
     parser.add_argument("--full-resync-interval", type=float, default=None, metavar="SECONDS",
                         help="how often each unfinished AgentRun is fully resynced when nothing "
-                        "changed (default: AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS, else 1800)")
+                        "changed, and each open run's AgentRun bound again: a few per resync "
+                        "interval (default: AGENTSAGA_OPERATOR_FULL_RESYNC_SECONDS, else 1800)")
     parser.add_argument("--watch-timeout", type=int, default=None, metavar="SECONDS",
                         help="server-side timeout of each watch request (default: 300)")
 

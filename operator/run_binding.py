@@ -2,12 +2,15 @@
 and binds their AgentRuns (the sidecar holds no Kubernetes credentials).
 
 A run that begins or changes owner in the log is announced on the Postgres channel
-`agentsaga_runs` (a trigger, migration 007); the operator LISTENs, and every
-AGENTSAGA_OPERATOR_RESYNC_SECONDS resyncs every open run as the fallback (a notification is
-lost while the operator is down). For each run with a namespace (a sidecar in a pod), it
+`agentsaga_runs` (a trigger, migration 007); the operator LISTENs, and binds what no
+notification announced in bounded rounds (`run_walk`: every open run at start-up, a slice of
+them per AGENTSAGA_OPERATOR_RESYNC_SECONDS). For each run with a namespace (a sidecar in a pod), it
 
 - creates the AgentRun in the run's namespace, or adopts the one there (`spec.runId` must name
-  the run: an AgentRun of another run is left alone with a condition);
+  the run: an AgentRun of another run is left alone with a condition). A run of a namespace is
+  `namespace/run-id` in the log (a run id is unique within its namespace); its AgentRun's
+  `spec.runId` is the bare id. An AgentRun a person deleted (once its run was settled, past
+  the finalizer) is not made again: the run's copied policy says it was bound once;
 - writes `status.pod` (name, uid, namespace), `status.ownerEpoch` and phase Running when the
   log's owner epoch is newer than the status's (R12), clearing an Orphaned condition;
 - copies the AgentRun's spec policy (irreversibleBeforePivot, pivot.required, onOrphan,
@@ -24,9 +27,11 @@ from typing import Any
 
 import kopf
 from agentsaga.operator.context import Context, context
-from agentsaga.operator.status import Obj, generation, stamp, with_condition
+from agentsaga.operator.run_walk import OpenRunWalk
+from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
 
 from agentsaga import telemetry
+from agentsaga.keys import split_log_run_id
 from agentsaga.store import Run
 
 logger = logging.getLogger(__name__)
@@ -50,19 +55,23 @@ def bind(ctx: Context, run: Run) -> Obj | None:
     its spec policy into the log. None for a run outside Kubernetes (no namespace)."""
     if not run.namespace or ctx.saga_log is None:
         return None
-    name = agentrun_name(run.run_id)
-    created = ctx.kube.create_run(run.namespace, {
+    _, bare = split_log_run_id(run.run_id)
+    name = agentrun_name(bare)
+    known = ctx.kube.get_run(run.namespace, name)  # one GET when bound already
+    if known is None and run.policy is not None:
+        # its AgentRun was bound once (the policy was copied from it) and is gone: a person
+        # deleted it (past the finalizer); it is not made again
+        return None
+    if known is None and ctx.kube.create_run(run.namespace, {
         "apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
         "metadata": {"name": name, "namespace": run.namespace,
                      "annotations": telemetry.run_annotations(run.trace_context or {})},
-        "spec": {"agent": run.agent or "agent", "runId": run.run_id},
-    })
-    if created:
+        "spec": {"agent": run.agent or "agent", "runId": bare},
+    }):
         logger.info("created AgentRun %s/%s for run %s", run.namespace, name, run.run_id)
 
     def mutate(current: Obj) -> Obj | None:
-        spec_run = (current.get("spec") or {}).get("runId") or name
-        if spec_run != run.run_id:
+        if run_id(current) != run.run_id:
             return None  # another run's AgentRun: never bound to this one
         status = current.get("status") or {}
         shown = int(status.get("ownerEpoch") or 0)
@@ -82,9 +91,9 @@ def bind(ctx: Context, run: Run) -> Obj | None:
                 **({"phase": "Running", "orphanedAt": None, "orphanReason": None}
                    if live else {})}
 
-    written = ctx.kube.update_status(run.namespace, name, mutate)
-    current = written or ctx.kube.get_run(run.namespace, name)
-    if current is not None and ((current.get("spec") or {}).get("runId") or name) == run.run_id:
+    written = ctx.kube.update_status(run.namespace, name, mutate, known=known)
+    current = written or known or ctx.kube.get_run(run.namespace, name)
+    if current is not None and run_id(current) == run.run_id:
         copy_policy(ctx, run, current)
         _annotate_trace(ctx, run, current)
     return current
@@ -108,9 +117,9 @@ def copy_policy(ctx: Context, run: Run, agentrun: Obj) -> None:
 
 
 def same_namespace(run: Run, namespace: str) -> bool:
-    """An AgentRun is linked only to a run of its own namespace (a run outside Kubernetes,
-    with no namespace, is linked by id)."""
-    return not run.namespace or run.namespace == namespace
+    """An AgentRun is linked only to a run of its own namespace (`status.run_id` names one
+    always; this holds the log's row to it)."""
+    return run.namespace == namespace
 
 
 def other_namespace_condition(body: Obj) -> list[Obj]:
@@ -124,33 +133,39 @@ def other_namespace_condition(body: Obj) -> list[Obj]:
 
 
 def follow_log(ctx: Context, stop: threading.Event) -> None:
-    """Until `stop`: bind the AgentRun of every run the log announces; every resync interval
-    (and whenever the LISTEN connection fails) resync every open run."""
+    """Until `stop`: bind the AgentRun of every run the log announces, and in each round
+    without a notification those of `run_walk` (after a lost LISTEN connection: every open
+    run again)."""
     saga_log = ctx.saga_log
     if saga_log is None:
         return
+    walk = OpenRunWalk(saga_log, ctx.config)
     while not stop.is_set():
         try:
-            for run in saga_log.changed_runs(ctx.config.resync_seconds * 2):
-                _bind_quietly(ctx, run)
-            saga_log.listen_runs(lambda run_id: _bind_id(ctx, run_id), stop.is_set,
+            for run in walk.round():
+                if not _bind_quietly(ctx, run):
+                    walk.failed.add(run.run_id)
+            saga_log.listen_runs(lambda run_id: _bind_id(ctx, run_id, walk), stop.is_set,
                                  timeout=ctx.config.resync_seconds)
         except Exception as exc:  # Postgres or the API went away: resync once they are back
             logger.warning("following the saga log: %s", exc)
+            walk.lost()
             stop.wait(min(5.0, ctx.config.resync_seconds))
 
 
-def _bind_id(ctx: Context, run_id: str) -> None:
+def _bind_id(ctx: Context, run_id: str, walk: OpenRunWalk) -> None:
     run = None if ctx.saga_log is None else ctx.saga_log.run(run_id)
-    if run is not None:
-        _bind_quietly(ctx, run)
+    if run is not None and not _bind_quietly(ctx, run):
+        walk.failed.add(run_id)
 
 
-def _bind_quietly(ctx: Context, run: Run) -> None:
+def _bind_quietly(ctx: Context, run: Run) -> bool:
     try:
         bind(ctx, run)
-    except Exception as exc:  # one run's trouble never stops the others; the resync retries
+    except Exception as exc:  # one run's trouble never stops the others; the next round retries
         logger.warning("binding the AgentRun of run %s: %s", run.run_id, exc)
+        return False
+    return True
 
 
 _STOP = threading.Event()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from agentsaga.keys import log_run_id, split_log_run_id
 from agentsaga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
 from agentsaga.store import Correction, Run, SagaLog, Step
 from agentsaga.store.fingerprints import LogFingerprint
@@ -50,12 +51,14 @@ class RunFacts:
 
 
 def facts(saga_log: SagaLog, run_id: str, namespace: str = "") -> RunFacts:
-    """What the log says about the run, as an AgentRun of `namespace` may see it: nothing of a
-    run bound to another namespace (`other_namespace`)."""
+    """What the log says about the run (its saga-log id), as an AgentRun of `namespace` may see
+    it: nothing of another namespace's run. With `namespace`, a run this namespace lacks that
+    another one has (the AgentRun names another namespace's run) is `other_namespace`."""
     run = saga_log.run(run_id)
     if run is None:
-        return RunFacts(None)
-    if namespace and run.namespace and run.namespace != namespace:
+        return RunFacts(None, other_namespace=bool(namespace) and _elsewhere(
+            saga_log, run_id, namespace))
+    if namespace and run.namespace != namespace:
         return RunFacts(None, other_namespace=True)
     steps = saga_log.steps(run_id)
     pending = sorted(saga_log.corrections(run_id, pending_only=True),
@@ -110,4 +113,28 @@ def fingerprint(found: RunFacts) -> LogFingerprint | None:
                                                 key=lambda kv: int(kv[0])))
     return (str(run.state), run.owner_epoch, run.irreversible_before_pivot,
             "" if pivot is None else str(pivot.state), "" if pivot is None else pivot.plan_hash,
-            steps, pending)
+            steps, pending, ",".join(str(i) for i in sorted(found.awaiting_human)))
+
+
+def facts_since(saga_log: SagaLog, run_id: str, before: RunFacts | None,
+                namespace: str = "") -> RunFacts:
+    """What the log says about the run now, as `facts` reads it: `before` (read the same way)
+    again when the run's fingerprint has not moved since (one statement instead of four)."""
+    if (before is not None and before.run is not None and before.run.run_id == run_id
+            and not before.other_namespace):
+        now = saga_log.log_fingerprints([run_id]).get(run_id)
+        if now is not None and now == fingerprint(before):
+            return before
+    return facts(saga_log, run_id, namespace)
+
+
+def _elsewhere(saga_log: SagaLog, run_id: str, namespace: str) -> bool:
+    """Whether the run id an AgentRun of `namespace` names is a run of another namespace only:
+    named with another namespace (`payments/refund-1`), or bare while this namespace has no
+    such run and another has."""
+    if log_run_id(namespace, run_id) != run_id:
+        return True
+    _, bare = split_log_run_id(run_id)
+    if "/" in bare:
+        return True
+    return any(found != namespace for found in saga_log.namespaces_with_run(bare))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from typing import Any
 
 import kopf
@@ -63,37 +62,37 @@ def needs_daemon(body: kopf.Body, **_: Any) -> bool:
 @kopf.on.event(*AGENTRUNS, id="run-changed")
 async def run_changed(type: str | None, name: str, namespace: str | None, body: kopf.Body,
                       memo: Any, **_: Any) -> None:
-    """A watch event of an AgentRun wakes its daemon (not its own status write) and keeps the
-    pod → runs index (`run_pods`)."""
+    """A watch event of an AgentRun wakes its daemon (not its own status write, nor kopf's
+    bookkeeping) and keeps the pod → runs index (`run_pods`)."""
     if namespace is not None:
         context(memo).runs_by_pod.seen(namespace, name, None if type == "DELETED" else dict(body))
-        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
-        context(memo).log_watch.object_changed((namespace, name), version)
+        context(memo).log_watch.object_changed((namespace, name), dict(body))
 
 
 @kopf.daemon(*AGENTRUNS, id="resync", cancellation_timeout=5.0, when=needs_daemon)
 async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.DaemonStopped,
                  logger: kopf.Logger, **_: Any) -> None:
     """Passes when the run's object or its saga log changed (`log_watch`), every resync
-    interval in the timed phases, and otherwise once per full-resync period (±25%), for what
-    no event reports (a pod deleted while the operator was down)."""
+    interval in the timed phases, and otherwise when the bounded resync's walk reaches it
+    (once per full-resync period), for what no event reports (a pod deleted while a watch was
+    down)."""
     ctx = context(memo)
     if namespace is None:
         return
     key = (namespace, name)
     ctx.gauges.started(namespace, name)
     ctx.log_watch.register(key, name)
+    found: run_facts.RunFacts | None = None  # the last pass's facts (unchanged: not read again)
     try:
         while not stopped:
-            wait = ctx.config.full_resync_seconds * random.uniform(0.75, 1.25)
+            wait: float | None = None  # until an event, the log watch or the walk wakes it
             try:
-                seen, found = await asyncio.to_thread(resync_pass, ctx, namespace, name)
+                seen, found = await asyncio.to_thread(resync_pass, ctx, namespace, name, found)
                 ctx.gauges.resynced(namespace, name, seen)
                 if seen is not None:
                     ctx.log_watch.register(key, run_id(seen))
                     ctx.log_watch.passed(key, None if found is None
-                                         else run_facts.fingerprint(found),
-                                         str(seen["metadata"].get("resourceVersion") or ""))
+                                         else run_facts.fingerprint(found), seen)
                     if phase(seen) in TIMED_PHASES or not phase(seen):
                         wait = ctx.config.resync_seconds
             except Exception as exc:  # the next pass retries; the API or Postgres may be back
@@ -105,24 +104,29 @@ async def resync(name: str, namespace: str | None, memo: Any, stopped: kopf.Daem
         ctx.gauges.stopped(namespace, name)
 
 
-def resync_pass(ctx: Context, namespace: str, name: str
+def resync_pass(ctx: Context, namespace: str, name: str,
+                previous: run_facts.RunFacts | None = None
                 ) -> tuple[Obj | None, run_facts.RunFacts | None]:
-    """`resync_once`, and the saga-log facts it read (the log watch's baseline)."""
+    """`resync_once`, and the saga-log facts it read (the log watch's baseline, and the next
+    pass's `previous`)."""
     read: list[run_facts.RunFacts | None] = [None]
-    seen = resync_once(ctx, namespace, name, read)
+    seen = resync_once(ctx, namespace, name, read, previous)
     return seen, read[0]
 
 
 def resync_once(ctx: Context, namespace: str, name: str,
-                read: list[run_facts.RunFacts | None] | None = None) -> Obj | None:
+                read: list[run_facts.RunFacts | None] | None = None,
+                previous: run_facts.RunFacts | None = None) -> Obj | None:
     """One pass of the resync: the AgentRun's status made to show the log and its pod; returns
-    the run as this pass left it (None: gone or being deleted). `read` receives the facts."""
+    the run as this pass left it (None: gone or being deleted). `read` receives the facts;
+    `previous`, the facts of the run's last pass, are not read again if the log's fingerprint
+    of the run did not move since."""
     run = ctx.kube.get_run(namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
         return None
     current = phase(run)
-    facts = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(run),
-                                                              namespace)
+    facts = None if ctx.saga_log is None else run_facts.facts_since(
+        ctx.saga_log, run_id(run), previous, namespace)
     if facts is not None and facts.other_namespace:
         # an AgentRun naming another namespace's run sees nothing of it and decides nothing
         ctx.kube.update_status(namespace, name, lambda obj: None if (condition(
@@ -130,14 +134,16 @@ def resync_once(ctx: Context, namespace: str, name: str,
             "conditions": other_namespace_condition(obj)})
         return run
     rejected = ((run.get("status") or {}).get("pivot") or {}).get("state") == "Rejected"
+    acted = True  # the object may have changed since `run` was read
     if current in LIVE_PHASES and rejected and not (run.get("status") or {}).get("job"):
         # the decision was written but the operator stopped before starting the unwind
         run_jobs.start_job(ctx, run, "unwind", LIVE_PHASES, "the plan was rejected at the pivot")
     elif not current or current in LIVE_PHASES:
-        if facts is None or not facts.finished:
-            gone = pods.bound_pod_gone(ctx, run)
-            if gone is not None:
-                run_jobs.orphan(ctx, namespace, name, *gone)
+        gone = None if facts is not None and facts.finished else pods.bound_pod_gone(ctx, run)
+        if gone is not None:
+            run_jobs.orphan(ctx, namespace, name, *gone)
+        acted = gone is not None or bool(facts and any(
+            c.get("state") in ("Approved", "Sending") for c in facts.corrections.values()))
     elif current == "Orphaned":
         run_jobs.maybe_start_job(ctx, run)
     elif current in JOB_PHASES:
@@ -150,12 +156,15 @@ def resync_once(ctx: Context, namespace: str, name: str,
     def mutate(newest: Obj) -> Obj | None:
         # the log read after the newest object: a decision written to the log and then to
         # the object in between (a handler's) is never undone by facts read before it
-        fresh = None if ctx.saga_log is None else run_facts.facts(ctx.saga_log, run_id(newest))
+        # (`run` itself when this pass changed nothing: its facts were read after it)
+        fresh = None if ctx.saga_log is None else facts if newest is run else (
+            run_facts.facts_since(ctx.saga_log, run_id(newest), facts))
         if read is not None:
             read[0] = fresh
         return reflect(newest, fresh)
 
-    written = ctx.kube.update_status(namespace, name, mutate)
+    # a pass that changed nothing reads the object once (the write is a compare-and-swap)
+    written = ctx.kube.update_status(namespace, name, mutate, known=None if acted else run)
     return written or run
 
 
@@ -170,6 +179,11 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
             run, "Accepted", True, "Observed", "the operator tracks this run")
     if facts is not None and facts.run is not None:
         db = facts.run
+        if (condition(run, "RunLinked") or {}).get("status") == "False":
+            # the namespace's own run began since: this AgentRun shows it now
+            patch["conditions"] = with_condition(
+                run, "RunLinked", True, "Linked", f"the AgentRun shows run {db.run_id}",
+                patch.get("conditions"))
         if status.get("steps") != facts.counts:
             patch["steps"] = facts.counts
         if status.get("ownerEpoch") != db.owner_epoch:

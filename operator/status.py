@@ -6,6 +6,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from agentsaga.keys import log_run_id
 from agentsaga.states import FINAL_PHASES as FINAL_PHASES  # the phases, for the handlers
 from agentsaga.states import JOB_PHASES as JOB_PHASES
 from agentsaga.states import LIVE_PHASES as LIVE_PHASES
@@ -27,10 +28,16 @@ def parse(value: str | None) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def run_id(body: Mapping[str, Any]) -> str:
-    """The saga run id: spec.runId, else the object's name."""
+def spec_run_id(body: Mapping[str, Any]) -> str:
+    """The run id the AgentRun names: spec.runId, else the object's name."""
     spec = body.get("spec") or {}
     return str(spec.get("runId") or body["metadata"]["name"])
+
+
+def run_id(body: Mapping[str, Any]) -> str:
+    """The run's saga-log id: a run of the AgentRun's own namespace, always
+    (`namespace/<spec.runId>`, `agentsaga.keys.log_run_id`)."""
+    return log_run_id(str(body["metadata"].get("namespace") or ""), spec_run_id(body))
 
 
 def generation(body: Mapping[str, Any]) -> int:

@@ -103,7 +103,8 @@ def open_log(settings: Settings) -> SagaLog:
     embedded_migrated(settings)
     saga_log = SagaLog(saga_log_dsn(settings), min_size=settings.pool_min,
                        max_size=settings.pool_max,
-                       async_outcomes=settings.outcome_commit == "async",
+                       async_outcomes=settings.outcome_commit != "sync",
+                       group_outcomes=settings.outcome_commit == "group",
                        hooks=telemetry.TelemetryHooks()).open(migrate=False,
                                                               timeout=settings.db_wait_s)
     try:

@@ -29,6 +29,7 @@ from agentsaga.bench import (
     log_scale,
     mcp_overhead,
     operator_scale,
+    outcome_commit,
     overhead,
     reconcile_scale,
     throughput,
@@ -71,7 +72,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "cluster or of the API stand-in (PYTHONPATH=tests/support python -m "
                         "sagatest.kubeapi --crds crds); the bench leaves its objects there")
     parser.add_argument("--operator-idle-seconds", type=float, help="how long the operator is "
-                        "watched at idle (default 30, quick 15)")
+                        "watched at idle, once its start-up is over; several resync intervals, "
+                        "so that its steady work counts at its real rate (default 60, quick 30)")
 
 
 def _defaults(args: argparse.Namespace) -> None:
@@ -83,7 +85,7 @@ def _defaults(args: argparse.Namespace) -> None:
     args.reconcile_sample = min(args.reconcile_sample, args.reconcile_rows)
     if args.log_rows is None:
         args.log_rows = 1_000_000 if quick else 10_000_000
-    args.operator_idle_seconds = args.operator_idle_seconds or (15.0 if quick else 30.0)
+    args.operator_idle_seconds = args.operator_idle_seconds or (30.0 if quick else 60.0)
     if args.operator_scale and not args.kube_url:
         raise SystemExit("agentsaga bench: --operator-scale needs --kube-url (an API server "
                          "serving the AgentRun CRD, e.g. `kubectl proxy` or the API stand-in)")
@@ -141,6 +143,8 @@ def _measure(args: argparse.Namespace, database: BenchDatabase,
     finally:
         if sidecar is not None:
             sidecar.stop()
+    out.update(outcome_commit.measure(dsn, args.calls, args.seconds, CONCURRENCY,
+                                      1 if args.quick else 2, progress))
     progress("the MCP path: an upstream MCP tool directly and through the sidecar")
     mcp = mcp_overhead.measure(dsn, args.calls)
     _put(out, "mcp_direct", mcp.direct)
@@ -196,7 +200,9 @@ def _operator_scale(out: dict[str, Any], args: argparse.Namespace, database: Ben
     out.update(operator_idle_api_rps=found.api_rps, operator_idle_sql_qps=found.sql_qps,
                operator_rss_mb=found.rss_mb, eviction_to_job_s=found.eviction_to_job_s,
                operator_settle_s=found.settle_s, operator_finished_runs=found.finished,
-               operator_background_qps=found.background_qps)
+               operator_background_qps=found.background_qps,
+               operator_idle_requests=found.requests,
+               operator_idle_requests_per_10s=found.timeline)
 
 
 def _put(out: dict[str, Any], name: str, sample: Sample) -> None:
@@ -320,6 +326,14 @@ def render(out: dict[str, Any]) -> str:
     lines.append("")
     tp = ", ".join(f"{c} runs {out[f'throughput_{c}_per_s']:.0f}/s" for c in CONCURRENCY)
     lines.append(f"throughput (side-effecting dispatches, one sidecar): {tp}")
+    lines.append(
+        "outcome commit, side by side: sequential p50/p99 async "
+        f"{out['sidecar_dispatch_async_p50_ms']:.3f}/{out['sidecar_dispatch_async_p99_ms']:.3f}"
+        f" ms, group {out['sidecar_dispatch_group_p50_ms']:.3f}/"
+        f"{out['sidecar_dispatch_group_p99_ms']:.3f} ms; throughput async/group "
+        + ", ".join(f"{c} runs {out[f'throughput_{c}_runs_async']:.0f}/"
+                    f"{out[f'throughput_{c}_runs_group']:.0f}/s" for c in CONCURRENCY)
+        + f" (group {out['group_vs_async_throughput_32']:.2f}x async at 32 runs)")
     lines.append(f"sidecar RSS: idle {out['sidecar_rss_idle_mb']:.1f} MiB, under load "
                  f"{out['sidecar_rss_mb']:.1f} MiB; start-up to SERVING {out['startup_s']:.2f} s")
     extra = (f" (extrapolated from {out['reconcile_unbatched_sample_rows']} rows)"
@@ -344,8 +358,10 @@ def render(out: dict[str, Any]) -> str:
             f"operator at {out['operator_runs']} AgentRuns ({out['operator_finished_runs']} "
             f"finished), idle: {out['operator_idle_api_rps']:.2f} API requests/s, "
             f"{out['operator_idle_sql_qps']:.2f} SQL queries/s, RSS {out['operator_rss_mb']:.0f}"
-            f" MiB; eviction to Job {out['eviction_to_job_s']:.2f} s (settled in "
+            f" MiB; eviction to Job {out['eviction_to_job_s']:.2f} s (started up in "
             f"{out['operator_settle_s']:.0f} s)")
+        lines.extend(f"  idle requests: {count} {kind}"
+                     for kind, count in (out.get("operator_idle_requests") or {}).items())
     for name, label in out.get("peers_labels", {}).items():
         lines.append(f"peer {name}: {label}")
     for name, error in out.get("peers_errors", {}).items():

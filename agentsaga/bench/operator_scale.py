@@ -4,6 +4,11 @@ idle: API requests/s (at the proxy), SQL queries/s (the bench database's transac
 operator's statements are autocommit), its RSS; and the time from a pod eviction to the Job's
 creation under that load.
 
+Idle is measured only once the operator's start-up is over (a condition with a deadline, not a
+sleep: `_started_up`), over a window several resync intervals long, so that the operator's
+steady work (the log watch, the bounded resync's walk, the binding loop's rounds) is counted
+at its real rate. The window's requests are reported by verb and path too.
+
 The API server is given with `--kube-url` and must serve the AgentRun CRD (crds/) without
 credentials: `kubectl proxy` in front of a throw-away cluster or of the project's API stand-in
 (`PYTHONPATH=tests/support python -m sagatest.kubeapi --crds crds`, then `kubectl proxy` with
@@ -15,12 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,6 +37,7 @@ from typing import Any
 from agentsaga import subprocesses
 from agentsaga.bench.kube_proxy import CountingProxy
 from agentsaga.bench.processes import rss_mb
+from agentsaga.keys import log_run_id
 from agentsaga.store import SagaLog
 from agentsaga.store.provisioning import database_name, transactions
 
@@ -43,8 +51,8 @@ class OperatorScale:
     finished: int
     idle_s: float
     settle_s: float
-    """From the operator's start until it made no API request for a while (first sight of
-    every object: kopf's finalizer and annotations, one pass per unfinished run)."""
+    """From the operator's start until its start-up was over (`_started_up`): kopf's finalizer
+    on every object, a first pass of every unfinished run, every open run of the log bound."""
     api_requests: int
     sql_queries: int
     rss_mb: float
@@ -52,6 +60,10 @@ class OperatorScale:
     background_qps: float
     """The database's transactions/s with no operator running (autovacuum, statistics), measured
     just before over as long a window, and taken off the operator's figure."""
+    requests: dict[str, int]
+    """The idle window's API requests by verb and path, object names left out."""
+    timeline: list[int]
+    """The idle window's API requests per 10 s: steady, or the tail of the start-up."""
 
     @property
     def api_rps(self) -> float:
@@ -113,26 +125,67 @@ def _kubeconfig(path: Path, url: str) -> None:
 
 def _wait_quiet(proxy: CountingProxy, proc: subprocess.Popen[bytes], quiet_s: float,
                 deadline_s: float, settled: Callable[[], bool] = lambda: True) -> None:
-    """Until `settled()` and the operator made no request for `quiet_s` (its first-sight work
-    on every object is done)."""
+    """Until `settled()` and then the operator made no request for `quiet_s` (what its
+    start-up set off has been handled)."""
     deadline = time.monotonic() + deadline_s
+    while not settled():  # (a listing of every AgentRun: not too often)
+        _check_running(proc, deadline, deadline_s)
+        time.sleep(3.0)
     while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the operator exited with {proc.returncode}")
+        _check_running(proc, deadline, deadline_s)
         newest = proxy.quiet_since()
-        if newest and time.monotonic() - newest >= quiet_s and settled():
+        if newest and time.monotonic() - newest >= quiet_s:
             return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the operator did not settle within {deadline_s:.0f} s")
         time.sleep(max(0.1, quiet_s / 4))
 
 
-def _all_seen(kube: KubeHttp, namespace: str, total: int) -> Callable[[], bool]:
-    """True once every AgentRun carries the operator's finalizer (kopf saw each of them)."""
+def _check_running(proc: subprocess.Popen[bytes], deadline: float, deadline_s: float) -> None:
+    if proc.poll() is not None:
+        raise RuntimeError(f"the operator exited with {proc.returncode}")
+    if time.monotonic() > deadline:
+        raise RuntimeError(f"the operator did not settle within {deadline_s:.0f} s")
+
+
+STARTED_UP = "bound the AgentRuns of every open run in the saga log"
+"""What the operator logs once its binding loop has walked every open run (`run_walk`)."""
+
+
+def _started_up(kube: KubeHttp, namespace: str, live: list[str], total: int,
+                log: Path) -> Callable[[], bool]:
+    """True once the operator's start-up is over: every AgentRun carries its finalizer (kopf
+    saw each of them), every unfinished one shows `status.observedGeneration` (its daemon made
+    a first pass), and the log says every open run of the saga log was bound."""
+    unfinished = set(live)
+
     def check() -> bool:
+        if STARTED_UP not in log.read_text(errors="replace"):
+            return False
         items = kube.call("GET", AR.format(ns=namespace))["items"]
-        return sum(1 for o in items if o["metadata"].get("finalizers")) >= total
+        seen = sum(1 for o in items if o["metadata"].get("finalizers"))
+        passed = sum(1 for o in items if o["metadata"]["name"] in unfinished
+                     and (o.get("status") or {}).get("observedGeneration") is not None)
+        return seen >= total and passed >= len(unfinished)
     return check
+
+
+def _steps(since: float, until: float, step: float) -> list[float]:
+    return [since + i * step for i in range(int((until - since) // step))]
+
+
+_NAMED = re.compile(r"/(agentruns|pods|jobs|namespaces|leases)/[^/?]+")
+_UNNAMED = r"/\1/*"
+
+
+def request_kinds(stamps: list[tuple[float, str, str]], since: float,
+                  until: float) -> dict[str, int]:
+    """Requests in [since, until) by verb (WATCH for a watch) and path, names left out."""
+    counts: Counter[str] = Counter()
+    for t, method, path_qs in stamps:
+        if since <= t < until:
+            path, _, query = path_qs.partition("?")
+            verb = "WATCH" if "watch=true" in query or "watch=1" in query else method
+            counts[f"{verb} {_NAMED.sub(_UNNAMED, path)}"] += 1
+    return dict(counts.most_common())
 
 
 def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
@@ -145,7 +198,7 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
     progress(f"operator scale: {len(finished)} finished and {len(live)} running AgentRuns")
     with SagaLog(dsn, min_size=1, max_size=4).open(migrate=False) as saga_log:
         for name in live:
-            saga_log.begin_run(name, agent="bench", namespace=namespace)
+            saga_log.begin_run(log_run_id(namespace, name), agent="bench", namespace=namespace)
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda n: kube.agentrun(namespace, n, {
             "phase": "Succeeded", "message": "the run ended in the saga log (succeeded)"}),
@@ -171,7 +224,8 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
     try:
         progress("operator scale: waiting for the operator to settle")
         _wait_quiet(proxy, proc, 3.0, 300.0 + runs * 0.2,
-                    _all_seen(kube, namespace, len(finished) + len(live)))
+                    _started_up(kube, namespace, live, len(finished) + len(live),
+                                workdir / "operator.log"))
         settle_s = time.monotonic() - started
         progress(f"operator scale: idle for {idle_s:.0f} s")
         xacts = transactions(admin_dsn, db)
@@ -180,6 +234,8 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
         until = time.monotonic()
         sql = transactions(admin_dsn, db) - xacts
         api = proxy.count(since, until)
+        kinds = request_kinds(list(proxy.stamps), since, until)
+        timeline = [proxy.count(t, min(t + 10.0, until)) for t in _steps(since, until, 10.0)]
         rss = rss_mb(proc.pid)
         progress("operator scale: evicting a running run's pod")
         evict_s = _eviction_to_job(kube, saga_log_dsn=dsn, namespace=namespace, prefix=prefix,
@@ -189,7 +245,7 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
         log.close()
         proxy.stop()
     return OperatorScale(runs, len(finished), until - since, settle_s, api, sql, rss, evict_s,
-                         background)
+                         background, kinds, timeline)
 
 
 def _eviction_to_job(kube: KubeHttp, *, saga_log_dsn: str, namespace: str, prefix: str,
@@ -208,7 +264,7 @@ def _eviction_to_job(kube: KubeHttp, *, saga_log_dsn: str, namespace: str, prefi
     # the run begins in the log after its AgentRun exists: the operator, told of the new run,
     # adopts that AgentRun rather than creating one first
     with SagaLog(saga_log_dsn, min_size=1, max_size=2).open(migrate=False) as saga_log:
-        saga_log.begin_run(name, agent="bench", namespace=namespace)
+        saga_log.begin_run(log_run_id(namespace, name), agent="bench", namespace=namespace)
     _wait_quiet(proxy, proc, 1.0, 120.0)
     jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     before = {j["metadata"]["name"] for j in kube.call("GET", jobs)["items"]}

@@ -81,8 +81,9 @@ def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,
                   timeout: float = 30.0, extra_args: Sequence[str] = ()) -> Sidecar:
     """`agentsaga sidecar` as its own process; returns once health says SERVING."""
     address = f"127.0.0.1:{free_port()}"
-    full_env = {**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": "0",
-                "AGENTSAGA_MAX_CALLS_PER_S": "1000000", **(env or {})}
+    full_env = {**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": "0",  # the bench is not throttled
+                "AGENTSAGA_MAX_CALLS_PER_S": "0", "AGENTSAGA_MAX_RPCS_PER_S": "0",
+                "AGENTSAGA_MAX_TOTAL_RPCS_PER_S": "0", **(env or {})}
     start = time.perf_counter()
     fd, log_path = tempfile.mkstemp(prefix="agentsaga-bench-sidecar-", suffix=".log")
     with os.fdopen(fd, "wb") as log_file:

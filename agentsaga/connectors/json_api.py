@@ -23,6 +23,7 @@ import httpx
 
 from agentsaga.connectors.config import HttpSettings
 from agentsaga.errors import OutcomeUnknown, Rejected
+from agentsaga.redact import clip, redact_value
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +70,13 @@ def with_backoff(call: Callable[[], Any], settings: HttpSettings, what: str, *,
 
 
 def _error_text(response: httpx.Response) -> str:
+    """What the API said, masked before it is shortened (an echoed card number cut in half
+    would no longer be recognised as one)."""
     try:
         body = response.json()
     except ValueError:
-        return response.text[:200].strip()
-    return json.dumps(body)[:400]
+        return clip(response.text, 200, "").strip()
+    return clip(json.dumps(redact_value(body)), 400, "")
 
 
 class JsonApi:

@@ -6,6 +6,8 @@
     settlements      Settlement: steps handed to a human, and what the human said
     schema           the numbered migrations; a read-only command's check that they are applied
     fencing          R12: the owner-epoch check of every write
+    group_commit     outcomes of concurrent dispatches written in one statement, each answered
+                     once its own row is committed (`AGENTSAGA_OUTCOME_COMMIT=group`)
     hooks            StoreHooks: who hears of outcomes, compensations, corrections
     provisioning     databases for the benchmark and the bulk rows it reconciles
     retention        `agentsaga prune`: ended runs removed once older than a cutoff

@@ -11,6 +11,7 @@ from psycopg.types.json import Jsonb
 from agentsaga.redact import redact_text, redact_value
 from agentsaga.store.connections import Database
 from agentsaga.store.cursors import Cursors
+from agentsaga.store.group_commit import GroupCommit
 from agentsaga.store.hooks import StoreHooks
 
 
@@ -18,6 +19,7 @@ class StoreBase:
     db: Database
     hooks: StoreHooks
     async_outcomes: bool
+    group_commit: GroupCommit | None
     _cursors: Cursors
 
     def forget(self, run_id: str) -> None:

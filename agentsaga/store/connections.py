@@ -77,10 +77,15 @@ def translated(dsn: str) -> Iterator[None]:
     after a failover, a missing privilege) as LogRefused: no psycopg error leaves the store."""
     try:
         yield
-    except psycopg.OperationalError as exc:
-        raise LogUnavailable(where(dsn), exc) from exc
     except psycopg.Error as exc:
-        raise LogRefused(where(dsn), exc) from exc
+        raise translate(dsn, exc) from exc
+
+
+def translate(dsn: str, exc: psycopg.Error) -> LogUnavailable:
+    """The project's error for a psycopg error (`translated`)."""
+    if isinstance(exc, psycopg.OperationalError):
+        return LogUnavailable(where(dsn), exc)
+    return LogRefused(where(dsn), exc)
 
 
 class Database:

@@ -5,6 +5,8 @@ owner epoch, under a share lock on the run row held to commit. Both forms live h
                      corrections)
     fenced_sql       one autocommit statement that checks and writes together (the hot path:
                      the INTENDED row and the outcome)
+    fenced_batch_sql the same for many rows of many runs at once, each row under its own
+                     writer's epoch (group commit of outcomes, `agentsaga.store.group_commit`)
 
 A refused write raises `Fenced` (another owner adopted the run) and changes nothing.
 """
@@ -69,3 +71,21 @@ def status_in(expect: Sequence[StepStatus]) -> str:
     if not expect:
         return "false"
     return "status IN (" + ", ".join(f"'{StepStatus(s)}'" for s in expect) + ")"
+
+
+def fenced_batch_sql(rows: str, write: str, returned: Sequence[str]) -> str:
+    """`fenced_sql` for many rows in one statement. `rows` selects one row per write with at
+    least `i` (its position), `run_id`, `epoch` (the writer's) and `ended_ok` (whether an ended
+    run may be written, `allow_ended`); `write` is an UPDATE `FROM v, run` with `{fence}` in its
+    WHERE clause, returning `v.i AS i` and the `returned` columns. Every run of the batch is
+    locked as `fenced_sql` locks one (in run_id order); a row is written only under its own
+    epoch. For each row, in any order: its `i`, the run's epoch and state, then the returned
+    columns (NULLs when nothing was written)."""
+    fence = ("run.run_id = v.run_id AND run.owner_epoch = v.epoch"
+             f" AND (v.ended_ok OR run.state IN ({OPEN_STATES_SQL}))")
+    written = ", ".join(f"w.{column}" for column in returned)
+    return (f"WITH v AS ({rows}), run AS (SELECT run_id, owner_epoch, state FROM saga_runs"
+            " WHERE run_id IN (SELECT run_id FROM v) ORDER BY run_id FOR SHARE),"
+            f" w AS ({write.replace('{fence}', fence)})"
+            f" SELECT v.i, run.owner_epoch, run.state, {written}"
+            " FROM v LEFT JOIN run ON run.run_id = v.run_id LEFT JOIN w ON w.i = v.i")

@@ -9,6 +9,7 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from agentsaga.errors import Fenced, PermissionDenied, RunNotFound
+from agentsaga.keys import log_run_id
 from agentsaga.states import RunState
 from agentsaga.store.base import StoreBase, to_json
 from agentsaga.store.connections import translated
@@ -36,7 +37,11 @@ _RUN_AND_NEWEST = (
 class RunStatements(StoreBase):
     def begin_run(self, run_id: str, *, agent: str = "", owner: str = "", pod_uid: str = "",
                   namespace: str = "", trace_context: dict[str, Any] | None = None) -> Adoption:
-        """Create the run, or adopt it by bumping its owner epoch (R12)."""
+        """Create the run, or adopt it by bumping its owner epoch (R12). A run of a namespace
+        is named by its saga-log id, `namespace/run-id` (`keys.log_run_id`)."""
+        if log_run_id(namespace, run_id) != run_id:
+            raise ValueError(f"run {run_id!r} of namespace {namespace!r} is named "
+                             f"{log_run_id(namespace, run_id)!r} in the saga log")
         self.forget(run_id)
         with self.db.transaction() as conn:
             row = conn.execute(
@@ -73,6 +78,16 @@ class RunStatements(StoreBase):
         if row is None:  # deleted between the two statements: nothing to adopt
             raise RunNotFound(run_id)
         return Adoption(run_from_row(row), adopted=True)
+
+    def namespaces_with_run(self, bare_run_id: str) -> list[str]:
+        """The namespaces whose runs include one called `bare_run_id` ('' for a run outside
+        Kubernetes)."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT namespace FROM saga_runs WHERE substr(run_id, length(namespace) +"
+                " CASE WHEN namespace = '' THEN 1 ELSE 2 END) = %s ORDER BY namespace",
+                (bare_run_id,)).fetchall()
+        return [str(row[0]) for row in rows]
 
     def adopt(self, run_id: str, owner: str) -> Run:
         """Take over an existing run (a reconcile/unwind Job): bump the epoch (R12). The run is
@@ -193,15 +208,6 @@ class RunStatements(StoreBase):
                 " AND released_pod <> %s RETURNING run_id",
                 (pod_uid, run_id, pod_uid, pod_uid)).fetchone()
         return row is not None
-
-    def changed_runs(self, since_s: float) -> list[Run]:
-        """Runs changed in the last `since_s` seconds and every open run (the resync)."""
-        with self.db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {RUN_COLUMNS} FROM saga_runs WHERE ended_at IS NULL"
-                " OR updated_at > now() - make_interval(secs => %s) ORDER BY updated_at",
-                (since_s,)).fetchall()
-        return [run_from_row(r) for r in rows]
 
     def listen_runs(self, on_run: Callable[[str], None], stop: Callable[[], bool], *,
                     timeout: float) -> None:

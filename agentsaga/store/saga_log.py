@@ -15,7 +15,9 @@ from agentsaga.store.correction_rows import CorrectionStatements
 from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
 from agentsaga.store.fingerprints import FingerprintStatements
+from agentsaga.store.group_commit import GroupCommit
 from agentsaga.store.hooks import NoHooks, StoreHooks
+from agentsaga.store.open_runs import OpenRunStatements
 from agentsaga.store.retention import RetentionStatements
 from agentsaga.store.runs import RunStatements
 from agentsaga.store.settlements import SettlementStatements
@@ -28,17 +30,23 @@ logger = logging.getLogger(__name__)
 
 class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStatements,
               CountStatements, WaitStatements, SettlementStatements, RetentionStatements,
-              FingerprintStatements):
+              FingerprintStatements, OpenRunStatements):
     """The saga log of one database. Thread-safe; share one per process. `hooks` hear of every
-    outcome, compensation and correction (telemetry installs its own)."""
+    outcome, compensation and correction (telemetry installs its own). Outcomes commit without
+    waiting for the WAL flush with `async_outcomes`; `group_outcomes` also writes concurrent
+    dispatches' outcomes in batches (`AGENTSAGA_OUTCOME_COMMIT`: sync, async, group)."""
 
     def __init__(self, dsn: str, *, min_size: int = 2, max_size: int = 16,
-                 async_outcomes: bool = True, hooks: StoreHooks | None = None) -> None:
+                 async_outcomes: bool = True, group_outcomes: bool = False,
+                 hooks: StoreHooks | None = None) -> None:
         self.dsn = dsn
-        self.async_outcomes = async_outcomes
+        self.async_outcomes = async_outcomes or group_outcomes
         # Every statement is prepared on first use (the hot path is a handful of statements).
         self.db = Database(dsn, min_size=min_size, max_size=max_size,
-                           async_outcomes=async_outcomes)
+                           async_outcomes=self.async_outcomes)
+        # Dispatches' outcomes written in batches, each answered once its batch committed
+        # (`agentsaga.store.group_commit`); None: each outcome its own statement.
+        self.group_commit = GroupCommit(self.write_outcomes) if group_outcomes else None
         self.hooks = hooks if hooks is not None else NoHooks()
         # The newest step of each run this process writes, as of its own last write (R12: any
         # other writer bumps the epoch first, so a cursor is used only under the epoch it was

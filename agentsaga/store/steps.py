@@ -7,12 +7,22 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 from psycopg.rows import tuple_row
 
+from agentsaga.errors import LogRefused, LogUnavailable
 from agentsaga.redact import redact_optional
 from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
 from agentsaga.store.base import StoreBase, text_array, to_json
-from agentsaga.store.fencing import check_answer, check_epoch, fenced_sql, status_in
+from agentsaga.store.connections import translate
+from agentsaga.store.fencing import (
+    check_answer,
+    check_epoch,
+    fenced_batch_sql,
+    fenced_sql,
+    status_in,
+)
+from agentsaga.store.group_commit import Pending
 from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
 from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
 from agentsaga.time_contract import TimeContract
@@ -20,6 +30,44 @@ from agentsaga.time_contract import TimeContract
 _OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
 _UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
 _NOT_LIVE_SQL = ", ".join(f"'{s}'" for s in sorted(NOT_LIVE))
+
+def _outcome_sql(expect_sql: str, returning: str) -> str:
+    """The single-row outcome write (`{fence}` for `fenced_sql`)."""
+    return ("UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
+            " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
+            " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
+            f" AND {expect_sql} AND {{fence}} RETURNING {returning}")
+
+
+_LONE_OUTCOME_SQL = _outcome_sql(_UNSETTLED_SQL, _OUTCOME_COLUMNS)
+
+# One batch of the group commit: each row's values as arrays, written under its own epoch
+# (`fenced_batch_sql`).
+_BATCH_SQL = fenced_batch_sql(
+    "SELECT * FROM unnest(%(i)s::int[], %(run_id)s::text[], %(step_idx)s::int[],"
+    " %(epoch)s::bigint[], %(status)s::text[], %(result)s::jsonb[], %(ref)s::text[],"
+    " %(error)s::text[], %(ended_ok)s::bool[])"
+    " AS v(i, run_id, step_idx, epoch, status, result, ref, error, ended_ok)",
+    "UPDATE saga_log s SET status = v.status, result = COALESCE(v.result, s.result),"
+    " external_ref = COALESCE(v.ref, s.external_ref), error = v.error, updated_at = now()"
+    " FROM v, run WHERE s.run_id = v.run_id AND s.step_idx = v.step_idx"
+    f" AND s.{_UNSETTLED_SQL} AND {{fence}}"
+    " RETURNING v.i AS i, s.status AS status, s.external_ref AS external_ref,"
+    " s.result AS result, s.error AS error, s.updated_at AS updated_at",
+    ("status", "external_ref", "result", "error", "updated_at"))
+
+
+def _row_at_fault(exc: LogUnavailable) -> bool:
+    """Whether a failed batch may have failed for one of its rows, or for the rows together
+    (a deadlock), rather than for the server: its rows are then written one by one."""
+    return isinstance(exc, LogRefused) or isinstance(exc.__cause__,
+                                                     psycopg.errors.TransactionRollback)
+
+
+def _cause(exc: LogUnavailable) -> BaseException:
+    """The psycopg error behind `exc`: each dispatch of a batch raises its own translation of
+    it (`_grouped_outcome`)."""
+    return exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else exc
 
 
 def _with_outcome(step: Step, row: tuple[Any, ...]) -> Step:
@@ -101,7 +149,13 @@ class StepStatements(StoreBase):
         with (self.db.connection(durable=durable or not self.async_outcomes) as conn,
               conn.cursor(row_factory=tuple_row) as cur):
             row = cur.execute(sql, params).fetchone()
-        run_id, epoch = params["run_id"], params["epoch"]
+        return self._answered(row, params["run_id"], params["epoch"], allow_ended, make)
+
+    def _answered(self, row: tuple[Any, ...] | None, run_id: str, epoch: int,
+                  allow_ended: bool,
+                  make: Callable[[tuple[Any, ...]], Step] | None) -> Step | None:
+        """What a fenced write found: the run's epoch and state, then the written columns
+        (NULLs when nothing was written). Raises as `check_answer` does."""
         current, state = (None, None) if row is None else (row[0], row[1])
         written = row is not None and row[2] is not None
         if current != epoch or state != RunState.RUNNING or not written:
@@ -159,24 +213,98 @@ class StepStatements(StoreBase):
         write would be refused).
 
         The commit need not wait for the WAL flush (async outcomes): losing it to a Postgres
-        crash leaves the INTENDED row, which reconcile settles by key (R7)."""
+        crash leaves the INTENDED row, which reconcile settles by key (R7). With group commit
+        (`agentsaga.store.group_commit`) a dispatch's outcome (`intended` given, the default
+        `expect`) is written in a batch with concurrent ones, and this returns once that batch
+        committed."""
         known = (intended if intended is not None and intended.run_id == run_id
                  and intended.step_idx == step_idx and intended.writer_epoch == epoch else None)
+        if known is not None and self.group_commit is not None and set(expect) == UNSETTLED:
+            step = self._grouped_outcome(known, epoch, status, result=result,
+                                         external_ref=external_ref, error=error,
+                                         allow_ended=allow_ended)
+        else:
+            step = self._single_outcome(run_id, epoch, step_idx, status, result=result,
+                                        external_ref=external_ref, error=error, expect=expect,
+                                        allow_ended=allow_ended, known=known)
+        if step is not None:
+            self._cursors.advance(run_id, step)
+            self.hooks.on_outcome(step)
+        return step
+
+    def _single_outcome(self, run_id: str, epoch: int, step_idx: int, status: StepStatus, *,
+                        result: Any, external_ref: str | None, error: str | None,
+                        expect: Sequence[StepStatus], allow_ended: bool,
+                        known: Step | None) -> Step | None:
+        """Today's path: the outcome as its own fenced autocommit statement."""
         returning = STEP_COLUMNS if known is None else _OUTCOME_COLUMNS
-        step = self._fenced_write(
-            "UPDATE saga_log SET status = %(status)s, result = COALESCE(%(result)s, result),"
-            " external_ref = COALESCE(%(ref)s, external_ref), error = %(error)s,"
-            " updated_at = now() WHERE run_id = %(run_id)s AND step_idx = %(step_idx)s"
-            f" AND {status_in(tuple(expect))} AND {{fence}} RETURNING {returning}",
+        return self._fenced_write(
+            _outcome_sql(status_in(tuple(expect)), returning),
             {"status": str(status), "result": to_json(result), "ref": external_ref,
              "error": redact_optional(error), "run_id": run_id, "step_idx": step_idx,
              "epoch": epoch},
             durable=False, allow_ended=allow_ended,
             make=None if known is None else functools.partial(_with_outcome, known))
-        if step is not None:
-            self._cursors.advance(run_id, step)
-            self.hooks.on_outcome(step)
-        return step
+
+    def _grouped_outcome(self, known: Step, epoch: int, status: StepStatus, *, result: Any,
+                         external_ref: str | None, error: str | None,
+                         allow_ended: bool) -> Step | None:
+        """The outcome through the group commit (`agentsaga.store.group_commit`): returns, or
+        raises, exactly as `_single_outcome` would, once the batch holding the row committed
+        (or failed: then as today's statement failing, `LogUnavailable` or `LogRefused`)."""
+        assert self.group_commit is not None
+        pending = Pending(known.run_id, known.step_idx, {
+            "run_id": known.run_id, "step_idx": known.step_idx, "epoch": epoch,
+            "status": str(status), "result": to_json(result), "ref": external_ref,
+            "error": redact_optional(error), "ended_ok": allow_ended})
+        self.group_commit.submit(pending)
+        if pending.error is not None:
+            if isinstance(pending.error, psycopg.Error):
+                raise translate(self.db.dsn, pending.error) from pending.error
+            raise pending.error
+        return self._answered(pending.answer, known.run_id, epoch, allow_ended,
+                              functools.partial(_with_outcome, known))
+
+    def write_outcomes(self, batch: list[Pending]) -> None:
+        """One batch of the group commit: every row in one multi-row UPDATE, each under its own
+        epoch fence (R12: a stale writer's row is refused and changes nothing, the others are
+        written), committed as one autocommit statement on the outcome sessions (no WAL flush
+        wait, as `async`). If Postgres refuses the statement (a value it rejects, a lost
+        privilege, a deadlock), nothing of it was written, and each row is written again on
+        its own, so that only a row at fault fails, as it would have today; if the server is
+        gone, every row of the batch fails as today's statement would (`LogUnavailable`: the
+        dispatch answers UNKNOWN and the row stays INTENDED, R5)."""
+        try:
+            self._write_batch(batch)
+        except LogUnavailable as exc:
+            if len(batch) == 1 or not _row_at_fault(exc):
+                for pending in batch:
+                    pending.error = _cause(exc)
+                return
+            for pending in batch:
+                try:
+                    self._write_batch([pending])
+                except LogUnavailable as one:
+                    pending.error = _cause(one)
+
+    def _write_batch(self, batch: list[Pending]) -> None:
+        def column(name: str) -> list[Any]:
+            return [p.params[name] for p in batch]
+        with (self.db.connection(durable=False) as conn,
+              conn.cursor(row_factory=tuple_row) as cur):
+            if len(batch) == 1:  # a lone outcome: today's single-row statement
+                [pending] = batch
+                pending.answer = cur.execute(
+                    fenced_sql(_LONE_OUTCOME_SQL, pending.params["ended_ok"]),
+                    pending.params).fetchone()
+                return
+            rows = cur.execute(_BATCH_SQL, {
+                "i": list(range(len(batch))), "run_id": column("run_id"),
+                "step_idx": column("step_idx"), "epoch": column("epoch"),
+                "status": column("status"), "result": column("result"), "ref": column("ref"),
+                "error": column("error"), "ended_ok": column("ended_ok")}).fetchall()
+        for row in rows:
+            batch[row[0]].answer = tuple(row[1:])
 
     def record_compensation(self, run_id: str, epoch: int, step_idx: int,
                             comp_status: CompensationStatus, *, comp_key: str | None = None,

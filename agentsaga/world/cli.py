@@ -45,11 +45,14 @@ def describe(world: World) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Ctrl-C and SIGTERM stop it, also when it was started with SIGINT ignored (a background
+    # job of a shell without job control inherits that), and from the moment it says it serves
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, _interrupt)
     world = World(search_lag=args.search_lag, search_rate=args.search_rate, host=args.host,
                   port=args.port, smtp_port=args.smtp_port).start()
-    print(describe(world), flush=True)
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
+        print(describe(world), flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass

@@ -185,7 +185,7 @@ def test_bad_approval_is_refused_and_records_nothing(sidecar: SagaClient, ledger
     ("a setting that is not a number", {"AGENTSAGA_MAX_ARGS_BYTES": "lots"}, [],
      "AGENTSAGA_MAX_ARGS_BYTES must be a whole number, got 'lots'"),
     ("an unknown outcome-commit mode", {"AGENTSAGA_OUTCOME_COMMIT": "maybe"}, [],
-     "AGENTSAGA_OUTCOME_COMMIT must be one of sync, async, got 'maybe'"),
+     "AGENTSAGA_OUTCOME_COMMIT must be one of sync, async, group, got 'maybe'"),
     ("a tools module that does not exist", {}, ["--tools", "no.such.module"],
      "cannot import tools module 'no.such.module'"),
     ("a secret file that cannot be read",

@@ -11,23 +11,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sagatest.chart_tools import CHART, render
+from sagatest.chart_rbac import APPROVER_ROLE, OPERATOR, RELEASE_NS, bind_user, install_chart_rbac
+from sagatest.chart_tools import CHART
 from sagatest.kube_fixtures import Kube
 
 AR = "agentsaga.io/v1alpha1"
 NS = "agents"
-RELEASE_NS = "agentsaga-system"
 RUN = "refund-4711"
 PLAN = "c" * 64
 AGENT = f"system:serviceaccount:{NS}:agentsaga-sidecar"
-OPERATOR = f"system:serviceaccount:{RELEASE_NS}:saga-agentsaga-operator"
-KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-         "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
 @pytest.fixture
@@ -36,14 +32,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     try:
         for crd in sorted((CHART / "crds").glob("*.yaml")):
             kube.apply_file(crd)
-        for name in (RELEASE_NS, NS):
-            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        docs = [d for d in render("--set", f"sidecar.namespaces={{{NS}}}") if d["kind"] in KINDS]
-        manifests = Path(kube.workdir) / "rbac.json"
-        manifests.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
-        applied = kube.kubectl("apply", "--validate=false", "-f", str(manifests))
-        assert applied.returncode == 0, applied.stderr
-        bind(kube, "alice-approves", "ClusterRole", "agentsaga-approver", "alice")
+        install_chart_rbac(kube, [NS])
+        bind(kube, "alice-approves", "ClusterRole", APPROVER_ROLE, "alice")
         kube.create({"apiVersion": AR, "kind": "AgentRun",
                      "metadata": {"name": RUN, "namespace": NS},
                      "spec": {"agent": "refunder"}})
@@ -57,12 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
 
 
 def bind(kube: Kube, name: str, kind: str, role: str, user: str) -> None:
-    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                 "metadata": {"name": name, "namespace": NS},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind,
-                             "name": role},
-                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                               "name": user}]})
+    bind_user(kube, NS, name, kind, role, user)
 
 
 def approval(approver: str, plan_hash: str = PLAN) -> str:

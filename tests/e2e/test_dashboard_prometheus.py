@@ -29,7 +29,7 @@ from agentsaga.demo.world import connector_env
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.world import Fault, World
 from sagatest.dashboard import PANELS, Check, Expect
-from sagatest.operator_fixtures import Cluster
+from sagatest.operator_fixtures import Cluster, logged
 from sagatest.prometheus_fixtures import Prometheus, free_port
 
 TOOLS = "agentsaga.connectors.tools"
@@ -47,8 +47,8 @@ def metrics_env(port: int) -> dict[str, str]:
 def approve(cluster: Cluster, run: str, plan_hash: str) -> None:
     patch = {"status": {"approval": {"planHash": plan_hash, "decision": "Approved",
                                      "approver": "alice", "reason": "policy ok"}}}
-    done = cluster.kube.kubectl("patch", "agentrun", run, "--subresource=status",
-                                "--type=merge", "-p", json.dumps(patch))
+    done = cluster.approver_kubectl("patch", "agentrun", run, "--subresource=status",
+                                    "--type=merge", "-p", json.dumps(patch))
     assert done.returncode == 0, done.stderr
 
 
@@ -134,7 +134,7 @@ def session(cluster: Cluster, world: World, prometheus: Callable[..., Prometheus
     assert agent.unwind(run).settled
     with psycopg.connect(cluster.dsn) as conn:  # the email's correction waits for a human
         corrections = conn.execute("SELECT tool, state FROM corrections WHERE run_id = %s",
-                                   (run,)).fetchall()
+                                   (logged(run),)).fetchall()
     assert [c for c in corrections if c[1] != "Silent"] == [("send_email", "Proposed")]
 
     run = "evicted-1185"

@@ -56,8 +56,8 @@ def test_reordered_run_commits_after_one_kubectl_approval(cluster: Cluster, worl
 
     approval = {"status": {"approval": {"planHash": staged.plan_hash, "decision": "Approved",
                                         "approver": "alice", "reason": "refund policy ok"}}}
-    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
-                                   "--type=merge", "-p", json.dumps(approval))
+    patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                       "--type=merge", "-p", json.dumps(approval))
     assert patched.returncode == 0, patched.stderr
     waited = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved",
                                   "--timeout=20s")

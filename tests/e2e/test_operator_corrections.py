@@ -10,7 +10,7 @@ from agentsaga.settlement import unwind_run
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import effects
-from sagatest.operator_fixtures import Cluster
+from sagatest.operator_fixtures import Cluster, logged
 
 RUN = "apology-7"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
@@ -19,8 +19,9 @@ EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 def decide(cluster: Cluster, step: int, decision: str, approver: str = "alice") -> None:
     body = {"status": {"corrections": {str(step): {"approval": {
         "decision": decision, "approver": approver, "reason": "the customer read it"}}}}}
-    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
-                                   "--type=merge", "-p", json.dumps(body))
+    patched = cluster.kube.kubectl(f"--as={approver}", "patch", "agentrun", RUN,
+                                   "--subresource=status", "--type=merge", "-p",
+                                   json.dumps(body))
     assert patched.returncode == 0, patched.stderr
 
 
@@ -33,10 +34,10 @@ def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Clu
     staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     saga_log = SagaLog(cluster.dsn, min_size=1, max_size=2).open()
     try:
-        pivot.record_decision(saga_log, RUN, staged.plan_hash, "Approved", "alice")
+        pivot.record_decision(saga_log, logged(RUN), staged.plan_hash, "Approved", "alice")
         agent.dispatch(RUN, "send_email", EMAIL)
         registry = ledger_tools.build_registry()
-        report = unwind_run(saga_log, registry, RUN, "unwind-job", recheck_pause_s=0.01)
+        report = unwind_run(saga_log, registry, logged(RUN), "unwind-job", recheck_pause_s=0.01)
     finally:
         saga_log.close()
 
@@ -54,7 +55,7 @@ def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Clu
     decide(cluster, 1, "Approved")
     job = cluster.wait_jobs(1)[0]
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command == ["agentsaga", "corrections", "--run", RUN, "--send"]
+    assert command == ["agentsaga", "corrections", "--run", logged(RUN), "--send"]
     decided = cluster.wait_run(RUN, lambda o: "approval" not in o["status"]["corrections"]["1"])
     assert decided["status"]["corrections"]["1"]["state"] == "Approved"
     assert decided["status"]["corrections"]["1"]["decidedBy"] == "alice"
@@ -68,7 +69,16 @@ def test_customer_correction_is_sent_only_after_approval_by_kubectl(cluster: Clu
         ("customer@example.com", "Please disregard it.")]
     cluster.wait_run(RUN, lambda o: "1" not in (o["status"].get("corrections") or {}))
 
-    decide(cluster, 1, "Rejected", approver="mallory")  # decided once: a late patch is refused
+    # decided once: a late decision is refused by the admission policy (the entry is gone) and,
+    # written straight to storage (a policy in Warn mode), by the operator
+    late = {"1": {"approval": {"decision": "Rejected", "approver": "alice", "reason": "late"}}}
+    patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                       "--type=merge", "-p",
+                                       json.dumps({"status": {"corrections": late}}))
+    assert patched.returncode != 0
+    assert "may not add or remove status.corrections entries" in patched.stderr
+    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "default", RUN,
+                              {"corrections": late})
     refused = cluster.wait_run(RUN, lambda o: any(
         c["type"] == "CorrectionsDecided" and c["status"] == "False"
         for c in o["status"].get("conditions") or []))
@@ -86,12 +96,12 @@ def test_a_correction_approved_without_its_job_gets_one_on_resync(cluster: Clust
     staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     saga_log = SagaLog(cluster.dsn, min_size=1, max_size=2).open()
     try:
-        pivot.record_decision(saga_log, RUN, staged.plan_hash, "Approved", "alice")
+        pivot.record_decision(saga_log, logged(RUN), staged.plan_hash, "Approved", "alice")
         agent.dispatch(RUN, "send_email", EMAIL)
-        report = unwind_run(saga_log, ledger_tools.build_registry(), RUN, "unwind-job",
+        report = unwind_run(saga_log, ledger_tools.build_registry(), logged(RUN), "unwind-job",
                             recheck_pause_s=0.01)
         assert report.settled, report.to_json()
-        corrections.decide(saga_log, RUN, 0, "Approved", "alice")
+        corrections.decide(saga_log, logged(RUN), 0, "Approved", "alice")
     finally:
         saga_log.close()
     job = cluster.wait_jobs(1)[0]

@@ -9,7 +9,7 @@ import pytest
 
 from agentsaga.client import SagaClient, ToolOutcomeUnknown
 from sagatest.ledger_tools import add_fault
-from sagatest.operator_fixtures import AR, Cluster, sidecar_template
+from sagatest.operator_fixtures import AR, Cluster, logged, sidecar_template
 
 
 def unknown_step(cluster: Cluster, agent: SagaClient, run: str) -> None:
@@ -42,7 +42,7 @@ def test_unsettled_run_survives_deletion_until_reconciled_or_forced(cluster: Clu
     assert "step 0 create_ticket (UNKNOWN)" in held["status"]["message"]  # type: ignore[index]
 
     # settled by reconcile (the ticket is found by key): the deletion completes
-    settled = cluster.run_job(job_running("agentsaga", "reconcile", "--run", "refund-4001"))
+    settled = cluster.run_job(job_running("agentsaga", "reconcile", "--run", logged("refund-4001")))
     assert settled.returncode == 0, settled.stdout + settled.stderr
     cluster.kube.wait_for(AR, "agentruns", "default", "refund-4001", lambda o: o is None)
 

@@ -32,7 +32,8 @@ def test_finished_runs_cost_no_request_and_a_live_run_wakes_on_its_log(cluster: 
     for i, name in enumerate(FINISHED):
         _finished_run(cluster, name, ("Succeeded", "Failed", "Unwound")[i % 3])
     with SagaLog(cluster.dsn, min_size=1, max_size=2).open() as saga_log:
-        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+        settings = Settings(recheck_pause_s=0, pod_namespace="default")
+        service = SagaService(saga_log, registry, settings)
         service.begin_run("live-run")
         cluster.apply_agentrun("live-run")
         cluster.start_operator("--standalone", "--full-resync-interval", "3600", resync=0.2)

@@ -8,8 +8,10 @@ import json
 
 from agentsaga.operator.job_manifests import job_name
 
+from agentsaga.keys import log_run_id
 from agentsaga.store import SagaLog
-from sagatest.operator_fixtures import Cluster
+from sagatest.chart_rbac import APPROVER_ROLE, bind_user
+from sagatest.operator_fixtures import Cluster, logged
 
 RUN = "refund-3001"
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -19,8 +21,8 @@ EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 def approve(cluster: Cluster, plan_hash: str, decision: str = "Approved") -> None:
     body = {"status": {"approval": {"planHash": plan_hash, "decision": decision,
                                     "approver": "alice", "reason": "checked the plan"}}}
-    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
-                                   "--type=merge", "-p", json.dumps(body))
+    patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                       "--type=merge", "-p", json.dumps(body))
     assert patched.returncode == 0, patched.stderr
 
 
@@ -52,7 +54,16 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
     assert header.split() == ["NAME", "PHASE", "STEPS", "UNKNOWN", "PIVOT", "HUMAN", "AGE"]
     assert row.split()[:5] == [RUN, "AwaitingApproval", "2", "0", "AwaitingApproval"]
 
-    approve(cluster, "0" * 64)
+    # a stale plan hash: the admission policy refuses it; written straight to storage (as a
+    # policy in Warn mode would let it through), the operator refuses it too
+    stale_approval = {"planHash": "0" * 64, "decision": "Approved", "approver": "alice"}
+    refused_patch = cluster.approver_kubectl(
+        "patch", "agentrun", RUN, "--subresource=status", "--type=merge", "-p",
+        json.dumps({"status": {"approval": stale_approval}}))
+    assert refused_patch.returncode != 0
+    assert "must equal status.pivot.planHash" in refused_patch.stderr
+    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "default", RUN,
+                              {"approval": stale_approval})
     stale = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved=False",
                                  "--timeout=15s")
     assert stale.returncode == 0, stale.stderr
@@ -73,7 +84,7 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
         "Approved", "Approved", "alice")
     assert approved["status"]["phase"] == "Committing"
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot
+        record = saga_log.require_run(logged(RUN)).pivot
     assert record is not None and (record.state, record.decided_by) == ("Approved", "alice")
     assert cluster.jobs() == []
 
@@ -103,7 +114,7 @@ def test_no_approval_is_recorded_while_the_api_server_does_not_check_approvers(
         "no ValidatingAdmissionPolicy" in c["message"] for c in o["status"]["conditions"]))
     assert again["status"]["phase"] == "AwaitingApproval"
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot
+        record = saga_log.require_run(logged(RUN)).pivot
     assert record is not None and record.state == "AwaitingApproval" and not record.decided_by
 
 
@@ -118,7 +129,7 @@ def test_rejection_at_the_pivot_starts_the_unwind_job(cluster: Cluster) -> None:
     [job] = cluster.wait_jobs(1)
     assert job["metadata"]["name"] == job_name(RUN, "unwind", 1)
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == [
-        "agentsaga", "unwind", "--run", RUN]
+        "agentsaga", "unwind", "--run", logged(RUN)]
 
 
 def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
@@ -142,8 +153,8 @@ def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
     cluster.wait_run(RUN, lambda o: (o["status"].get("pivot") or {}).get("state") == "Approved")
     agent.dispatch(RUN, "send_email", letter)
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot
-        steps = saga_log.steps(RUN)
+        record = saga_log.require_run(logged(RUN)).pivot
+        steps = saga_log.steps(logged(RUN))
     assert record is not None and len(record.commit[0]["args"]["body"]) > 5 << 20
     assert [(s.tool, s.status) for s in steps] == [("send_email", "CONFIRMED")]
 
@@ -151,11 +162,15 @@ def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
 def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
         cluster: Cluster) -> None:
     """A run of namespace `default` (bound by its pod there); an AgentRun in `sandbox` naming it
-    gets RunLinked=False, no plan, and its approval records nothing."""
+    gets RunLinked=False and no plan; an approver of `sandbox` cannot approve it (the admission
+    policy: there is no staged plan to name), and an approval that got there anyway (a policy
+    in Warn mode: written straight to storage) is consumed without recording anything."""
     plan_hash = staged_run(cluster)
     created = cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sandbox"}}))
     assert created.returncode == 0, created.stderr
+    bind_user(cluster.kube, "sandbox", "mallory-approves", "ClusterRole", APPROVER_ROLE,
+              "mallory")
     manifest = {"apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
                 "metadata": {"name": "borrowed", "namespace": "sandbox"},
                 "spec": {"agent": "mallory", "runId": RUN}}
@@ -168,11 +183,36 @@ def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
     assert linked is not None and "pivot" not in linked["status"]
     body = {"status": {"approval": {"planHash": plan_hash, "decision": "Approved",
                                     "approver": "mallory"}}}
-    patched = cluster.kube.kubectl("-n", "sandbox", "patch", "agentrun", "borrowed",
-                                   "--subresource=status", "--type=merge", "-p", json.dumps(body))
-    assert patched.returncode == 0, patched.stderr
+    patched = cluster.kube.kubectl("--as=mallory", "-n", "sandbox", "patch", "agentrun",
+                                   "borrowed", "--subresource=status", "--type=merge", "-p",
+                                   json.dumps(body))
+    assert patched.returncode != 0
+    assert "status.approval.planHash must equal status.pivot.planHash" in patched.stderr
+    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+                              body["status"])
     cluster.kube.wait_for("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
                           lambda o: o is not None and "approval" not in o.get("status", {}), 20)
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(RUN).pivot
+        record = saga_log.require_run(logged(RUN)).pivot
     assert record is not None and record.state == "AwaitingApproval"
+
+    # sandbox runs its own `refund-3001` (a run id is unique within its namespace): the
+    # operator makes its AgentRun there, and `borrowed` now shows sandbox's run, not default's
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        saga_log.begin_run(log_run_id("sandbox", RUN), agent="tester", owner="tester-0",
+                           pod_uid="uid-sandbox", namespace="sandbox")
+    own = cluster.kube.wait_for(
+        "agentsaga.io/v1alpha1", "agentruns", "sandbox", RUN,
+        lambda o: o is not None and (o.get("status") or {}).get("ownerEpoch") == 1, 20)
+    assert own is not None and own["spec"]["runId"] == RUN
+    assert own["status"]["pod"] == {"name": "tester-0", "uid": "uid-sandbox",
+                                    "namespace": "sandbox"}
+    relinked = cluster.kube.wait_for(
+        "agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
+        lambda o: o is not None and any(
+            c.get("type") == "RunLinked" and c.get("status") == "True"
+            for c in (o.get("status") or {}).get("conditions") or []), 20)
+    assert relinked is not None and "pivot" not in relinked["status"]
+    theirs = cluster.wait_run(RUN, lambda o: True)  # default's own AgentRun is untouched
+    assert theirs["status"]["pivot"]["state"] == "AwaitingApproval"
+    assert theirs["status"]["pod"]["namespace"] == "default"

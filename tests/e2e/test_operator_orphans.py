@@ -13,7 +13,7 @@ from agentsaga.operator.job_manifests import job_name
 from agentsaga.client import RunTakenOver
 from sagatest.kubeapi.server import RequestRecord
 from sagatest.ledger_tools import calls, effects
-from sagatest.operator_fixtures import Cluster, agentrun, evict
+from sagatest.operator_fixtures import Cluster, agentrun, evict, logged
 from sagatest.world_fixtures import poll_until
 
 RUN = "refund-1182"
@@ -62,7 +62,7 @@ def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_
     [job] = cluster.wait_jobs(1)
     assert job["metadata"]["name"] == job_name(RUN, "unwind", 1)
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["agentsaga", "unwind", "--run", RUN]
+    assert container["command"] == ["agentsaga", "unwind", "--run", logged(RUN)]
     assert container["image"] == "agentsaga-sidecar:test"
     assert "restartPolicy" not in container and "readinessProbe" not in container
     assert job["metadata"]["ownerReferences"][0]["name"] == RUN

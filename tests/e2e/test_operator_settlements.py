@@ -19,7 +19,7 @@ from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.store import SagaLog
 from sagatest.kubeapi.auth import ADMIN
 from sagatest.ledger_tools import add_fault, effects
-from sagatest.operator_fixtures import Cluster, agentrun, evict
+from sagatest.operator_fixtures import Cluster, agentrun, evict, logged
 from sagatest.plugin_tools import kubectl_agentsaga
 
 Obj = dict[str, Any]
@@ -29,8 +29,8 @@ EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 def settle(cluster: Cluster, step: int, **entry: str) -> None:
     body = {"status": {"settlements": {str(step): entry}}}
-    patched = cluster.kube.kubectl("patch", "agentrun", RUN, "--subresource=status",
-                                   "--type=merge", "-p", json.dumps(body))
+    patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
+                                       "--type=merge", "-p", json.dumps(body))
     assert patched.returncode == 0, patched.stderr
 
 
@@ -69,7 +69,7 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
         NEEDS_HUMAN_EXIT]
     stopped = cluster.run_job(job)
     assert stopped.returncode == NEEDS_HUMAN_EXIT, stopped.stdout + stopped.stderr
-    assert f"agentsaga settle --run {RUN} --step 1" in stopped.stdout
+    assert f"agentsaga settle --run {logged(RUN)} --step 1" in stopped.stdout
     cluster.finish_job(job["metadata"]["name"], succeeded=False)
     failed = cluster.wait_phase(RUN, "Failed")
     assert "wait for a person to settle them" in failed["status"]["message"]
@@ -92,8 +92,8 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
         "1") or {}).get("state") == "Recorded")
     assert (condition(recorded, "StepsSettled") or {})["status"] == "True"
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        step = saga_log.step(RUN, 1)
-        [item] = saga_log.settlements(RUN)
+        step = saga_log.step(logged(RUN), 1)
+        [item] = saga_log.settlements(logged(RUN))
     assert step is not None and step.status == "NOT_EXECUTED"
     assert (item.settler, item.outcome, item.reason) == (ADMIN, "NotHappened",
                                                          "not in the SMS log")

@@ -21,7 +21,10 @@ KEYS = ("direct_p50_ms", "sidecar_dispatch_p50_ms", "sidecar_dispatch_p99_ms", "
         "startup_s", "reconcile_batched_s", "reconcile_unbatched_s", "mcp_direct_p50_ms",
         "mcp_sidecar_p50_ms", "mcp_sidecar_p99_ms", "inproc_dispatch_p50_ms",
         "dispatch_p50_full_log_ms", "dispatch_p99_full_log_ms", "dispatch_p50_empty_log_ms",
-        "operator_rss_mb", "eviction_to_job_s")
+        "operator_rss_mb", "eviction_to_job_s", "sidecar_dispatch_async_p50_ms",
+        "sidecar_dispatch_group_p50_ms", "sidecar_dispatch_group_p99_ms",
+        "throughput_1_runs_group", "throughput_32_runs_async", "throughput_32_runs_group",
+        "group_vs_async_p50", "group_vs_async_throughput_32")
 PEERS = ("dbos_step_p50_ms", "restate_inhandler_step_p50_ms", "restate_remote_step_p50_ms",
          "temporal_durable_activity_p50_ms", "temporal_activity_ms", "restate_step_ms")
 

@@ -17,18 +17,19 @@ from agentsaga.errors import (
     RunEnded,
 )
 from agentsaga.service import SagaService
-from agentsaga.settings import Settings
+from agentsaga.settings import OutcomeCommit, Settings
 from agentsaga.states import RunState
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
+from sagatest.outcome_modes import saga_log_for
 from sagatest.traced import Traced
 
 
 @pytest.fixture
-def dispatcher(pg: str, ledger: str) -> Iterator[SagaService]:
+def dispatcher(pg: str, ledger: str, outcome_commit: OutcomeCommit) -> Iterator[SagaService]:
     pauses: list[float] = []
-    saga_log = SagaLog(pg, min_size=1, max_size=4).open()
+    saga_log = saga_log_for(pg, outcome_commit).open()
     d = SagaService(saga_log, ledger_tools.build_registry(), Settings(recheck_pause_s=0.01),
                    sleep=pauses.append)
     d.pauses = pauses  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ import pytest
 from agentsaga import step_key
 from agentsaga.errors import Fenced, RunEnded, RunNotFound, SettlementError
 from agentsaga.service import SagaService
-from agentsaga.settings import Settings
+from agentsaga.settings import OutcomeCommit, Settings
 from agentsaga.states import (
     CompensationStatus,
     CorrectionState,
@@ -25,13 +25,14 @@ from agentsaga.states import (
 from agentsaga.store import Correction, PivotRecord, SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import calls, effects
+from sagatest.outcome_modes import saga_log_for
 
 RUN = "fenced-run"
 
 
 @pytest.fixture
-def saga_log(pg: str) -> Iterator[SagaLog]:
-    with SagaLog(pg, min_size=1, max_size=4).open(migrate=False) as log_:
+def saga_log(pg: str, outcome_commit: OutcomeCommit) -> Iterator[SagaLog]:
+    with saga_log_for(pg, outcome_commit).open(migrate=False) as log_:
         yield log_
 
 
@@ -224,8 +225,9 @@ def test_a_settlement_of_a_step_a_writer_may_still_be_calling_is_refused(saga_lo
 
 
 @pytest.fixture
-def two_sidecars(pg: str, ledger: str) -> Iterator[tuple[SagaService, SagaService]]:
-    logs = [SagaLog(pg, min_size=1, max_size=4).open(migrate=False) for _ in range(2)]
+def two_sidecars(pg: str, ledger: str,
+                 outcome_commit: OutcomeCommit) -> Iterator[tuple[SagaService, SagaService]]:
+    logs = [saga_log_for(pg, outcome_commit).open(migrate=False) for _ in range(2)]
     settings = Settings(recheck_pause_s=0.01)
     yield (SagaService(logs[0], ledger_tools.build_registry(), settings, sleep=lambda _: None),
            SagaService(logs[1], ledger_tools.build_registry(), settings, sleep=lambda _: None))

@@ -1,6 +1,7 @@
 """R12 on Kubernetes: a run is bound to the pod the downward API names, never to an identity sent
 in BeginRun; another pod adopts it only once the operator released it (saw the pod go); a run
-of one namespace is never adopted from another (real sidecar processes, gRPC, Postgres)."""
+of one namespace is never reached from another: a run id is unique within its namespace (real
+sidecar processes, gRPC, Postgres)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import grpc
 import psycopg
 import pytest
 
+from agentsaga.keys import step_key
 from agentsaga.store import SagaLog, roles
 from agentsaga.store.connections import with_user
 from agentsaga.v1 import sidecar_pb2 as pb
+from sagatest.ledger_tools import effects
 from sagatest.sidecar_fixtures import SidecarProcess
 
 TOOLS = "sagatest.ledger_tools"
@@ -38,8 +41,8 @@ def test_a_second_pod_cannot_adopt_a_run_bound_to_a_live_pod(sidecar_factory: Fa
     first = sidecar_factory(sidecar, TOOLS, env=pod("agent-a", "uid-a")).client()
     first.stub.BeginRun(pb.BeginRunRequest(run_id="bound", pod_name="forged",
                                            pod_uid="uid-forged", namespace="elsewhere"))
-    # the request's identity is ignored: the downward API's is bound
-    assert binding(ledger, "bound") == ("agent-a", "uid-a", "payments", 1)
+    # the request's identity is ignored: the downward API's is bound; the run is payments's
+    assert binding(ledger, "payments/bound") == ("agent-a", "uid-a", "payments", 1)
 
     second = sidecar_factory(sidecar, TOOLS, env=pod("agent-b", "uid-b")).client()
     for request in (pb.BeginRunRequest(run_id="bound"),
@@ -48,24 +51,52 @@ def test_a_second_pod_cannot_adopt_a_run_bound_to_a_live_pod(sidecar_factory: Fa
             second.stub.BeginRun(request)
         assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
         assert "alive as far as the operator knows" in (refused.value.details() or "")
-    assert binding(ledger, "bound") == ("agent-a", "uid-a", "payments", 1)  # not fenced
+    assert binding(ledger, "payments/bound") == ("agent-a", "uid-a", "payments", 1)  # kept
     first.dispatch("bound", "create_ticket", {"summary": "still mine", "order_id": "1"})
 
     # the operator saw pod a go (evicted): now b adopts, and a is fenced (R12)
     with SagaLog(with_user(ledger, roles.OPERATOR), min_size=1, max_size=1).open(
             migrate=False) as operator:
-        assert operator.release_pod("bound", "uid-a")
+        assert operator.release_pod("payments/bound", "uid-a")
     adopted = second.begin_run("bound")
-    assert adopted.adopted and binding(ledger, "bound") == ("agent-b", "uid-b", "payments", 2)
+    assert adopted.adopted
+    assert binding(ledger, "payments/bound") == ("agent-b", "uid-b", "payments", 2)
 
-    sandbox = sidecar_factory(sidecar, TOOLS, env=pod("agent-c", "uid-c", "sandbox")).client()
-    with SagaLog(with_user(ledger, roles.OPERATOR), min_size=1, max_size=1).open(
-            migrate=False) as operator:
-        operator.release_pod("bound", "uid-b")
-    with pytest.raises(grpc.RpcError) as other:
-        sandbox.stub.BeginRun(pb.BeginRunRequest(run_id="bound"))
-    assert other.value.code() is grpc.StatusCode.PERMISSION_DENIED
-    assert "another namespace" in (other.value.details() or "")
+
+def test_a_run_id_is_unique_within_its_namespace_only(sidecar_factory: Factory,
+                                                      ledger: str) -> None:
+    """Two namespaces run `refund-1`: two runs, two keys, two effects; neither sidecar reaches
+    the other's run, by its bare id or by naming the other namespace."""
+    sidecar = with_user(ledger, roles.SIDECAR)
+    payments = sidecar_factory(sidecar, TOOLS, env=pod("agent-p", "uid-p")).client()
+    sandbox = sidecar_factory(sidecar, TOOLS, env=pod("agent-s", "uid-s", "sandbox")).client()
+    for client, summary in ((payments, "a refund"), (sandbox, "a test")):
+        began = client.begin_run("refund-1")
+        assert not began.adopted and began.owner_epoch == 1
+        client.dispatch("refund-1", "create_ticket", {"summary": summary, "order_id": "7"})
+    assert binding(ledger, "payments/refund-1") == ("agent-p", "uid-p", "payments", 1)
+    assert binding(ledger, "sandbox/refund-1") == ("agent-s", "uid-s", "sandbox", 1)
+    tickets = effects(ledger, "ticket")
+    assert [(t["key"], t["body"]["summary"]) for t in tickets] == [
+        (step_key("payments/refund-1", 0, "create_ticket"), "a refund"),
+        (step_key("sandbox/refund-1", 0, "create_ticket"), "a test")]
+
+    # sandbox names payments's run outright: refused, and nothing changed
+    stub, theirs = sandbox.stub, "payments/refund-1"
+    calls: list[Callable[[], object]] = [
+        lambda: stub.BeginRun(pb.BeginRunRequest(run_id=theirs)),
+        lambda: stub.GetRun(pb.GetRunRequest(run_id=theirs)),
+        lambda: stub.Unwind(pb.RunRequest(run_id=theirs))]
+    for call in calls:
+        with pytest.raises(grpc.RpcError) as other:
+            call()
+        assert other.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "serves the runs of namespace 'sandbox' only" in (other.value.details() or "")
+    assert binding(ledger, "payments/refund-1") == ("agent-p", "uid-p", "payments", 1)
+    # its own run, qualified with its own namespace, is the same run as the bare id
+    shown = sandbox.get_run("sandbox/refund-1")
+    assert (shown.run_id, shown.owner_epoch, len(shown.steps)) == ("sandbox/refund-1", 1, 1)
+    assert len(effects(ledger, "ticket")) == 2
 
 
 def test_the_sidecar_role_cannot_release_a_pod_or_set_the_policy(ledger: str) -> None:

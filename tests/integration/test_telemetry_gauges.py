@@ -126,7 +126,7 @@ def test_the_operator_reports_orphans_until_unwound_and_nothing_when_it_stops() 
     now[0] += 40
     points = collect(reader)
     labels = {"k8s.namespace.name": "agents", "agentsaga.agentrun": "refund-1182",
-              "agentsaga.run_id": "refund-1182"}
+              "agentsaga.run_id": "agents/refund-1182"}  # the log's id, as `--run` takes it
     assert points["agentsaga.run.orphaned.age"] == [(labels, 140.0)]
     assert points["agentsaga.run.orphan.grace"] == [(labels, 30.0)]
     assert points["agentsaga.operator.resync.age"] == [({}, 40.0)]  # "other": never resynced

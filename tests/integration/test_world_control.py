@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from agentsaga.world import World
 
@@ -82,11 +83,19 @@ def test_warehouse_rejections_are_in_the_truth(world: World) -> None:
         ("1", "rejected"), ("2", "accepted")]
 
 
-def test_agentsaga_world_command_serves_until_interrupted() -> None:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_agentsaga_world_command_serves_until_interrupted(inherited: str) -> None:
+    """Ctrl-C stops it, also when it was started with SIGINT ignored (as a background job of a
+    shell without job control is)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentsaga.cli", "world", "--port", "0", "--smtp-port", "0",
          "--search-lag", "0"],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=_ignore_sigint if inherited == "ignored" else None,
     )
     try:
         assert proc.stdout is not None

@@ -151,3 +151,39 @@ def test_objects_over_etcds_limit_are_refused(kube_with_crds: Kube) -> None:
     body = kube_with_crds.kubectl("create", "--validate=false", "-f", "-", input=json.dumps(huge))
     assert body.returncode != 0 and "Request entity too large" in body.stderr
     assert kube_with_crds.get("v1", "configmaps", "default", "big") is None
+
+
+def test_block_owner_deletion_needs_update_on_the_owners_finalizers(kube: Kube) -> None:
+    """OwnerReferencesPermissionEnforcement: a ConfigMap owned by another, with
+    blockOwnerDeletion, is created only by someone who may update that owner's finalizers."""
+    owner = kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "owner", "namespace": "default"}})
+    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                 "metadata": {"name": "cm-writer", "namespace": "default"},
+                 "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                            "verbs": ["create", "update"]}]})
+    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                 "metadata": {"name": "cm-writer", "namespace": "default"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                             "name": "cm-writer"},
+                 "subjects": [{"kind": "User", "name": "gina",
+                               "apiGroup": "rbac.authorization.k8s.io"}]})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+           "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}
+
+    def owned(name: str, **extra: bool) -> str:
+        return json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": name, "ownerReferences": [{**ref, **extra}]}})
+
+    refused = kube.kubectl("--as=gina", "create", "-f", "-", input=owned("blocking"))
+    assert refused.returncode != 0
+    assert ("cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't "
+            "set finalizers on") in refused.stderr
+    plain = kube.kubectl("--as=gina", "create", "-f", "-",
+                         input=owned("plain", blockOwnerDeletion=False))
+    assert plain.returncode == 0, plain.stderr
+    kube.patch("rbac.authorization.k8s.io/v1", "roles", "default", "cm-writer", {"rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps/finalizers"], "verbs": ["update"]}]})
+    allowed = kube.kubectl("--as=gina", "create", "-f", "-", input=owned("blocking"))
+    assert allowed.returncode == 0, allowed.stderr

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentsaga.redact import redact_text, redact_value
+from agentsaga.errors import InvalidArguments
+from agentsaga.redact import clip, redact_text, redact_value
+from agentsaga.registry import Registry
+from agentsaga.tool_schema import check_arguments
 
 
 @pytest.mark.parametrize(("text", "masked"), [
@@ -97,3 +100,23 @@ def _luhn(digits: str) -> bool:
         d = int(ch) * (2 if i % 2 else 1)
         total += d - 9 if d > 9 else d
     return total % 10 == 0
+
+
+def test_a_text_is_masked_before_it_is_cut() -> None:
+    """Cut first, `... 4111 1111 1111 11` would fail the Luhn check and stay in clear."""
+    text = "x" * 40 + " 4111 1111 1111 1111 and password=hunter2"
+    clipped = clip(text, 57)
+    assert "4111 1111" not in clipped and clipped.endswith("...") and len(clipped) <= 57
+    assert clip("short", 57) == "short"
+
+
+def test_an_argument_error_never_quotes_a_card_number_cut_in_half() -> None:
+    registry = Registry()
+
+    @registry.tool(cls="pure")
+    def quote(amount: int) -> dict[str, int]:
+        return {"amount": amount}
+
+    with pytest.raises(InvalidArguments) as refused:
+        check_arguments(registry.get("quote"), {"amount": "x" * 40 + " 4111111111111111"})
+    assert "41111111" not in str(refused.value) and "must be an integer" in str(refused.value)

@@ -95,7 +95,7 @@ def test_defaults_and_values_from_the_environment() -> None:
      "got '0'"),
     ({"AGENTSAGA_WORKERS": "2.5"}, "AGENTSAGA_WORKERS must be a whole number, got '2.5'"),
     ({"AGENTSAGA_OUTCOME_COMMIT": "maybe"},
-     "AGENTSAGA_OUTCOME_COMMIT must be one of sync, async, got 'maybe'"),
+     "AGENTSAGA_OUTCOME_COMMIT must be one of sync, async, group, got 'maybe'"),
     ({"AGENTSAGA_TRACE_PAYLOADS": "perhaps"}, "AGENTSAGA_TRACE_PAYLOADS must be true or false"),
     ({"AGENTSAGA_CONNECTOR_TIMEOUT_S": "0"},
      "AGENTSAGA_CONNECTOR_TIMEOUT_S must be a number of seconds above 0, got '0'"),

@@ -1,9 +1,15 @@
 """The operator end to end: `agentsaga operator` (real kopf) in a subprocess against the
 Kubernetes API stand-in, real Postgres, real sidecars bound to stand-in pods.
 
-`cluster` yields a `Cluster`: the stand-in with the CRDs, a Postgres with the ledger tools'
+`cluster` yields a `Cluster`: the stand-in with the CRDs, the rendered chart's RBAC and approval
+policy (enforced, with `default` as the agent namespace), a Postgres with the ledger tools'
 tables, the DSN Secret and a sidecar template (as the chart renders them), and helpers that do
 what the missing kubelet and job controller would: run a Job's command, mark it complete.
+
+The operator runs as the chart's operator ServiceAccount (`sagatest.chart_rbac`): every test
+shows the chart grants it enough. The test's own client (`cluster.kube`) stays the stand-in's
+admin for what a test sets up (pods, Secrets, evictions); approvals are given as `APPROVER`,
+who holds the chart's approver ClusterRole in `default` (`cluster.approver_kubectl`).
 """
 
 from __future__ import annotations
@@ -24,18 +30,28 @@ import pytest
 from kubernetes import client, config
 
 from agentsaga import subprocesses
+from agentsaga.keys import log_run_id
 from agentsaga.store import Run, SagaLog, roles
 from agentsaga.store.connections import with_user
 from sagatest import ledger_tools
-from sagatest.chart_tools import render
+from sagatest.chart_rbac import (
+    APPROVER_ROLE,
+    bind_user,
+    install_chart_rbac,
+    operator_kubeconfig,
+    operator_token,
+)
 from sagatest.kube_fixtures import Kube, kube, kube_with_crds
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
-__all__ = ["Cluster", "OperatorProcess", "cluster", "kube", "kube_with_crds"]
+__all__ = ["APPROVER", "Cluster", "OperatorProcess", "cluster", "kube", "kube_with_crds",
+           "namespaced_cluster"]
 
 AR = "agentsaga.io/v1alpha1"
 TOOLS = "sagatest.ledger_tools"
 SECRET = "agentsaga-postgres"
+APPROVER = "alice"
+"""The user the fixture binds to the chart's approver ClusterRole in `default`."""
 Obj = dict[str, Any]
 
 
@@ -57,12 +73,18 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")
 
 
+def logged(run_id: str) -> str:
+    """The saga-log id of a run of these tests' pods (namespace `default`)."""
+    return log_run_id("default", run_id)
+
+
 @dataclass
 class Cluster:
     kube: Kube
     dsn: str
     workdir: Path
     template: Path
+    operator_kubeconfig: Path
     operators: list[OperatorProcess] = field(default_factory=list)
     sidecars: list[SidecarProcess] = field(default_factory=list)
 
@@ -72,7 +94,8 @@ class Cluster:
                        resync: float = 0.2, wait: bool = True) -> OperatorProcess:
         seen = len(self.kube.requests)
         log_path = self.workdir / f"operator-{len(self.operators)}.log"
-        full_env = {**self.kube.env(), "AGENTSAGA_SIDECAR_TEMPLATE": str(self.template),
+        full_env = {**self.kube.env(), "KUBECONFIG": str(self.operator_kubeconfig),
+                    "AGENTSAGA_SIDECAR_TEMPLATE": str(self.template),
                     "AGENTSAGA_JOB_SERVICE_ACCOUNT": "agentsaga-sidecar", **(env or {})}
         with log_path.open("wb") as sink:
             proc = subprocess.Popen(
@@ -99,6 +122,13 @@ class Cluster:
                 return
             time.sleep(0.05)
         raise TimeoutError("the operator did not start watching:\n" + process.output())
+
+    # -- people ----------------------------------------------------------------------------
+
+    def approver_kubectl(self, *args: str,
+                         input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """kubectl as `APPROVER` (impersonated by the admin, as `kubectl --as` does)."""
+        return self.kube.kubectl(f"--as={APPROVER}", *args, input=input)
 
     # -- agent pods and their sidecars -----------------------------------------------------
 
@@ -150,7 +180,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         with SagaLog(self.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
             while True:
-                run = saga_log.run(run_id)
+                run = saga_log.run(logged(run_id))
                 if run is not None and predicate(run):
                     return run
                 assert time.monotonic() < deadline, f"run {run_id}: {run}"
@@ -204,6 +234,13 @@ class Cluster:
             status["completionTime"] = stamp
         self.kube.patch_status("batch/v1", "jobs", "default", name, status)
 
+    def refused_to_the_operator(self) -> list[str]:
+        """Every request the operator sent with its token that the stand-in refused (403): what
+        the chart does not grant it (a test's own `kubectl --as` probes are not counted)."""
+        token = f"Bearer {operator_token(self.kube)}"
+        return [f"{r.method} {r.path}?{r.query}" for r in self.kube.requests
+                if r.authorization == token and r.status == 403]
+
     def close(self) -> None:
         for operator in self.operators:
             operator.kill()
@@ -231,36 +268,43 @@ def sidecar_template() -> Obj:
 @pytest.fixture
 def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    """The operator's RBAC cluster-wide (the chart's default, `operator.watchNamespaces` empty):
+    start it without `--namespace`."""
+    yield from _cluster(kube_with_crds, pg, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def namespaced_cluster(kube_with_crds: Kube, pg: str, tmp_path: Path,
+                       monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    """The chart with `operator.watchNamespaces={default}`: the operator's role bound in
+    `default` only, its KopfPeering there; start it with `--namespace default`."""
+    yield from _cluster(kube_with_crds, pg, tmp_path, monkeypatch,
+                        ("--set", "operator.watchNamespaces={default}"), peering=True)
+
+
+def _cluster(kube: Kube, pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             chart_values: tuple[str, ...] = (), *, peering: bool = False) -> Iterator[Cluster]:
     ledger_tools.setup(pg)
     # the ledger tools reach the ledger wherever they run: the sidecars and Jobs (their
     # environment) and this process, where tests unwind runs in-process
     monkeypatch.setenv("LEDGER_DSN", pg)
-    kube_with_crds.create({
+    kube.create({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": SECRET, "namespace": "default"},
         "data": {"dsn": base64.b64encode(pg.encode()).decode()},
     })
-    install_approval_policy(kube_with_crds)
+    install_chart_rbac(kube, ["default"], *chart_values, peering=peering)
+    bind_user(kube, "default", f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE, APPROVER)
+    kube.enforce_admission_policies(True)
     template = tmp_path / "sidecar.json"
     template.write_text(json.dumps(sidecar_template()))
-    found = Cluster(kube_with_crds, pg, tmp_path, template)
+    found = Cluster(kube, pg, tmp_path, template, operator_kubeconfig(kube))
     try:
         yield found
     finally:
         found.close()
-
-
-def install_approval_policy(kube: Kube) -> None:
-    """The chart's approval ValidatingAdmissionPolicy and its Deny binding, which the operator
-    requires before it records any approval (operator/approval_trust.py).
-
-    Kept as objects but not evaluated: the sidecar still writes AgentRun status (status.pivot)
-    under the fixtures' admin identity, which the policy refuses to anyone but the operator.
-    tests/e2e/test_chart_rbac.py runs the chart's RBAC and policy enforced."""
-    for doc in render():
-        if doc["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
-            kube.create(doc)
-    kube.enforce_admission_policies(False)
+    # every test shows the chart grants the operator what it does
+    assert found.refused_to_the_operator() == [], "the chart's RBAC refused the operator"
 
 
 def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, object]:

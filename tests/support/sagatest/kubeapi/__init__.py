@@ -18,7 +18,9 @@ Enforced as a real server does (`auth`, `admission`, `schema`): bearer tokens (`
 401) and impersonation (`kubectl --as/--as-group`, allowed by the `impersonate` verb); RBAC from
 the stored Roles, ClusterRoles and bindings for every request, and `kubectl auth can-i`;
 ValidatingAdmissionPolicies with their bindings (Deny, Warn, Audit) evaluated with cel-python and
-the request's real userInfo, `authorizer` checks answered by the same RBAC; pruning and
+the request's real userInfo, `authorizer` checks answered by the same RBAC; ownerReferences as
+the OwnerReferencesPermissionEnforcement plugin checks them (blockOwnerDeletion needs `update` on
+the owner's `finalizers`); pruning and
 validation of custom resources against the CRD's structural schema and its CEL rules; request
 bodies over 3 MiB (413) and objects over etcd's 1.5 MiB. The Python API (`create`, `patch`, …)
 writes the ground truth directly: no authorization and no admission, but the schema and the size

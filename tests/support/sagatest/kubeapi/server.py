@@ -43,6 +43,8 @@ class RequestRecord:
     user_agent: str
     authorization: str
     user: str = ""
+    status: int = 0
+    """The HTTP status answered (0 while the request is being served)."""
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -75,21 +77,24 @@ class ApiServer:
             request.method, request.path, request.query_string,
             request.headers.get("Content-Type", ""), request.headers.get("Accept", ""),
             request.headers.get("User-Agent", ""), request.headers.get("Authorization", ""))
+        index = len(self.requests)
         self.requests.append(record)
+        response: web.StreamResponse
         try:
             who = self.identify(request)
-            self.requests[-1] = dataclasses.replace(record, user=who.username)
+            record = self.requests[index] = dataclasses.replace(record, user=who.username)
             ctx = RequestContext(who)
             request[CONTEXT] = ctx
-            response: web.StreamResponse = await handler(request)
+            response = await handler(request)
             for warning in ctx.warnings:
                 response.headers.add("Warning", f'299 - "{warning}"')
-            return response
         except ApiError as exc:
-            return _json(exc.body, exc.code)
+            response = _json(exc.body, exc.code)
         except Exception as exc:  # a stand-in bug: make it loud in the client's error
             log.exception("stand-in failure on %s %s", request.method, request.path)
-            return _json(status_body(500, f"stand-in error: {exc!r}", "InternalError"), 500)
+            response = _json(status_body(500, f"stand-in error: {exc!r}", "InternalError"), 500)
+        self.requests[index] = dataclasses.replace(record, status=response.status)
+        return response
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]

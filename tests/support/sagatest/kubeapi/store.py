@@ -18,7 +18,7 @@ from typing import Any
 
 from . import defaults, errors, patch, schema
 from .admission import Admission, Request
-from .auth import Authorizer, UserInfo
+from .auth import Attributes, Authorizer, UserInfo
 from .defaults import now
 from .errors import ApiError
 from .resources import Registry, ResourceType
@@ -291,6 +291,7 @@ class Store:
                ctx: RequestContext | None, dry_run: bool) -> None:
         if ctx is None:
             return
+        self._owner_references(rt, operation, ns, name, old, new, ctx.user)
         namespace_object = None
         if rt.namespaced and ns:
             namespace_object = self.objects.get(("", "namespaces"), {}).get(("", ns))
@@ -298,6 +299,36 @@ class Store:
             operation, rt.group, rt.version, rt.plural, subresource or "", rt.kind,
             ns or "" if rt.namespaced else "", name, ctx.user, dry_run,
             copy.deepcopy(old), copy.deepcopy(new), namespace_object))
+
+    def _owner_references(self, rt: ResourceType, operation: str, ns: str | None, name: str,
+                          old: Obj | None, new: Obj | None, who: UserInfo) -> None:
+        """The OwnerReferencesPermissionEnforcement admission plugin: changing an object's
+        ownerReferences needs `delete` on it (not when creating it), and a new reference with
+        blockOwnerDeletion needs `update` on the owner's `finalizers` subresource."""
+        if new is None or operation not in ("CREATE", "UPDATE"):
+            return
+        refs = list((new.get("metadata") or {}).get("ownerReferences") or [])
+        before = list(((old or {}).get("metadata") or {}).get("ownerReferences") or [])
+        if refs == before:
+            return
+        described = f'{rt.plural}{"." + rt.group if rt.group else ""} "{name}"'
+        if operation == "UPDATE" and not self.authorizer.allowed(who, Attributes(
+                "delete", rt.group, rt.plural, "", ns or "", name)):
+            raise ApiError(403, f"{described} is forbidden: cannot set an ownerRef on a "
+                                "resource you can't delete", "Forbidden")
+        blocking_before = {ref.get("uid") for ref in before if ref.get("blockOwnerDeletion")}
+        for ref in refs:
+            if not ref.get("blockOwnerDeletion") or ref.get("uid") in blocking_before:
+                continue
+            owner = self.registry.by_kind(str(ref.get("apiVersion", "")),
+                                          str(ref.get("kind", "")))
+            allowed = owner is not None and self.authorizer.allowed(who, Attributes(
+                "update", owner.group, owner.plural, "finalizers",
+                ns or "" if owner.namespaced else "", str(ref.get("name", ""))))
+            if not allowed:
+                raise ApiError(403, f"{described} is forbidden: cannot set blockOwnerDeletion "
+                                    "if an ownerReference refers to a resource you can't set "
+                                    "finalizers on", "Forbidden")
 
     def _write(self, rt: ResourceType, old: Obj, new: Obj, subresource: str | None,
                dry_run: bool, ctx: RequestContext | None = None) -> Obj:
