@@ -242,15 +242,17 @@ def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: s
 
 def await_decision(saga_log: SagaLog, run_id: str, timeout: float, *,
                    poll: float = 0.2, gone: Callable[[], bool] = lambda: False,
-                   ) -> PivotRecord | None:
+                   clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep) -> PivotRecord | None:
     """Block until the staged plan is decided, `timeout` passes or the caller is `gone`;
-    returns the pivot record (None when the run has staged none)."""
-    deadline = time.monotonic() + timeout
+    returns the pivot record (None when the run has staged none). Looks every `poll` seconds
+    (never past the deadline), on `clock` and `sleep` (`SagaService(clock=, sleep=)`)."""
+    deadline = clock() + timeout
     while True:
         record = saga_log.require_run(run_id).pivot
-        if (record is not None and record.decided) or time.monotonic() >= deadline or gone():
+        if (record is not None and record.decided) or clock() >= deadline or gone():
             return record
-        time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+        sleep(min(poll, max(0.0, deadline - clock())))
 
 
 def _now() -> str:

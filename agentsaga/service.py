@@ -67,6 +67,7 @@ class SagaService:
         self.registry = registry
         self.settings = settings
         self.sleep = sleep
+        self.clock = clock
         self.on_begin = on_begin
         registry.override_timing(parse_overrides(settings.connectors.time_contracts))  # R7
         self.reconciler = Reconciler(saga_log, registry, settings.recheck_pause_s, sleep)
@@ -276,7 +277,8 @@ class SagaService:
                 "too many AwaitDecision calls are waiting in this sidecar already (at most "
                 "half of AGENTSAGA_WORKERS); call again later, with a timeout")
         try:
-            return pivot.await_decision(self.saga_log, run_id, bounded, gone=gone)
+            return pivot.await_decision(self.saga_log, run_id, bounded, gone=gone,
+                                        clock=self.clock, sleep=self.sleep)
         finally:
             self._waiters.release()
 

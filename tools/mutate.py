@@ -51,10 +51,29 @@ def main(argv: list[str]) -> int:
     print("\nsurviving mutants (`.venv/bin/mutmut show NAME`):")
     for name in survivors:
         print(f"  {name}: {found[name]}")
+    print("\nby module (killed of checked; not checked):")
+    for module, statuses in sorted(by_module(found).items()):
+        print(f"  {module}: " + line(statuses))
     print("\n" + ", ".join(f"{status} {n}" for status, n in sorted(counts.items())))
     score = 100.0 * killed / checked if checked else 0.0
     print(f"mutation score: {killed} of {checked} mutants killed ({score:.1f}%)")
     return 0
+
+
+def by_module(found: dict[str, str]) -> dict[str, Counter[str]]:
+    """Each mutated module's mutants by status (a mutant's name is `module.x...__mutmut_N`)."""
+    out: dict[str, Counter[str]] = {}
+    for name, status in found.items():
+        module = name.split(".x", 1)[0]
+        out.setdefault(module, Counter())[status] += 1
+    return out
+
+
+def line(statuses: Counter[str]) -> str:
+    checked = sum(n for status, n in statuses.items() if status != "not checked")
+    killed = sum(statuses[status] for status in KILLED)
+    score = f" ({100.0 * killed / checked:.1f}%)" if checked else ""
+    return f"{killed} of {checked}{score}; not checked {statuses['not checked']}"
 
 
 if __name__ == "__main__":

@@ -9,17 +9,21 @@ import psycopg
 import pytest
 
 from agentsaga import step_key
+from agentsaga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.errors import (
     InvalidArguments,
     LogUnavailable,
+    PivotError,
     RunEnded,
 )
 from agentsaga.service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
+from agentsaga.states import RunState
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
 from sagatest.outcome_modes import saga_log_for
+from sagatest.traced import Traced
 
 
 @pytest.fixture
@@ -52,6 +56,7 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Saga
     assert out.external_ref == out.result["id"]
     assert dispatcher.saga_log.step_by_key(out.key) == dispatcher.saga_log.step("refund-1182", 0)
     assert dispatcher.saga_log.step_by_key(step_key("refund-1182", 1, "create_ticket")) is None
+    assert dispatcher.saga_log.step("refund-1182", 1) is None
 
 
 def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
@@ -112,6 +117,9 @@ def test_failed_lookup_leaves_step_unknown(dispatcher: SagaService, ledger: str)
     assert out.outcome == "UNKNOWN"
     assert [r[2] for r in rows(ledger)] == ["UNKNOWN"]
     assert len(effects(ledger, "ticket")) == 1
+    why = "lookup failed: OutcomeUnknown: create_ticket: lookup failed (503)"
+    step = dispatcher.saga_log.step("r4", 0)
+    assert step is not None and step.error == why  # the row says why it is still UNKNOWN
 
 
 def test_different_tool_while_unknown_is_step_unresolved_and_not_called(
@@ -263,6 +271,9 @@ def test_a_lost_answer_of_a_tool_without_lookup_is_handed_to_a_person(
                            f"whether step 1 happened; record it with `{command}`")
     assert rows(ledger)[1] == (1, "send_email", "UNKNOWN", out.key)
     assert len(calls(ledger, "send_email")) == 1
+    other = dispatcher.dispatch("r14", "create_ticket", {"summary": "b", "order_id": "2"})
+    assert (other.outcome, other.step_idx, other.message) == ("NEEDS_HUMAN", 1, out.message)
+    assert len(rows(ledger)) == 2 and len(calls(ledger, "create_ticket")) == 1
 
 
 def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
@@ -312,3 +323,120 @@ def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
         assert service.dispatch("r15", "crash", args) == DispatchResult(
             DispatchOutcome.FAILED, message="ValueError: bad order 7")
     assert rows(ledger) == []
+
+
+@pytest.mark.parametrize(("policy", "counted"), [
+    ({"irreversibleBeforePivot": "count"}, True),
+    ({"irreversibleBeforePivot": "refuse"}, False),
+    ({"irreversibleBeforePivot": "Count"}, False),  # not a policy: the safe one
+    ({}, False),
+])
+def test_the_runs_own_policy_decides_an_irreversible_call_before_the_pivot(
+        dispatcher: SagaService, ledger: str, policy: dict[str, object], counted: bool) -> None:
+    """R10: `irreversibleBeforePivot: count` (the AgentRun's spec, copied into the log by the
+    operator) runs the call and counts it, shown to the approver; anything else refuses it."""
+    dispatcher.begin_run("policy")
+    assert dispatcher.saga_log.set_policy("policy", policy)
+    out = dispatcher.dispatch("policy", "send_email", {"to": "c@example.com", "body": "hi"})
+    sent = len(effects(ledger, "email"))
+    if counted:
+        assert (out.outcome, sent) == ("CONFIRMED", 1)
+        assert [r[1:3] for r in rows(ledger)] == [("send_email", "CONFIRMED")]
+    else:
+        assert (out.outcome, sent, rows(ledger)) == ("NEEDS_APPROVAL", 0, [])
+    assert dispatcher.saga_log.require_run("policy").irreversible_before_pivot == int(counted)
+    record = dispatcher.reach_pivot("policy", [{"tool": "send_email", "args": {
+        "to": "c@example.com", "body": "done"}}])
+    assert record.irreversible_before_pivot == int(counted)
+
+
+@pytest.mark.parametrize(("policy", "required"), [
+    ({"pivot": {"required": True}}, True),
+    ({"pivot": {"required": False}}, False),
+    ({"pivot": {}}, False),
+    ({"pivot": None}, False),
+    ({"irreversibleBeforePivot": "count"}, False),
+])
+def test_a_run_whose_spec_requires_a_pivot_cannot_succeed_without_one(
+        dispatcher: SagaService, policy: dict[str, object], required: bool) -> None:
+    dispatcher.begin_run("must-pivot")
+    assert dispatcher.saga_log.set_policy("must-pivot", policy)
+    if required:
+        with pytest.raises(PivotError, match="requires a pivot \\(spec.pivot.required\\)"):
+            dispatcher.end_run("must-pivot", "Succeeded")
+        assert dispatcher.saga_log.require_run("must-pivot").state == RunState.RUNNING
+    else:
+        assert dispatcher.end_run("must-pivot", "Succeeded").state == RunState.SUCCEEDED
+
+
+def test_an_empty_lookup_before_the_effect_could_be_visible_proves_nothing(
+        pg: str, ledger: str) -> None:
+    """R7 with a time contract: the lost call's effect could take an hour to become visible and
+    the system dedupes re-sent keys for a day. Both lookups come back empty: the row stays
+    UNKNOWN, saying until when (by the database's clock) and why; nothing is sent again."""
+    registry = ledger_tools.build_registry()
+    registry.override_timing({"create_ticket": {"visible_within_s": 3600.0,
+                                                "dedupes_for_s": 86400.0}})
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01),
+                              sleep=lambda _: None)
+        service.begin_run("lagging")
+        add_fault(ledger, "create_ticket", "unknown_after_commit")
+        service.dispatch("lagging", "create_ticket", {"summary": "a", "order_id": "1"})
+        add_fault(ledger, "create_ticket", "hide_lookups", times=2)
+        [step] = saga_log.steps("lagging")
+        found = service.reconciler.settle(step, service.epoch("lagging"))
+        [after] = saga_log.steps("lagging")
+    with psycopg.connect(pg) as conn:
+        row = conn.execute("SELECT deadline + interval '3600 seconds' FROM saga_log"
+                           " WHERE run_id = 'lagging'").fetchone()
+    assert row is not None
+    certain_at = row[0]
+    detail = (f"not found by key yet; its absence is certain at "
+              f"{certain_at:%Y-%m-%d %H:%M:%S} UTC (in {found.retry_after_s:.1f}s): the call's "
+              "deadline plus the time its effect takes to become visible")
+    assert (found.finding, found.detail, found.was, found.certain_at) == (
+        "not_yet_certain", detail, "UNKNOWN", certain_at)
+    assert found.retry_after_s is not None
+    assert 0.0 < found.retry_after_s <= (certain_at - step.created_at).total_seconds()
+    assert found.step == after and (after.status, after.error) == ("UNKNOWN", detail)
+    assert len(calls(ledger, "create_ticket")) == 1 + 2  # the call, then two lookups
+
+
+def test_within_the_deduplication_window_only_the_same_arguments_are_sent_again(
+        pg: str, ledger: str, traced: Traced) -> None:
+    """R7 with a time contract: the lost call's effect may not be visible yet, but the system
+    answers a re-sent key with its first answer for a day. Called again reworded: UNKNOWN,
+    nothing sent. Called again with what was sent: sent again under the same key (harmless)."""
+    registry = ledger_tools.build_registry()
+    registry.override_timing({"create_ticket": {"visible_within_s": 3600.0,
+                                                "dedupes_for_s": 86400.0}})
+    sent = {"summary": "a", "order_id": "1"}
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01),
+                              sleep=lambda _: None)
+        service.begin_run("dedupes")
+        add_fault(ledger, "create_ticket", "unknown_after_commit")
+        first = service.dispatch("dedupes", "create_ticket", sent)
+        add_fault(ledger, "create_ticket", "hide_lookups", times=4)
+        reworded = service.dispatch("dedupes", "create_ticket", {**sent, "summary": "b"})
+        assert (reworded.outcome, reworded.key) == ("UNKNOWN", first.key)
+        assert reworded.retry_after_s is not None
+        [row] = saga_log.steps("dedupes")
+        assert reworded.message == (
+            f"{UNKNOWN_MESSAGE} ({row.error}) Call the same tool again in "
+            f"{reworded.retry_after_s:.1f}s or later: by then the harness can be certain.")
+        assert first.retry_after_s is not None and first.message == (
+            f"{UNKNOWN_MESSAGE} (OutcomeUnknown: create_ticket: 504 Gateway Timeout (after the "
+            f"effect was committed)) Call the same tool again in {first.retry_after_s:.1f}s or "
+            "later: by then the harness can be certain.")
+        assert [c["what"] for c in calls(ledger, "create_ticket")] == [
+            "call", "lookup", "lookup"]
+        again = service.dispatch("dedupes", "create_ticket", sent)
+    assert (again.outcome, again.step_idx, again.key) == ("CONFIRMED", 0, first.key)
+    assert [(c["what"], c["key"]) for c in calls(ledger, "create_ticket")] == [
+        ("call", first.key)] + [("lookup", first.key)] * 2 * 2 + [("call", first.key)]
+    # one span per reconcile of the row before a retry, named for its tool (no round spans)
+    assert [span["agentsaga.key"] for span in traced.named("reconcile create_ticket")] == [
+        first.key, first.key]
+    assert traced.named("reconcile lookup") == []

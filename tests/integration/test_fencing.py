@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from agentsaga import step_key
-from agentsaga.errors import Fenced, RunNotFound, SettlementError
+from agentsaga.errors import Fenced, RunEnded, RunNotFound, SettlementError
 from agentsaga.service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
 from agentsaga.states import (
@@ -114,6 +114,39 @@ def test_the_same_write_under_the_current_epoch_changes_rows(saga_log: SagaLog, 
     before = snapshot(pg)
     owner_write(saga_log, stale + 1)
     assert snapshot(pg) != before
+
+
+ENDED_WRITES: dict[str, tuple[StepStatus, Callable[[SagaLog, int], object]]] = {
+    "intent": STALE_WRITES["intent"],
+    "re-intent": STALE_WRITES["re-intent"],
+    "outcome of a call": (StepStatus.INTENDED, lambda log_, epoch: log_.record_outcome(
+        RUN, epoch, 0, StepStatus.CONFIRMED, external_ref="T-1", allow_ended=False)),
+}
+"""The writes that a run's own owner may no longer make once the run has ended: a new or
+repeated call, and the outcome of a call (reconcile and unwind settle ended runs' rows)."""
+
+
+@pytest.mark.parametrize("write", sorted(ENDED_WRITES))
+def test_an_ended_runs_owner_is_refused_a_new_call_and_changes_no_row(
+        saga_log: SagaLog, pg: str, write: str) -> None:
+    status, late_write = ENDED_WRITES[write]
+    stale = stale_epoch_with(saga_log, status=status)
+    saga_log.set_run_state(RUN, stale + 1, RunState.SUCCEEDED, end=True)
+    before = snapshot(pg)
+    with pytest.raises(RunEnded) as refused:
+        late_write(saga_log, stale + 1)
+    assert str(refused.value) == f"run {RUN!r} has ended (succeeded); no more calls"
+    assert snapshot(pg) == before
+
+
+def test_a_compensation_is_recorded_on_its_row_which_is_returned(saga_log: SagaLog) -> None:
+    owner = stale_epoch_with(saga_log) + 1
+    row = saga_log.record_compensation(RUN, owner, 0, CompensationStatus.INTENDED, comp_key="ck")
+    assert row == saga_log.step(RUN, 0)
+    assert (row.status, row.comp_status, row.comp_key) == ("CONFIRMED", "INTENDED", "ck")
+    with pytest.raises(LookupError) as missing:
+        saga_log.record_compensation(RUN, owner, 7, CompensationStatus.INTENDED)
+    assert str(missing.value) == f"run {RUN!r} has no step 7"
 
 
 def test_a_stale_re_intent_writes_no_attempt_and_the_owners_writes_one(saga_log: SagaLog) -> None:

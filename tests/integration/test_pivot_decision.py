@@ -4,16 +4,23 @@ Rejected, each refusal with the log unchanged, and waiting for the decision."""
 from __future__ import annotations
 
 import re
+import threading
+import time
+from collections.abc import Callable
 
+import psycopg
 import pytest
 
 from agentsaga.errors import PivotError
 from agentsaga.pivot import await_decision, record_decision
 from agentsaga.service import SagaService
+from agentsaga.settings import Settings
 from agentsaga.settlement import unwind_run
 from agentsaga.states import CompensationStatus, CorrectionState, PivotState, RunState
 from agentsaga.store import PivotRecord
+from agentsaga.world import ManualClock
 from sagatest.ledger_tools import effects
+from sagatest.traced import Traced
 
 RUN = "decision-run"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
@@ -33,7 +40,8 @@ def staged(service: SagaService) -> PivotRecord:
 @pytest.mark.parametrize(("decision", "run_state"), [("Approved", RunState.COMMITTING),
                                                      ("Rejected", RunState.UNWINDING)])
 def test_the_decision_is_recorded_with_who_when_and_why(service: SagaService, decision: str,
-                                                        run_state: RunState) -> None:
+                                                        run_state: RunState,
+                                                        traced: Traced) -> None:
     record = staged(service)
     decided = record_decision(service.saga_log, RUN, record.plan_hash, decision, "alice",
                               "checked the plan")
@@ -44,17 +52,20 @@ def test_the_decision_is_recorded_with_who_when_and_why(service: SagaService, de
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", decided.decided_at)
     run = service.saga_log.require_run(RUN)
     assert (run.pivot, run.state) == (decided, run_state)
+    [span] = traced.named("pivot decision")
+    assert (span["agentsaga.run_id"], span["agentsaga.pivot.plan_hash"],
+            span["agentsaga.pivot.decision"]) == (RUN, record.plan_hash, decision)
 
 
 @pytest.mark.parametrize(("decision", "approver", "problem"), [
     ("approved", "alice", "decision 'approved': use Approved or Rejected"),
-    ("AwaitingApproval", "alice", "use Approved or Rejected"),
+    ("AwaitingApproval", "alice", "decision 'AwaitingApproval': use Approved or Rejected"),
     ("Approved", "", "the approval names no approver"),
 ])
 def test_a_malformed_decision_is_refused_and_nothing_recorded(
         service: SagaService, decision: str, approver: str, problem: str) -> None:
     record = staged(service)
-    with pytest.raises(PivotError, match=re.escape(problem)):
+    with pytest.raises(PivotError, match=f"^{re.escape(problem)}$"):
         record_decision(service.saga_log, RUN, record.plan_hash, decision, approver)
     run = service.saga_log.require_run(RUN)
     assert (run.pivot, run.state) == (record, RunState.AWAITING_APPROVAL)
@@ -91,6 +102,77 @@ def test_waiting_for_the_decision(service: SagaService) -> None:
     assert await_decision(service.saga_log, RUN, timeout=60.0) == decided  # no wait for it
 
 
+class Pauses:
+    """The wait's `sleep` seam on a `ManualClock`: records each pause, moves the clock by it,
+    runs `then` (if any) after pause number `at`, and fails a wait that does not end."""
+
+    def __init__(self, clock: ManualClock, *, at: int = 0,
+                 then: Callable[[], object] = lambda: None) -> None:
+        self.clock, self.at, self.then = clock, at, then
+        self.taken: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        assert len(self.taken) < 100, f"the wait did not end: paused {self.taken[:5]}..."
+        self.taken.append(seconds)
+        self.clock.advance(seconds)
+        if len(self.taken) == self.at:
+            self.then()
+
+
+def test_the_wait_looks_every_fifth_of_a_second_until_its_timeout(service: SagaService) -> None:
+    record = staged(service)
+    clock = ManualClock(now=1000.0)
+    pauses = Pauses(clock)
+    undecided = await_decision(service.saga_log, RUN, timeout=0.5, clock=clock, sleep=pauses)
+    assert undecided == record and not undecided.decided
+    assert pauses.taken == pytest.approx([0.2, 0.2, 0.1])  # the last pause ends at the deadline
+    assert clock.now == pytest.approx(1000.5)
+    custom = Pauses(clock)
+    await_decision(service.saga_log, RUN, timeout=1.0, poll=0.25, clock=clock, sleep=custom)
+    assert custom.taken == [0.25, 0.25, 0.25, 0.25]
+    at_once = Pauses(clock)
+    assert await_decision(service.saga_log, RUN, timeout=0.0, clock=clock, sleep=at_once) == record
+    assert at_once.taken == []
+
+
+def test_the_wait_ends_at_the_first_look_after_the_decision(service: SagaService) -> None:
+    record = staged(service)
+    clock = ManualClock()
+    pauses = Pauses(clock, at=2, then=lambda: record_decision(
+        service.saga_log, RUN, record.plan_hash, "Rejected", "bob", "wrong amount"))
+    decided = await_decision(service.saga_log, RUN, timeout=30.0, clock=clock, sleep=pauses)
+    assert decided is not None and decided.state == PivotState.REJECTED
+    assert decided == service.saga_log.require_run(RUN).pivot
+    assert (decided.decided_by, decided.reason) == ("bob", "wrong amount")
+    assert pauses.taken == pytest.approx([0.2, 0.2])
+
+
+def test_the_wait_ends_when_its_caller_is_gone(service: SagaService) -> None:
+    record = staged(service)
+    clock = ManualClock()
+    left: list[bool] = []
+    pauses = Pauses(clock, at=3, then=lambda: left.append(True))
+    undecided = await_decision(service.saga_log, RUN, timeout=30.0, gone=lambda: bool(left),
+                               clock=clock, sleep=pauses)
+    assert undecided == record and not undecided.decided
+    assert pauses.taken == pytest.approx([0.2, 0.2, 0.2])
+
+
+def test_the_service_waits_on_its_clock_at_most_the_configured_cap(
+        service: SagaService) -> None:
+    """`SagaService(clock=, sleep=)` times the wait; AGENTSAGA_AWAIT_DECISION_MAX_S caps it."""
+    record = staged(service)
+    clock = ManualClock(now=50.0)
+    pauses = Pauses(clock)
+    capped = SagaService(service.saga_log, service.registry,
+                         Settings(recheck_pause_s=0.01, await_decision_max_s=1.0),
+                         clock=clock, sleep=pauses)
+    assert capped.await_decision(RUN, timeout=86400.0) == record
+    assert sum(pauses.taken) == pytest.approx(1.0) and clock.now == pytest.approx(51.0)
+    assert capped.await_decision(RUN, timeout=-5.0) == record  # a negative timeout: no wait
+    assert len(pauses.taken) == 5
+
+
 def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(
         service: SagaService, ledger: str) -> None:
     """R9 after R10: what the customer read cannot be compensated; the unwind queues its
@@ -103,6 +185,7 @@ def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(
     queued = {"step_idx": 1, "tool": "send_email", "state": "Proposed",
               "audience": ["customer"]}
     assert first.queued == [queued]
+    assert [c["tool"] for c in first.compensated] == ["create_ticket"]  # the older step too
     step = service.saga_log.step(RUN, 1)
     assert step is not None and step.comp_status == CompensationStatus.QUEUED
     [correction] = [c for c in service.saga_log.corrections(RUN) if c.step_idx == 1]
@@ -112,3 +195,86 @@ def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(
     assert again.queued == [queued]
     assert [c for c in service.saga_log.corrections(RUN) if c.step_idx == 1] == [correction]
     assert len(effects(ledger, "email")) == 1  # nothing sent again, nothing "undone"
+
+
+def test_each_approved_commit_step_runs_once(service: SagaService, ledger: str) -> None:
+    """R10: a plan that sends the same email twice admits exactly two sends, each carrying out
+    its own commit step (recorded on its row); a third is refused, naming the step it repeats."""
+    service.begin_run(RUN)
+    record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}] * 2)
+    approved = record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    assert approved.reason == ""  # none given
+    sent = [service.dispatch(RUN, "send_email", EMAIL) for _ in range(2)]
+    assert [(s.outcome, s.step_idx) for s in sent] == [("CONFIRMED", 0), ("CONFIRMED", 1)]
+    assert service.saga_log.commits_taken(RUN) == {0, 1}
+    third = service.dispatch(RUN, "send_email", EMAIL)
+    assert third.outcome == "NEEDS_APPROVAL"
+    assert third.message == (
+        f"send_email with these arguments already ran: it is commit step 1 of the approved "
+        f"plan {record.plan_hash}, and each approved step runs once. Its outcome is in the "
+        "saga log (GetRun); do not call it again")
+    with psycopg.connect(ledger) as conn:
+        assert conn.execute("SELECT step_idx, commit_index, status FROM saga_log"
+                            " WHERE run_id = %s ORDER BY step_idx", (RUN,)).fetchall() == [
+            (0, 0, "CONFIRMED"), (1, 1, "CONFIRMED")]
+    assert len(effects(ledger, "email")) == 2
+
+
+def test_a_plan_changed_after_it_was_staged_is_not_decided(service: SagaService,
+                                                           ledger: str) -> None:
+    """The stored plan no longer hashes to its planHash (someone with write access to the log
+    swapped a commit step's digest): nothing is recorded, whatever hash the approver sends."""
+    record = staged(service)
+    with psycopg.connect(ledger) as conn:
+        conn.execute("UPDATE saga_runs SET pivot = jsonb_set(pivot, '{commit,0,argsDigest}',"
+                     " '\"0000\"') WHERE run_id = %s", (RUN,))
+    with pytest.raises(PivotError) as refused:
+        record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    assert str(refused.value) == (
+        f"run {RUN!r}: the stored plan does not hash to its planHash (it was changed after it "
+        "was staged); nothing was recorded. Stage the plan again.")
+    run = service.saga_log.require_run(RUN)
+    assert run.state == RunState.AWAITING_APPROVAL and run.pivot is not None
+    assert run.pivot.state == PivotState.AWAITING_APPROVAL and not run.pivot.decided_by
+
+
+def test_of_two_approvers_deciding_at_once_one_decision_is_recorded(
+        service: SagaService, ledger: str) -> None:
+    """Both read the plan as awaiting approval and write at once (their writes held back by a
+    lock on the run's row until both wait for it): one decision is recorded, the other approver
+    is told that nothing of theirs was."""
+    record = staged(service)
+    outcomes: dict[str, PivotRecord | PivotError] = {}
+
+    def decide(decision: str, approver: str) -> None:
+        try:
+            outcomes[approver] = record_decision(service.saga_log, RUN, record.plan_hash,
+                                                 decision, approver)
+        except PivotError as exc:
+            outcomes[approver] = exc
+
+    with psycopg.connect(ledger) as holder:
+        holder.execute("SELECT 1 FROM saga_runs WHERE run_id = %s FOR UPDATE", (RUN,))
+        approvers = [threading.Thread(target=decide, args=("Approved", "alice")),
+                     threading.Thread(target=decide, args=("Rejected", "bob"))]
+        for thread in approvers:
+            thread.start()
+        deadline = time.monotonic() + 30.0
+        with psycopg.connect(ledger, autocommit=True) as watcher:
+            while watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock'"
+                    " AND query LIKE 'UPDATE saga_runs SET pivot_decision%%'",
+            ).fetchone() != (2,):
+                assert time.monotonic() < deadline, "the approvers' writes never waited"
+                time.sleep(0.01)
+        holder.rollback()
+    for thread in approvers:
+        thread.join(timeout=30.0)
+        assert not thread.is_alive()
+    [winner] = [who for who, out in outcomes.items() if isinstance(out, PivotRecord)]
+    [loser] = [out for out in outcomes.values() if isinstance(out, PivotError)]
+    assert str(loser) == (f"run {RUN!r}: the plan changed or was decided meanwhile; nothing "
+                          "was recorded")
+    stored = service.saga_log.require_run(RUN).pivot
+    assert stored is not None and stored == outcomes[winner] and stored.decided_by == winner

@@ -3,12 +3,26 @@ reason a plan cannot be staged, with the log left as it was."""
 
 from __future__ import annotations
 
+import base64
+import re
+from datetime import UTC, datetime
+from decimal import Decimal
+
 import pytest
 
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
-from agentsaga.pivot import args_digest, plan_hash, record_decision
+from agentsaga.pivot import (
+    SHOWN_ARGS_BYTES,
+    SHOWN_STEPS,
+    args_digest,
+    canonical,
+    plan_hash,
+    record_decision,
+    shown,
+)
 from agentsaga.service import SagaService
 from sagatest.ledger_tools import add_fault
+from sagatest.traced import Traced
 
 RUN = "stage-run"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
@@ -19,7 +33,8 @@ def service(ledger_service: SagaService) -> SagaService:
     return ledger_service
 
 
-def test_the_staged_record_is_what_the_approver_sees(service: SagaService) -> None:
+def test_the_staged_record_is_what_the_approver_sees(service: SagaService,
+                                                     traced: Traced) -> None:
     service.begin_run(RUN)
     ticket = service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"})
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
@@ -32,10 +47,15 @@ def test_the_staged_record_is_what_the_approver_sees(service: SagaService) -> No
     assert (record.state, record.staged, record.commit) == ("AwaitingApproval", staged, commit)
     again = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     assert again.plan_hash == record.plan_hash  # staged again: the same key, the same hash
-    assert record.plan_hash == plan_hash(staged, commit) and record.staged_at
+    assert record.plan_hash == plan_hash(staged, commit)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record.staged_at)
     assert record.irreversible_before_pivot == 0
     run = service.saga_log.require_run(RUN)
     assert run.state == "awaiting_approval" and run.pivot == record
+    assert traced.named("pivot stage")[0] == {
+        "agentsaga.run_id": RUN, "agentsaga.pivot.plan_hash": record.plan_hash,
+        "agentsaga.pivot.staged": 1, "agentsaga.pivot.commit": 1,
+        "agentsaga.irreversible_before_pivot": 0}
 
 
 def test_a_plan_is_not_staged_over_an_unknown_step(service: SagaService, ledger: str) -> None:
@@ -66,8 +86,95 @@ def test_a_run_has_one_pivot_and_an_ended_run_none(service: SagaService) -> None
     service.begin_run(RUN)
     staged = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     record_decision(service.saga_log, RUN, staged.plan_hash, "Approved", "alice")
-    with pytest.raises(PivotError, match="already passed its pivot \\(Approved\\)"):
+    with pytest.raises(PivotError, match=re.escape(
+            f"run {RUN!r} already passed its pivot (Approved); a run has a single pivot")):
         service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     service.end_run(RUN, "Failed")
-    with pytest.raises(RunEnded, match="has ended"):
+    with pytest.raises(RunEnded, match=re.escape(
+            f"run {RUN!r} has ended (failed); it has no pivot to reach")):
         service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
+
+
+def _email(size: int) -> dict[str, str]:
+    """An email whose canonical JSON arguments are exactly `size` bytes."""
+    args = {"to": "customer@example.com", "body": ""}
+    args["body"] = "x" * (size - len(canonical(args).encode()))
+    assert len(canonical(args).encode()) == size
+    return args
+
+
+def test_the_plan_shown_to_the_approver_is_bounded_in_size(service: SagaService) -> None:
+    """`status.pivot` and the ReachPivot answer: each step without its status, arguments up to
+    SHOWN_ARGS_BYTES shown (longer ones as a note), at most SHOWN_STEPS steps of each list."""
+    service.begin_run(RUN)
+    ticket = service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"})
+    longest, too_long = _email(SHOWN_ARGS_BYTES), _email(SHOWN_ARGS_BYTES + 1)
+    plan = [{"tool": "send_email", "args": longest}, {"tool": "send_email", "args": too_long}]
+    plan += [{"tool": "send_email", "args": {"to": "c@example.com", "body": str(n)}}
+             for n in range(SHOWN_STEPS - 1)]
+    record = service.reach_pivot(RUN, plan)
+    out = shown(record)
+    assert set(out) == {"state", "planHash", "stagedAt", "steps", "commit", "commitOmitted"}
+    assert (out["state"], out["planHash"], out["stagedAt"]) == (
+        "AwaitingApproval", record.plan_hash, record.staged_at)
+    assert out["steps"] == [{"step": 0, "tool": "create_ticket", "class": "compensatable",
+                             "audience": ["support_team"], "externalRef": ticket.external_ref}]
+    first, second = out["commit"][:2]
+    assert first == {"tool": "send_email", "class": "irreversible", "audience": ["customer"],
+                     "args": longest, "argsDigest": record.commit[0]["argsDigest"]}
+    assert second["args"] == {"omitted": f"{SHOWN_ARGS_BYTES + 1} bytes of arguments; "
+                                         "`agentsaga log <run>` shows them, argsDigest "
+                                         "identifies them"}
+    assert second["argsDigest"] == record.commit[1]["argsDigest"]
+    assert len(out["commit"]) == SHOWN_STEPS and out["commitOmitted"] == 1
+    assert out["commit"][-1]["args"] == plan[SHOWN_STEPS - 1]["args"]
+    exactly = service.reach_pivot(RUN, plan[:SHOWN_STEPS])
+    assert len(shown(exactly)["commit"]) == SHOWN_STEPS and "commitOmitted" not in shown(exactly)
+    decided = record_decision(service.saga_log, RUN, exactly.plan_hash, "Rejected", "bob",
+                              "too long")
+    assert {k: v for k, v in shown(decided).items() if k not in ("steps", "commit")} == {
+        "state": "Rejected", "planHash": exactly.plan_hash, "stagedAt": exactly.staged_at,
+        "decision": "Rejected", "decidedBy": "bob", "decidedAt": decided.decided_at,
+        "reason": "too long"}
+
+
+def test_a_failed_step_and_a_step_without_arguments_are_staged_as_they_are(
+        service: SagaService, ledger: str) -> None:
+    """A step that made no effect shows an empty externalRef; a commit step given no `args` is
+    staged with none (its call is admitted only with none); the run's digest key is 32 random
+    bytes, base64url."""
+    service.begin_run(RUN)
+    add_fault(ledger, "create_ticket", "reject")
+    assert service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"}).outcome == (
+        "FAILED")
+    receipt = {"customer_id": "c", "amount": 5, "receipt": True}
+    record = service.reach_pivot(RUN, [{"tool": "create_draft"},
+                                       {"tool": "charge_card", "args": receipt}])
+    assert record.staged == [{"step": 0, "tool": "create_ticket", "class": "compensatable",
+                              "status": "FAILED", "audience": ["support_team"],
+                              "externalRef": ""}]
+    assert record.commit == [{"tool": "create_draft", "args": {}, "class": "reversible",
+                              "audience": ["agent"],
+                              "argsDigest": args_digest({}, record.digest_key)},
+                             {"tool": "charge_card", "args": receipt, "class": "compensatable",
+                              "audience": ["customer"],  # R9: from the step's own arguments
+                              "argsDigest": args_digest(receipt, record.digest_key)}]
+    assert len(base64.urlsafe_b64decode(record.digest_key)) == 32
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}=", record.digest_key)
+
+
+def test_the_canonical_form_sorts_keys_and_writes_any_value_as_text() -> None:
+    """What plan hashes and argument digests are taken over: compact, sorted, and a value that
+    JSON has no type for (a Python caller's Decimal or datetime) as its text."""
+    value = {"b": Decimal("1.50"), "a": [1, "x"], "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)}
+    assert canonical(value) == '{"a":[1,"x"],"at":"2026-01-02 03:04:05+00:00","b":"1.50"}'
+
+
+def test_the_staged_plan_is_returned_as_stored_with_card_numbers_masked(
+        service: SagaService) -> None:
+    service.begin_run(RUN)
+    card = {"to": "customer@example.com", "body": "We refunded card 4242 4242 4242 4242."}
+    record = service.reach_pivot(RUN, [{"tool": "send_email", "args": card}])
+    assert record.commit[0]["args"]["body"] == "We refunded card [card ****4242]."
+    assert record == service.saga_log.require_run(RUN).pivot
+    assert record.commit[0]["argsDigest"] == args_digest(card, record.digest_key)  # raw args

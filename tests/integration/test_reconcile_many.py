@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import psycopg
@@ -12,7 +13,9 @@ from agentsaga.errors import Fenced
 from agentsaga.keys import step_key
 from agentsaga.reconcile import Reconciler
 from agentsaga.registry import Effect
+from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog
+from sagatest.traced import Traced
 
 
 class FakeSystem:
@@ -67,7 +70,7 @@ def statuses(dsn: str) -> dict[str, str]:
         return dict(conn.execute("SELECT run_id, status FROM saga_log").fetchall())
 
 
-def test_settles_many_runs_in_batches_with_one_recheck(pg: str) -> None:
+def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced) -> None:
     runs = seed(pg, 25)
     keys = [step_key(r, 0, "charge") for r in runs]
     system = FakeSystem(present=set(keys[:20]), late=frozenset({keys[20]}), reveal_after=3)
@@ -85,15 +88,26 @@ def test_settles_many_runs_in_batches_with_one_recheck(pg: str) -> None:
     findings = {o.step.run_id: o.finding for o in out}
     assert findings["run-0"] == "found" and findings["run-20"] == "found_on_recheck"
     assert findings["run-24"] == "not_found"
+    [absent] = [o.step for o in out if o.step.run_id == "run-24"]
+    assert absent.error == "not found by key after re-check"  # why, in the row
+    [span] = traced.named("reconcile")  # one span over all 25 rows, one per round of lookups
+    assert (span["agentsaga.reconcile.keys"], span["agentsaga.reconcile.rechecked"]) == (25, True)
+    assert [(r["agentsaga.reconcile.keys"], r["agentsaga.reconcile.attempt"],
+             r["agentsaga.reconcile.recheck"], r["agentsaga.reconcile.found"])
+            for r in traced.named("reconcile lookup")] == [(25, 1, False, 20), (5, 2, True, 1)]
 
 
 @pytest.mark.allow_effect_warnings("the batched lookup it provokes fails")
-def test_a_failed_batch_leaves_its_rows_unknown(pg: str) -> None:
+def test_a_failed_batch_leaves_its_rows_unknown(pg: str,
+                                               caplog: pytest.LogCaptureFixture) -> None:
     seed(pg, 3)
     system = FakeSystem(present=set(), fail=True)
-    with SagaLog(pg).open(migrate=False) as saga_log:
+    with SagaLog(pg).open(migrate=False) as saga_log, caplog.at_level(logging.WARNING):
         steps = saga_log.unsettled()
         out = Reconciler(saga_log, registry_for(system), 0).settle_many(steps, 1)
+    [warned] = [r for r in caplog.records if r.name == "agentsaga.reconcile"]
+    assert warned.getMessage() == "lookup of 3 charge keys failed: search is down"
+    assert warned.tool == "charge"  # type: ignore[attr-defined]
     assert {o.finding for o in out} == {"lookup_failed"}
     assert set(statuses(pg).values()) == {"UNKNOWN"}
 
@@ -106,3 +120,81 @@ def test_a_stale_epoch_is_fenced(pg: str) -> None:
         with pytest.raises(Fenced):
             Reconciler(saga_log, registry_for(system), 0).settle_many(saga_log.unsettled(), 1)
     assert statuses(pg) == {runs[0]: "UNKNOWN"}
+
+
+@pytest.mark.allow_effect_warnings("the batched lookup it provokes fails")
+def test_a_row_settled_meanwhile_is_reported_as_it_now_is(pg: str) -> None:
+    """The rows were read UNKNOWN; before reconcile writes, a person settles one of them: that
+    row is reported as now settled (not overwritten), the other keeps why it stays UNKNOWN."""
+    runs = seed(pg, 2)
+    system = FakeSystem(present=set(), fail=True)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        steps = saga_log.unsettled()
+        settled = saga_log.record_outcome(runs[0], 1, 0, StepStatus.CONFIRMED,
+                                          external_ref="T-9")
+        out = Reconciler(saga_log, registry_for(system), 0).settle_many(steps, 1)
+        kept = saga_log.step(runs[1], 0)
+    assert [(o.step, o.finding, o.was) for o in out[:1]] == [
+        (settled, "already_settled", StepStatus.UNKNOWN)]
+    why = "lookup failed: ConnectionError: search is down"
+    assert (out[1].finding, out[1].detail, out[1].step, out[1].was) == (
+        "lookup_failed", why, kept, StepStatus.UNKNOWN)
+    assert kept is not None and (kept.status, kept.error) == ("UNKNOWN", why)
+    assert statuses(pg) == {runs[0]: "CONFIRMED", runs[1]: "UNKNOWN"}
+
+
+@pytest.mark.allow_effect_warnings("the re-opened row is warned about")
+def test_a_run_reconciled_reopens_a_row_whose_effect_a_late_call_saw(
+        pg: str, traced: Traced, caplog: pytest.LogCaptureFixture) -> None:
+    """settle_run: of two rows settled NOT_EXECUTED, the one whose effect a call (fenced
+    meanwhile) observed is re-opened as CONFIRMED with that effect, and a warning says so; the
+    run's unsettled row is looked up by key."""
+    [run] = seed(pg, 1)
+    key = step_key(run, 2, "charge")
+    system = FakeSystem(present={key})
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        saga_log.record_outcome(run, 1, 0, StepStatus.NOT_EXECUTED)
+        for idx, status in ((1, StepStatus.NOT_EXECUTED), (2, StepStatus.UNKNOWN)):
+            saga_log.record_intent(run, 1, idx, tool="charge", tool_class="compensatable",
+                                   key=step_key(run, idx, "charge"), args={},
+                                   compensation={"tool": "refund", "args": {}}, audience=[])
+            settled = saga_log.record_outcome(run, 1, idx, status)
+            assert settled is not None
+            if idx == 1:
+                saga_log.record_observation(settled, 1, StepStatus.CONFIRMED,
+                                            external_ref="ref-late", result={"id": "ref-late"},
+                                            error=None)
+        with caplog.at_level(logging.WARNING, logger="agentsaga.reconcile"):
+            out = Reconciler(saga_log, registry_for(system), 0).settle_run(run, 1)
+        rows = saga_log.steps(run)
+    assert [(o.step.step_idx, o.finding, o.detail, o.was) for o in out] == [
+        (1, "reopened", "observed ref-late", StepStatus.NOT_EXECUTED),
+        (2, "found", "", StepStatus.UNKNOWN)]
+    assert [(r.status, r.external_ref, r.result) for r in rows] == [
+        (StepStatus.NOT_EXECUTED, None, None),
+        (StepStatus.CONFIRMED, "ref-late", {"id": "ref-late"}),
+        (StepStatus.CONFIRMED, f"ref-{key[:6]}", {"id": f"ref-{key[:6]}"})]
+    [warned] = [r for r in caplog.records if r.name == "agentsaga.reconcile"]
+    assert warned.getMessage() == (f"step 1 of {run} was settled NOT_EXECUTED, but a late call "
+                                   "observed its effect ref-late: re-opened")
+    assert (warned.run_id, warned.step, warned.tool) == (  # type: ignore[attr-defined]
+        run, 1, "charge")
+    assert [span["agentsaga.run_id"] for span in traced.named("reconcile")] == [run]
+    assert [(s["agentsaga.reconcile.keys"], s["agentsaga.reconcile.attempt"])
+            for s in traced.named("reconcile lookup")] == [(1, 1)]
+
+
+def test_a_row_settled_meanwhile_is_not_overwritten_by_what_the_lookup_found(pg: str) -> None:
+    """Read UNKNOWN, then settled NOT_EXECUTED by someone else before reconcile writes what it
+    found by key: reported as it now is (already settled), the other row CONFIRMED."""
+    runs = seed(pg, 2)
+    system = FakeSystem(present={step_key(r, 0, "charge") for r in runs})
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        steps = saga_log.unsettled()
+        settled = saga_log.record_outcome(runs[1], 1, 0, StepStatus.NOT_EXECUTED)
+        out = Reconciler(saga_log, registry_for(system), 0).settle_many(steps, 1)
+    by_run = {o.step.run_id: o for o in out}
+    assert (by_run[runs[1]].step, by_run[runs[1]].finding, by_run[runs[1]].was) == (
+        settled, "already_settled", StepStatus.UNKNOWN)
+    assert by_run[runs[0]].finding == "found"
+    assert statuses(pg) == {runs[0]: "CONFIRMED", runs[1]: "NOT_EXECUTED"}

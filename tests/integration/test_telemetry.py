@@ -12,11 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 from agentsaga.sidecar.server import Serving, SidecarServicer, serve
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from agentsaga import step_key, telemetry
@@ -29,30 +26,10 @@ from agentsaga.settlement import unwind_run
 from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.world import Fault, World
+from sagatest.traced import Traced
 
 RUN = "refund-1182"
 CARD = "4242 4242 4242 4242"
-
-
-@dataclass
-class Traced:
-    spans: InMemorySpanExporter
-    metrics: InMemoryMetricReader
-    telemetry: telemetry.Telemetry
-
-
-@pytest.fixture
-def traced() -> Iterator[Traced]:
-    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    tel = telemetry.Telemetry(tracer_provider, MeterProvider(metric_readers=[reader]),
-                              record_payloads=True)
-    previous = telemetry.install(tel)
-    try:
-        yield Traced(spans, reader, tel)
-    finally:
-        telemetry.install(previous)
 
 
 @dataclass

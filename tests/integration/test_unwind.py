@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -12,15 +13,22 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from agentsaga import step_key, telemetry
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
-from agentsaga.registry import Registry
+from agentsaga.errors import UnknownTool
+from agentsaga.keys import compensation_key
+from agentsaga.registry import NO_LOOKUP, Compensation, Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_run, unwind_run
+from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
+from agentsaga.unwind import resolve_refs
 from agentsaga.world import Fault, ManualClock, World
+from agentsaga.world.exchanges import Exchange
+from sagatest.traced import Traced
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
 CHARGE = {"customer_id": "cus_1", "amount": 500, "order_id": "1182"}
@@ -212,3 +220,224 @@ def test_the_unwind_report_names_each_step_and_what_became_of_it(
                     {"step_idx": 0, "tool": "create_ticket", "why": "compensated before"}],
         "corrections": silent, "wait_s": None, "waiting": [], "needs_human": False}
     assert [t["state"] for t in world.truth()["tickets"]] == ["closed"]
+
+
+def test_a_step_compensated_before_does_not_stop_the_unwind_of_older_steps(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    """The charge is refunded, closing the ticket times out (maybe done): the next unwind skips
+    the charge and goes on to the ticket, which it closes."""
+    dispatcher.begin_run("r10")
+    dispatcher.dispatch("r10", "create_ticket", TICKET)
+    dispatcher.dispatch("r10", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/rest/api/3/issue/*/transitions", "commit_then_504",
+                           on_call=1))
+    first = unwind_run(saga_log, registry, "r10", "job", recheck_pause_s=0.01)
+    assert not first.settled and [c["tool"] for c in first.compensated] == ["charge_card"]
+    assert [p["tool"] for p in first.pending] == ["create_ticket"]
+    second = unwind_run(saga_log, registry, "r10", "job2", recheck_pause_s=0.01)
+    assert second.settled and second.skipped == [
+        {"step_idx": 1, "tool": "charge_card", "why": "compensated before"}]
+    assert [c["tool"] for c in second.compensated] == ["create_ticket"]
+    assert statuses(saga_log, "r10") == [("create_ticket", "COMPENSATED", "DONE"),
+                                         ("charge_card", "COMPENSATED", "DONE")]
+    assert [t["state"] for t in world.truth()["tickets"]] == ["closed"]
+
+
+def test_a_rejected_compensation_is_reported_again_with_why_and_older_steps_go_on(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r11")
+    dispatcher.dispatch("r11", "create_ticket", TICKET)
+    dispatcher.dispatch("r11", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "reject", status=400))
+    first = unwind_run(saga_log, registry, "r11", "job", recheck_pause_s=0.01)
+    assert [c["tool"] for c in first.compensated] == ["create_ticket"]
+    charge = saga_log.step("r11", 1)
+    assert charge is not None and charge.comp_status == "FAILED"
+    assert charge.error and charge.error.startswith(
+        "compensation cancel_or_refund_payment rejected: ")
+    again = unwind_run(saga_log, registry, "r11", "job2", recheck_pause_s=0.01)
+    assert not again.settled and again.compensated == []
+    assert again.failed == [{"step_idx": 1, "tool": "charge_card", "why": charge.error}]
+    assert again.skipped == [{"step_idx": 0, "tool": "create_ticket",
+                              "why": "compensated before"}]
+    assert world.truth()["payment_intents"][0]["status"] == "requires_capture"
+
+
+def test_a_confirmed_row_with_no_compensation_stored_fails_its_unwind(
+        saga_log: SagaLog, registry: Registry) -> None:
+    """A row written without its compensation (by a writer older than R6's check) cannot be
+    undone: the unwind says so, calls nothing for it, and goes on to the older step."""
+    run = saga_log.begin_run("r12").run
+    for idx, compensation in enumerate([{"tool": "close_ticket", "args": {}}, None]):
+        saga_log.record_intent("r12", run.owner_epoch, idx, tool="create_ticket",
+                               tool_class="compensatable",
+                               key=step_key("r12", idx, "create_ticket"), args=TICKET,
+                               compensation=compensation, audience=["support_team"])
+        saga_log.record_outcome("r12", run.owner_epoch, idx, StepStatus.CONFIRMED)
+    saga_log.record_compensation("r12", run.owner_epoch, 0, CompensationStatus.DONE,
+                                 compensated=True)
+    report = unwind_run(saga_log, registry, "r12", "job", recheck_pause_s=0.01)
+    assert not report.settled and report.compensated == []
+    assert report.failed == [{"step_idx": 1, "tool": "create_ticket",
+                              "why": "no compensation stored in the row"}]
+    assert report.skipped == [{"step_idx": 0, "tool": "create_ticket",
+                               "why": "compensated before"}]
+    assert statuses(saga_log, "r12") == [("create_ticket", "COMPENSATED", "DONE"),
+                                         ("create_ticket", "CONFIRMED", None)]
+
+
+def cancel_requests(world: World) -> list[Exchange]:
+    return [e for e in world.exchanges()
+            if e.method == "POST" and e.path.endswith("/cancel")]
+
+
+def test_a_compensation_runs_under_its_own_key_and_its_answer_is_kept(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    """R8: the compensation's key is derived from the run, the step and the tool; the row keeps
+    it and what the compensation answered; the report names the step, its compensation, the
+    effect undone and the correction."""
+    dispatcher.begin_run("r13")
+    charged = dispatcher.dispatch("r13", "charge_card", CHARGE)
+    report = unwind_run(saga_log, registry, "r13", "job", recheck_pause_s=0.01)
+    key = compensation_key("r13", 0, "charge_card")
+    assert report.compensated == [{"step_idx": 0, "tool": "charge_card",
+                                   "compensation": "cancel_or_refund_payment",
+                                   "ref": charged.external_ref, "correction": "Silent"}]
+    [cancel] = cancel_requests(world)
+    assert cancel.header("Idempotency-Key") == key
+    row = saga_log.step("r13", 0)
+    assert row is not None and (row.status, row.comp_status, row.comp_key) == (
+        "COMPENSATED", "DONE", key)
+    [intent] = world.truth()["payment_intents"]
+    assert row.comp_result is not None and row.comp_result["id"] == intent["id"]
+    assert row.comp_result["status"] == intent["status"] == "canceled"
+
+
+def test_a_rejected_compensation_keeps_why_in_its_row_and_its_report(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry) -> None:
+    dispatcher.begin_run("r14")
+    dispatcher.dispatch("r14", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "reject", status=400))
+    report = unwind_run(saga_log, registry, "r14", "job", recheck_pause_s=0.01)
+    [failed] = report.failed
+    why = failed["why"]
+    assert failed == {"step_idx": 0, "tool": "charge_card",
+                      "compensation": "cancel_or_refund_payment", "why": why}
+    assert why == ("stripe cancel payment intent: InvalidRequestError: Rejected by an "
+                   "injected fault.")
+    row = saga_log.step("r14", 0)
+    assert row is not None and (row.comp_status, row.comp_key, row.error) == (
+        "FAILED", compensation_key("r14", 0, "charge_card"),
+        f"compensation cancel_or_refund_payment rejected: {why}")
+
+
+def test_a_compensation_with_an_unknown_outcome_is_pending_and_logged(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, registry: Registry,
+        caplog: pytest.LogCaptureFixture) -> None:
+    dispatcher.begin_run("r15")
+    dispatcher.dispatch("r15", "charge_card", CHARGE)
+    world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "commit_then_504", on_call=1))
+    with caplog.at_level(logging.INFO, logger="agentsaga.unwind"):
+        report = unwind_run(saga_log, registry, "r15", "job", recheck_pause_s=0.01)
+    [pending] = report.pending
+    detail = pending["why"].removeprefix("OutcomeUnknown: ")
+    assert pending == {"step_idx": 0, "tool": "charge_card",
+                       "compensation": "cancel_or_refund_payment",
+                       "why": f"OutcomeUnknown: {detail}"}
+    assert "HTTP response code was 504" in detail
+    [logged] = [r for r in caplog.records if r.name == "agentsaga.unwind"]
+    assert (logged.levelno, logged.getMessage()) == (
+        logging.INFO, f"compensation cancel_or_refund_payment outcome unknown: {detail}")
+    key = compensation_key("r15", 0, "charge_card")
+    assert (logged.run_id, logged.step, logged.tool, logged.key) == (  # type: ignore[attr-defined]
+        "r15", 0, "cancel_or_refund_payment", key)
+
+
+@pytest.mark.allow_effect_warnings("a stored compensation that cannot be called is the test")
+def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_on(
+        saga_log: SagaLog, registry: Registry, caplog: pytest.LogCaptureFixture) -> None:
+    """Rows written by an older release: a compensation naming a tool this process does not
+    have fails with why; one whose arguments the tool does not take is pending (maybe), logged
+    as a warning; the steps before them are still unwound."""
+    run = saga_log.begin_run("r16").run
+    stored = [{"tool": "close_ticket", "args": {"by_key": "nothing"}},
+              {"tool": "no_such_tool", "args": {}},
+              {"tool": "close_ticket", "args": {"colour": "blue"}}]
+    for idx, compensation in enumerate(stored):
+        saga_log.record_intent("r16", run.owner_epoch, idx, tool="create_ticket",
+                               tool_class="compensatable",
+                               key=step_key("r16", idx, "create_ticket"), args=TICKET,
+                               compensation=compensation, audience=["support_team"])
+        saga_log.record_outcome("r16", run.owner_epoch, idx, StepStatus.CONFIRMED)
+    saga_log.record_compensation("r16", run.owner_epoch, 0, CompensationStatus.DONE,
+                                 compensated=True)
+    with pytest.raises(UnknownTool) as unknown:
+        registry.get("no_such_tool")
+    with caplog.at_level(logging.INFO, logger="agentsaga.unwind"):
+        report = unwind_run(saga_log, registry, "r16", "job", recheck_pause_s=0.01)
+    [pending] = report.pending
+    assert pending["why"].startswith("TypeError: ") and "colour" in pending["why"]
+    assert (pending["step_idx"], pending["compensation"]) == (2, "close_ticket")
+    assert report.failed == [{"step_idx": 1, "tool": "create_ticket", "why": str(unknown.value)}]
+    assert report.skipped == [{"step_idx": 0, "tool": "create_ticket",
+                               "why": "compensated before"}]
+    [logged] = [r for r in caplog.records if r.name == "agentsaga.unwind"]
+    assert (logged.levelno, logged.getMessage()) == (
+        logging.WARNING, "compensation close_ticket outcome unknown: "
+        + pending["why"].removeprefix("TypeError: "))
+
+
+def test_references_in_a_compensations_arguments_become_the_steps_external_ids() -> None:
+    refs = {"k1": "T-1", "k2": None}
+    args = {"tickets": [{"$ref": "k1"}, "as is", {"$ref": "k2"}, [{"$ref": "k1"}]],
+            "payment": {"$ref": "k9"}, "nested": {"by": {"$ref": "k1"}, "n": 1},
+            "not_a_ref": {"$ref": "k1", "also": 2}}
+    assert resolve_refs(args, refs) == {
+        "tickets": ["T-1", "as is", None, ["T-1"]], "payment": None,
+        "nested": {"by": "T-1", "n": 1}, "not_a_ref": {"$ref": "k1", "also": 2}}
+
+
+def test_each_move_of_a_compensation_is_counted_by_tool_and_state(
+        pg: str, registry: Registry, traced: Traced) -> None:
+    """The store's telemetry hooks (as the sidecar and the Jobs install them): the compensation
+    counted as intended then sent, and the step as COMPENSATED."""
+    with SagaLog(pg, min_size=1, max_size=2, hooks=telemetry.TelemetryHooks()).open() as log_:
+        service = SagaService(log_, registry, Settings(recheck_pause_s=0.05))
+        service.begin_run("r17")
+        service.dispatch("r17", "charge_card", CHARGE)
+        assert unwind_run(log_, registry, "r17", "job", recheck_pause_s=0.01).settled
+    compensations = traced.counted("agentsaga.compensations")
+    assert {labels: n for labels, n in compensations.items() if n} == {
+        (("agentsaga.compensation.state", "intended"), ("agentsaga.tool", "charge_card")): 1,
+        (("agentsaga.compensation.state", "sent"), ("agentsaga.tool", "charge_card")): 1}
+    outcomes = traced.counted("agentsaga.step.outcomes")
+    assert outcomes[(("agentsaga.status", "COMPENSATED"), ("agentsaga.tool", "charge_card"))] == 1
+
+
+def test_a_compensation_that_answers_nothing_is_done_with_no_result(pg: str) -> None:
+    """A compensating tool may return nothing (None): the step is COMPENSATED, its compensation
+    DONE with no result kept."""
+    notes: dict[str, str] = {}
+    registry = Registry()
+
+    @registry.tool(cls="irreversible", audience=["agent"], lookup=NO_LOOKUP)
+    def drop_note(by_key: str, idempotency_key: str) -> None:
+        notes.pop(by_key, None)
+
+    @registry.tool(cls="compensatable", audience=["agent"],
+                   compensate=lambda args, key: Compensation("drop_note", {"by_key": key}),
+                   lookup=lambda key: {"id": key} if key in notes else None)
+    def make_note(text: str, idempotency_key: str) -> dict[str, str]:
+        notes[idempotency_key] = text
+        return {"id": idempotency_key}
+
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
+        service.begin_run("r18")
+        assert service.dispatch("r18", "make_note", {"text": "hi"}).outcome == "CONFIRMED"
+        report = unwind_run(saga_log, registry, "r18", "job", recheck_pause_s=0.01)
+        row = saga_log.step("r18", 0)
+    assert report.settled and [c["compensation"] for c in report.compensated] == ["drop_note"]
+    assert row is not None and (row.status, row.comp_status, row.comp_result) == (
+        "COMPENSATED", "DONE", None)
+    assert notes == {}
