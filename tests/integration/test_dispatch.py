@@ -114,7 +114,7 @@ def test_failed_lookup_leaves_step_unknown(dispatcher: SagaService, ledger: str)
     dispatcher.dispatch("r4", "create_ticket", {"summary": "a", "order_id": "1"})
     add_fault(ledger, "create_ticket", "fail_lookups")
     out = dispatcher.dispatch("r4", "create_ticket", {"summary": "a", "order_id": "1"})
-    assert out.outcome == "UNKNOWN"
+    assert (out.outcome, out.status) == ("UNKNOWN", "UNKNOWN")  # the answer names the row's
     assert [r[2] for r in rows(ledger)] == ["UNKNOWN"]
     assert len(effects(ledger, "ticket")) == 1
     why = "lookup failed: OutcomeUnknown: create_ticket: lookup failed (503)"
@@ -423,6 +423,7 @@ def test_within_the_deduplication_window_only_the_same_arguments_are_sent_again(
         assert (reworded.outcome, reworded.key) == ("UNKNOWN", first.key)
         assert reworded.retry_after_s is not None
         [row] = saga_log.steps("dedupes")
+        assert reworded.status == row.status == "UNKNOWN"
         assert reworded.message == (
             f"{UNKNOWN_MESSAGE} ({row.error}) Call the same tool again in "
             f"{reworded.retry_after_s:.1f}s or later: by then the harness can be certain.")

@@ -198,3 +198,31 @@ def test_a_row_settled_meanwhile_is_not_overwritten_by_what_the_lookup_found(pg:
         settled, "already_settled", StepStatus.UNKNOWN)
     assert by_run[runs[0]].finding == "found"
     assert statuses(pg) == {runs[0]: "CONFIRMED", runs[1]: "NOT_EXECUTED"}
+
+
+def test_rows_of_two_tools_are_each_looked_up_in_their_own_system(pg: str) -> None:
+    """One batch of rows of two tools: each tool's keys go to its own lookup, and only there."""
+    runs = seed(pg, 4)
+    with psycopg.connect(pg, autocommit=True) as conn:  # runs 2 and 3 called `ticket` instead
+        for r in runs[2:]:
+            conn.execute("UPDATE saga_log SET tool = 'ticket', idempotency_key = %s"
+                         " WHERE run_id = %s", (step_key(r, 0, "ticket"), r))
+    charges = {step_key(r, 0, "charge") for r in runs[:2]}
+    tickets = {step_key(r, 0, "ticket") for r in runs[2:]}
+    payments, desk = FakeSystem(present=charges), FakeSystem(present=tickets)
+    registry = registry_for(payments)
+
+    def ticket(idempotency_key: str, summary: str = "") -> dict[str, str]:
+        return {"id": "t"}
+
+    registry.register(ticket, cls="compensatable",
+                      compensate=lambda args, key: Compensation("close", {"key": key}),
+                      lookup=desk.lookup, lookup_many=desk.lookup_many)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        reconciler = Reconciler(saga_log, registry, 0.5, sleep=lambda _: None, batch=10)
+        steps = saga_log.unsettled()
+        out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps})
+    assert {o.finding for o in out} == {"found"}
+    assert statuses(pg) == dict.fromkeys(runs, "CONFIRMED")
+    assert [set(b) for b in payments.batches] == [charges]
+    assert [set(b) for b in desk.batches] == [tickets]
