@@ -38,9 +38,12 @@ def test_finished_runs_cost_no_request_and_a_live_run_wakes_on_its_log(cluster: 
         cluster.apply_agentrun("live-run")
         cluster.start_operator("--standalone", "--full-resync-interval", "3600", resync=0.2)
         _steps(cluster, "live-run", 0)
-        # kopf's own first-sight bookkeeping (finalizer, last-handled annotation) done:
+        # kopf's own first-sight bookkeeping done: the finalizer, and then (its last write)
+        # the last-handled configuration once the creation handlers ran
         for name in FINISHED:
-            cluster.wait_run(name, lambda o: bool(o["metadata"].get("finalizers")))
+            cluster.wait_run(name, lambda o: bool(o["metadata"].get("finalizers")) and (
+                "agentsaga.io/last-handled-configuration"
+                in (o["metadata"].get("annotations") or {})))
         mark = len(cluster.kube.requests)
 
         for total in (1, 2, 3):  # each change is seen by a later round of the log watch
