@@ -91,10 +91,12 @@ class SagaService:
 
     def admit_request(self, run_id: str = "") -> None:
         """Every request a front end takes: within the total rate and, naming a run, within
-        the run's rate (RESOURCE_EXHAUSTED beyond either, before anything is read or written)."""
+        the run's rate (RESOURCE_EXHAUSTED beyond either, before anything is read or written).
+        The run's rate is the run's, by its saga-log id: naming it bare or qualified with the
+        namespace draws on one budget."""
         self.total_limiter.take("")
         if run_id:
-            self.request_limiter.take(run_id)
+            self.request_limiter.take(self.log_id(run_id))
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -226,7 +228,7 @@ class SagaService:
         return out
 
     def _dispatch(self, call: DispatchCall) -> DispatchResult:
-        run_id = self.log_id(call.run_id)
+        run_id = call.run_id  # the saga-log id: `dispatch` made the call from it
         spec = self.registry.get(call.tool)
         check_arguments(spec, call.args)  # typed, before anything is written (R2)
         if not spec.logged:
