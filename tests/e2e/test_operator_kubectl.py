@@ -201,10 +201,13 @@ def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
         saga_log.begin_run(log_run_id("sandbox", RUN), agent="tester", owner="tester-0",
                            pod_uid="uid-sandbox", namespace="sandbox")
+    # the bind writes `pod` and the epoch together; the AgentRun's own handler may show the
+    # log's epoch first (it reads the log too), so the test waits for the pod
     own = cluster.kube.wait_for(
         "agentsaga.io/v1alpha1", "agentruns", "sandbox", RUN,
-        lambda o: o is not None and (o.get("status") or {}).get("ownerEpoch") == 1, 20)
+        lambda o: o is not None and "pod" in (o.get("status") or {}), 20)
     assert own is not None and own["spec"]["runId"] == RUN
+    assert own["status"]["ownerEpoch"] == 1
     assert own["status"]["pod"] == {"name": "tester-0", "uid": "uid-sandbox",
                                     "namespace": "sandbox"}
     relinked = cluster.kube.wait_for(
