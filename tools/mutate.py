@@ -8,6 +8,10 @@ and not a server start or a migration. Prints the score and the surviving
 mutants; `mutmut show <name>` shows one.
 
     tools/mutate.py [MUTANT_GLOB ...]    e.g. 'agentsaga.keys*' to re-run a module's mutants
+
+Without names it runs every mutant not checked yet, then checks again, by name, every mutant not
+killed (including those killed only by the time limit): mutmut keeps a verdict while the mutated
+function is unchanged, even when the tests changed since.
 """
 
 from __future__ import annotations
@@ -49,6 +53,14 @@ def main(argv: list[str]) -> int:
         create_template(dsn, TEMPLATE)
         env = {**os.environ, "AGENTSAGA_TEST_DSN": dsn, "AGENTSAGA_TEST_TEMPLATE": TEMPLATE}
         subprocess.run([str(MUTMUT), "run", *argv], cwd=ROOT, env=env, check=False)
+        if not argv:
+            # mutmut keeps a verdict while the mutated function is unchanged, even when the
+            # tests changed since: every mutant not killed is checked again, by name, against
+            # the tests as they are now
+            again = sorted(name for name, status in results().items()
+                           if status not in KILLED - {"timeout"} | {"not checked"})
+            if again:
+                subprocess.run([str(MUTMUT), "run", *again], cwd=ROOT, env=env, check=False)
     found = results()
     counts = Counter(found.values())
     checked = sum(n for status, n in counts.items() if status != "not checked")
