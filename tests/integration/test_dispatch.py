@@ -97,6 +97,8 @@ def test_lookup_never_finding_settles_not_executed_and_runs_once_under_same_key(
     add_fault(ledger, "charge_card", "unknown_after_commit")
     first = dispatcher.dispatch("r3", "charge_card", {"customer_id": "c", "amount": 500})
     assert first.outcome == "FAILED"
+    rejected = dispatcher.saga_log.step("r3", 0)  # why, in the row
+    assert rejected is not None and rejected.error == "charge_card: rejected by the ledger"
     second = dispatcher.dispatch("r3", "charge_card", {"customer_id": "c", "amount": 500})
     assert second.outcome == "UNKNOWN" and second.step_idx == 1
     with psycopg.connect(pg, autocommit=True) as conn:  # the effect vanished (never happened)
