@@ -110,6 +110,17 @@ def test_a_stale_writer_is_refused_and_changes_no_row(saga_log: SagaLog, pg: str
 
 
 @pytest.mark.parametrize("write", sorted(STALE_WRITES))
+def test_a_write_to_a_run_the_log_does_not_hold_is_refused_and_changes_no_row(
+        saga_log: SagaLog, pg: str, write: str) -> None:
+    _, write_to = STALE_WRITES[write]
+    before = snapshot(pg)
+    with pytest.raises(RunNotFound) as missing:
+        write_to(saga_log, 1)
+    assert str(missing.value).startswith(f"run {RUN!r} ")
+    assert snapshot(pg) == before
+
+
+@pytest.mark.parametrize("write", sorted(STALE_WRITES))
 def test_the_same_write_under_the_current_epoch_changes_rows(saga_log: SagaLog, pg: str,
                                                               write: str) -> None:
     """The refusal above is the epoch's doing: the owner's write goes through."""
