@@ -226,3 +226,50 @@ def test_rows_of_two_tools_are_each_looked_up_in_their_own_system(pg: str) -> No
     assert statuses(pg) == dict.fromkeys(runs, "CONFIRMED")
     assert [set(b) for b in payments.batches] == [charges]
     assert [set(b) for b in desk.batches] == [tickets]
+
+
+def test_an_effect_a_late_call_observed_settles_its_row_without_a_lookup(pg: str) -> None:
+    """A call that came back after its writer was fenced recorded what the real system said:
+    reconcile believes it before asking anyone (R7)."""
+    [run] = seed(pg, 1)
+    system = FakeSystem(present=set())
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        [row] = saga_log.steps(run)
+        saga_log.record_observation(row, 1, StepStatus.CONFIRMED, external_ref="ref-late",
+                                    result={"id": "ref-late"}, error=None)
+        [out] = Reconciler(saga_log, registry_for(system), 0).settle_many([row], 1)
+    assert (out.finding, out.step.status, out.step.external_ref, out.step.result) == (
+        "observed", StepStatus.CONFIRMED, "ref-late", {"id": "ref-late"})
+    assert system.batches == []  # nobody was asked
+    assert statuses(pg) == {run: "CONFIRMED"}
+
+
+def test_a_row_of_a_tool_this_process_does_not_register_stays_unknown_and_says_why(
+        pg: str) -> None:
+    [run] = seed(pg, 1)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        [row] = saga_log.steps(run)
+        [out] = Reconciler(saga_log, Registry(), 0).settle_many([row], 1)
+    why = "tool 'charge' is not registered in this process"
+    assert (out.finding, out.detail, out.step.status, out.step.error) == (
+        "no_lookup", why, StepStatus.UNKNOWN, why)
+    assert statuses(pg) == {run: "UNKNOWN"}
+
+
+def test_a_job_leaves_a_row_not_found_yet_unknown_inside_the_deduplication_window(
+        pg: str) -> None:
+    """settle_many (a Job, an unwind) re-sends nothing: an empty lookup before the effect could
+    be visible leaves the row UNKNOWN, even while the system would deduplicate a re-send (only a
+    dispatch sending the same arguments again may rely on that)."""
+    [run] = seed(pg, 1)
+    with psycopg.connect(pg, autocommit=True) as conn:
+        conn.execute("UPDATE saga_log SET deadline = now(), visible_within_s = 3600,"
+                     " dedupes_for_s = 86400")
+    system = FakeSystem(present=set())
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        [row] = saga_log.steps(run)
+        [out] = Reconciler(saga_log, registry_for(system), 0).settle_many([row], 1)
+    assert (out.finding, out.step.status) == ("not_yet_certain", StepStatus.UNKNOWN)
+    assert out.retry_after_s is not None and out.certain_at is not None
+    assert len(system.batches) == 2  # looked up, and re-checked once
+    assert statuses(pg) == {run: "UNKNOWN"}
