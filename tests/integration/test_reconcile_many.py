@@ -273,3 +273,17 @@ def test_a_job_leaves_a_row_not_found_yet_unknown_inside_the_deduplication_windo
     assert out.retry_after_s is not None and out.certain_at is not None
     assert len(system.batches) == 2  # looked up, and re-checked once
     assert statuses(pg) == {run: "UNKNOWN"}
+
+
+def test_a_row_handed_in_already_settled_is_reported_as_it_is_and_nobody_is_asked(
+        pg: str) -> None:
+    [run] = seed(pg, 1)
+    system = FakeSystem(present=set())
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        settled = saga_log.record_outcome(run, 1, 0, StepStatus.NOT_EXECUTED)
+        assert settled is not None
+        [out] = Reconciler(saga_log, registry_for(system), 0).settle_many([settled], 1)
+    assert (out.step, out.finding, out.was) == (
+        settled, "already_settled", StepStatus.NOT_EXECUTED)
+    assert system.batches == []
+    assert statuses(pg) == {run: "NOT_EXECUTED"}
