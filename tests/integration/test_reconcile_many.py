@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -12,7 +13,7 @@ from agentsaga import Compensation, Registry
 from agentsaga.errors import Fenced
 from agentsaga.keys import step_key
 from agentsaga.reconcile import Reconciler
-from agentsaga.registry import Effect
+from agentsaga.registry import Effect, LookupContext
 from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog
 from sagatest.traced import Traced
@@ -287,3 +288,39 @@ def test_a_row_handed_in_already_settled_is_reported_as_it_is_and_nobody_is_aske
         settled, "already_settled", StepStatus.NOT_EXECUTED)
     assert system.batches == []
     assert statuses(pg) == {run: "NOT_EXECUTED"}
+
+
+def test_a_lookup_by_steps_is_handed_what_the_log_knows_of_each_row(pg: str) -> None:
+    """R7 for a lookup that needs more than the key (`lookup_steps`): each row comes with its
+    key, its first arguments, when it was intended, its deadline and the effect's id a late
+    call saw; the rows it finds are CONFIRMED, the re-check asks again for the others only."""
+    runs = seed(pg, 2)
+    with psycopg.connect(pg, autocommit=True) as conn:
+        conn.execute("UPDATE saga_log SET args = '{\"amount\": 5}', deadline = created_at")
+        deadlines = dict(conn.execute("SELECT run_id, deadline FROM saga_log").fetchall())
+    seen: list[list[LookupContext]] = []
+
+    def lookup_steps(contexts: Sequence[LookupContext]) -> dict[str, Effect]:
+        seen.append(list(contexts))
+        return {c.key: Effect(c.external_ref, {"id": c.external_ref}) for c in contexts
+                if c.external_ref}
+
+    def charge(idempotency_key: str, amount: int = 0) -> dict[str, str]:
+        return {"id": "x"}
+
+    registry = Registry()
+    registry.register(charge, cls="compensatable",
+                      compensate=lambda args, key: Compensation("refund", {"key": key}),
+                      lookup=lambda key: None, lookup_steps=lookup_steps)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        rows = [saga_log.steps(r)[0] for r in runs]
+        saga_log.record_observation(rows[1], 1, StepStatus.UNKNOWN, external_ref="ch_1",
+                                    result=None, error="504 after the charge was created")
+        out = Reconciler(saga_log, registry, 0).settle_many(rows, 1)
+    contexts = [LookupContext(r.idempotency_key, {"amount": 5}, r.created_at,
+                              deadlines[r.run_id], None) for r in rows]
+    contexts[1] = LookupContext(*dataclasses.astuple(contexts[1])[:4], "ch_1")
+    assert seen == [contexts, contexts[:1]]
+    assert [(o.finding, o.step.status, o.step.external_ref) for o in out] == [
+        ("not_found", StepStatus.NOT_EXECUTED, None),
+        ("found", StepStatus.CONFIRMED, "ch_1")]
