@@ -238,7 +238,7 @@ def test_an_effect_a_late_call_observed_settles_its_row_without_a_lookup(pg: str
         [row] = saga_log.steps(run)
         saga_log.record_observation(row, 1, StepStatus.CONFIRMED, external_ref="ref-late",
                                     result={"id": "ref-late"}, error=None)
-        [out] = Reconciler(saga_log, registry_for(system), 0).settle_many([row], 1)
+        [out] = Reconciler(saga_log, registry_for(system), 0).settle_many([row], {run: 1})
     assert (out.finding, out.step.status, out.step.external_ref, out.step.result) == (
         "observed", StepStatus.CONFIRMED, "ref-late", {"id": "ref-late"})
     assert system.batches == []  # nobody was asked
