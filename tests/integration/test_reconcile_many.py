@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import psycopg
 import pytest
 
-from agentsaga import Compensation, Registry
+from agentsaga import NO_LOOKUP, Compensation, Registry
 from agentsaga.errors import Fenced
 from agentsaga.keys import step_key
-from agentsaga.reconcile import Reconciler
+from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import Effect, LookupContext
 from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog
@@ -250,7 +250,7 @@ def test_a_row_of_a_tool_this_process_does_not_register_stays_unknown_and_says_w
     [run] = seed(pg, 1)
     with SagaLog(pg).open(migrate=False) as saga_log:
         [row] = saga_log.steps(run)
-        [out] = Reconciler(saga_log, Registry(), 0).settle_many([row], 1)
+        [out] = Reconciler(saga_log, Registry(), 0).settle_many([row], {run: 1})
     why = "tool 'charge' is not registered in this process"
     assert (out.finding, out.detail, out.step.status, out.step.error) == (
         "no_lookup", why, StepStatus.UNKNOWN, why)
@@ -324,3 +324,29 @@ def test_a_lookup_by_steps_is_handed_what_the_log_knows_of_each_row(pg: str) -> 
     assert [(o.finding, o.step.status, o.step.external_ref) for o in out] == [
         ("not_found", StepStatus.NOT_EXECUTED, None),
         ("found", StepStatus.CONFIRMED, "ch_1")]
+
+
+def test_a_row_no_lookup_can_settle_is_handed_to_a_person_once(pg: str) -> None:
+    """settle_many (a Job, an unwind) of an UNKNOWN row whose tool declares no lookup: it stays
+    UNKNOWN, says who must settle it and how, and is handed to a person (once) under the epoch
+    of its own run."""
+    [run] = seed(pg, 1)
+    registry = Registry()
+
+    def charge(idempotency_key: str, amount: int = 0) -> dict[str, str]:
+        return {"id": "x"}
+
+    registry.register(charge, cls="compensatable", lookup=NO_LOOKUP,
+                      compensate=lambda args, key: Compensation("refund", {"key": key}))
+    why = (f"tool 'charge' declares no lookup: only a person can tell whether step 0 happened;"
+           f" record it with `{settle_command(run, 0)}`")
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        [row] = saga_log.steps(run)
+        outs = [Reconciler(saga_log, registry, 0).settle_many([row], {run: 1})[0]
+                for _ in range(2)]
+        waiting = saga_log.settlements(run, waiting_only=True)
+    for out in outs:
+        assert (out.finding, out.detail, out.step.status, out.step.error, out.needs_human) == (
+            "no_lookup", why, StepStatus.UNKNOWN, why, True)
+    assert [(w.step_idx, w.step_key, w.why) for w in waiting] == [
+        (0, step_key(run, 0, "charge"), why)]
