@@ -71,7 +71,8 @@ def statuses(dsn: str) -> dict[str, str]:
         return dict(conn.execute("SELECT run_id, status FROM saga_log").fetchall())
 
 
-def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced) -> None:
+def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
     runs = seed(pg, 25)
     keys = [step_key(r, 0, "charge") for r in runs]
     system = FakeSystem(present=set(keys[:20]), late=frozenset({keys[20]}), reveal_after=3)
@@ -80,10 +81,13 @@ def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced) 
         reconciler = Reconciler(saga_log, registry_for(system), 0.5, sleep=pauses.append,
                                 batch=10)
         steps = saga_log.unsettled()
-        out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps})
+        with caplog.at_level(logging.INFO, logger="agentsaga.reconcile"):
+            out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps})
     assert [o.step.run_id for o in out] == [s.run_id for s in steps]
     assert [len(b) for b in system.batches] == [10, 10, 5, 5]  # 3 first, one re-check of 5
     assert pauses == [0.5]
+    assert [r.getMessage() for r in caplog.records if r.name == "agentsaga.reconcile"] == [
+        "5 lookups empty, re-checking after 0.5s"]
     truth = statuses(pg)
     assert [truth[r] for r in runs] == ["CONFIRMED"] * 21 + ["NOT_EXECUTED"] * 4
     findings = {o.step.run_id: o.finding for o in out}
