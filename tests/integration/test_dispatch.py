@@ -70,7 +70,8 @@ def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
     assert "do not retry with new arguments" in first.message.lower()
     retry = dispatcher.dispatch("r1", "create_ticket",
                                 {"summary": "Order #1182 refund", "order_id": "1182"})
-    assert retry.outcome == "CONFIRMED"
+    assert (retry.outcome, retry.status) == ("CONFIRMED", "CONFIRMED")
+    assert retry.message == "already happened: found by its idempotency key"
     assert retry.key == first.key and retry.step_idx == first.step_idx == 0
     tickets = effects(ledger, "ticket")
     assert len(tickets) == 1

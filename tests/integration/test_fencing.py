@@ -162,13 +162,15 @@ def test_the_outcome_of_a_call_lands_on_a_run_its_owner_ended_meanwhile(saga_log
     epoch = saga_log.begin_run(RUN).run.owner_epoch
     sent = saga_log.record_intent(RUN, epoch, 0, tool="create_ticket",
                                   tool_class="compensatable",
-                                  key=step_key(RUN, 0, "create_ticket"), args={},
-                                  compensation=None, audience=[])
+                                  key=step_key(RUN, 0, "create_ticket"), args={"summary": "a"},
+                                  compensation={"tool": "close_ticket", "args": {}},
+                                  audience=[])
     assert sent is not None
     saga_log.set_run_state(RUN, epoch, RunState.SUCCEEDED, end=True)
     landed = saga_log.record_outcome(RUN, epoch, 0, StepStatus.CONFIRMED,
                                      result={"id": "T-1"}, external_ref="T-1", intended=sent)
     assert landed is not None and (landed.status, landed.external_ref) == ("CONFIRMED", "T-1")
+    assert landed == saga_log.step(RUN, 0)  # the row as written, whole
     with psycopg.connect(pg) as conn:
         assert conn.execute("SELECT status, external_ref, result FROM saga_log").fetchall() == [
             ("CONFIRMED", "T-1", {"id": "T-1"})]
