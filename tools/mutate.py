@@ -9,9 +9,9 @@ mutants; `mutmut show <name>` shows one.
 
     tools/mutate.py [MUTANT_GLOB ...]    e.g. 'agentsaga.keys*' to re-run a module's mutants
 
-Without names it runs every mutant not checked yet, then checks again, by name, every mutant not
-killed (including those killed only by the time limit): mutmut keeps a verdict while the mutated
-function is unchanged, even when the tests changed since.
+Without names it runs every mutant not checked yet; once none is left, it checks again, by name,
+every mutant not killed (and those killed only by the time limit): mutmut keeps a verdict while
+the mutated function is unchanged, even when the tests changed since.
 """
 
 from __future__ import annotations
@@ -53,12 +53,13 @@ def main(argv: list[str]) -> int:
         create_template(dsn, TEMPLATE)
         env = {**os.environ, "AGENTSAGA_TEST_DSN": dsn, "AGENTSAGA_TEST_TEMPLATE": TEMPLATE}
         subprocess.run([str(MUTMUT), "run", *argv], cwd=ROOT, env=env, check=False)
-        if not argv:
+        found = results()
+        if not argv and "not checked" not in found.values():
             # mutmut keeps a verdict while the mutated function is unchanged, even when the
-            # tests changed since: every mutant not killed is checked again, by name, against
-            # the tests as they are now
-            again = sorted(name for name, status in results().items()
-                           if status not in KILLED - {"timeout"} | {"not checked"})
+            # tests changed since: once every mutant is checked, every one not killed is
+            # checked again, by name, against the tests as they are now
+            again = sorted(name for name, status in found.items()
+                           if status not in KILLED - {"timeout"})
             if again:
                 subprocess.run([str(MUTMUT), "run", *again], cwd=ROOT, env=env, check=False)
     found = results()
