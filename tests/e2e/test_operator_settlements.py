@@ -81,7 +81,7 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
            stepKey="0" * 32)
     refused = cluster.wait_run(RUN, lambda o: (condition(o, "StepsSettled") or {}).get(
         "status") == "False")
-    assert "not '00000000" in refused["status"]["message"]
+    assert "not '00000000" in (condition(refused, "StepsSettled") or {})["message"]
     assert "1" not in (refused["status"].get("settlements") or {})  # consumed
     assert refused["status"]["awaitingHuman"] == "1"
 
