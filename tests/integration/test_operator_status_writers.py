@@ -78,12 +78,13 @@ def test_a_job_that_ends_the_run_leaves_no_stale_wait_for_a_person(
                            "metadata": {"name": RUN, "namespace": "default"},
                            "spec": {"agent": "refunder"}})
     ctx.saga_log.begin_run(LOGGED, agent="refunder", namespace="default")
-    job = {"metadata": {"name": "early-evicted-unwind-2"},
+    name = "early-evicted-unwind-2"
+    job = {"metadata": {"name": name},
            "status": {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}}
     kube_with_crds.patch_status(AR, "agentruns", "default", RUN, {
         "phase": "Unwinding", "awaitingHuman": "1",
         "humanSteps": {"1": {"tool": "send_email", "stepKey": "0" * 32, "why": "no lookup"}},
-        "job": {"name": job["metadata"]["name"], "kind": "unwind", "state": "Created"}})
+        "job": {"name": name, "kind": "unwind", "state": "Created"}})
     adopted = ctx.saga_log.adopt(LOGGED, "unwind-job")  # the Job unwound the run
     ctx.saga_log.set_run_state(LOGGED, adopted.owner_epoch, RunState.UNWOUND, end=True)
 
