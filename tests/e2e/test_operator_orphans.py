@@ -49,7 +49,10 @@ def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_
 
     evict(cluster, "agent-0")
 
-    orphaned = cluster.wait_phase(RUN, "Orphaned")
+    # Orphaned lasts the grace period (1 s) only: wait for what the orphaning wrote, which the
+    # Unwinding phase after it keeps
+    orphaned = cluster.wait_run(RUN, lambda o: bool(o["status"].get("orphanedAt")))
+    assert orphaned["status"]["phase"] in ("Orphaned", "Unwinding")
     assert "EvictionByEvictionAPI" in orphaned["status"]["orphanReason"]
     assert orphaned["status"]["orphanedAt"]
     condition = next(c for c in orphaned["status"]["conditions"] if c["type"] == "Orphaned")
