@@ -80,6 +80,48 @@ def awaiting_human_column(steps: list[int]) -> str | None:
     return ",".join(str(s) for s in steps) or None
 
 
+def shown_patch(status: dict[str, Any], found: RunFacts) -> dict[str, Any]:
+    """The status fields that show the log's counts and what waits for a person (steps,
+    ownerEpoch, irreversibleBeforePivot, awaitingHuman, humanSteps, corrections), as a merge
+    patch of what `status` shows: the resync's, and the one that ends a Job's run in a final
+    phase (no resync follows it: the status must be whole when it lands)."""
+    db = found.run
+    if db is None:
+        return {}
+    patch: dict[str, Any] = {}
+    if status.get("steps") != found.counts:
+        patch["steps"] = found.counts
+    if status.get("ownerEpoch") != db.owner_epoch:
+        patch["ownerEpoch"] = db.owner_epoch
+    if status.get("irreversibleBeforePivot") != db.irreversible_before_pivot:
+        patch["irreversibleBeforePivot"] = db.irreversible_before_pivot
+    human = awaiting_human_column(found.awaiting_human)
+    if status.get("awaitingHuman") != human:
+        patch["awaitingHuman"] = human
+    if "humanSteps" in status and not found.human_steps:
+        patch["humanSteps"] = None  # nothing waits: the field goes
+    elif (status.get("humanSteps") or {}) != found.human_steps:
+        shown = status.get("humanSteps") or {}
+        patch["humanSteps"] = {**{k: None for k in shown if k not in found.human_steps},
+                               **found.human_steps}
+    corrections = corrections_patch(status.get("corrections") or {}, found.corrections)
+    if corrections:
+        patch["corrections"] = corrections
+    return patch
+
+
+def corrections_patch(shown: dict[str, Any], pending: dict[str, dict[str, Any]]
+                      ) -> dict[str, Any] | None:
+    """The merge patch that makes status.corrections show the pending corrections. An entry
+    carrying a human's `approval` is left for the correction-approval handler to consume (or
+    refuse, with a condition), even when its correction no longer waits."""
+    gone: dict[str, Any] = {k: None for k, v in shown.items()
+                            if k not in pending and not (v or {}).get("approval")}
+    changed = {k: v for k, v in pending.items()
+               if {f: x for f, x in (shown.get(k) or {}).items() if f != "approval"} != v}
+    return {**gone, **changed} or None
+
+
 def _shown(correction: Correction) -> dict[str, Any]:
     """A correction as the AgentRun's `status.corrections` shows it."""
     body = correction.correction

@@ -70,7 +70,15 @@ def orphan(ctx: Context, namespace: str, name: str, pod_name: str, pod_uid: str,
         policy = spec.get("onOrphan", "unwind")
         then = ("a human decides (onOrphan=wait)" if policy == "wait"
                 else f"a {policy} Job starts")
+        # the pod went before its bind was shown: the status names it now, at the log's
+        # epoch, so that the bind arriving late is no adoption (only a newer epoch is)
+        logged = None if facts is None else facts.run
+        unbound: Obj = ({"pod": {"name": pod_name, "uid": pod_uid, "namespace": namespace},
+                         "ownerEpoch": logged.owner_epoch}
+                        if logged is not None and pod_uid and not bound.get("uid")
+                        and logged.pod_uid == pod_uid else {})
         return {
+            **unbound,
             "phase": "Orphaned", "orphanedAt": precise(), "orphanReason": message,
             "observedGeneration": generation(run),
             "conditions": with_condition(run, "Orphaned", True, reason, message),
@@ -192,8 +200,8 @@ def apply_job(ctx: Context, namespace: str, name: str, job: Obj) -> None:
             return patch
         patch["job"]["finishedAt"] = precise()
         facts = _facts(ctx, run)
-        if facts is not None and facts.run is not None:
-            patch.update(steps=facts.counts, ownerEpoch=facts.run.owner_epoch)
+        if facts is not None:  # a final phase has no resync after it: the log shown whole
+            patch.update(run_facts.shown_patch(run.get("status") or {}, facts))
         needs = _needs_human(facts)
         # an unwind that finished but exits non-zero because a person must act (a correction
         # to decide; `agentsaga unwind` exits 3): the log says the run is unwound (R11)

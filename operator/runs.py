@@ -184,24 +184,7 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
             patch["conditions"] = with_condition(
                 run, "RunLinked", True, "Linked", f"the AgentRun shows run {db.run_id}",
                 patch.get("conditions"))
-        if status.get("steps") != facts.counts:
-            patch["steps"] = facts.counts
-        if status.get("ownerEpoch") != db.owner_epoch:
-            patch["ownerEpoch"] = db.owner_epoch
-        if status.get("irreversibleBeforePivot") != db.irreversible_before_pivot:
-            patch["irreversibleBeforePivot"] = db.irreversible_before_pivot
-        human = run_facts.awaiting_human_column(facts.awaiting_human)
-        if status.get("awaitingHuman") != human:
-            patch["awaitingHuman"] = human
-        if "humanSteps" in status and not facts.human_steps:
-            patch["humanSteps"] = None  # nothing waits: the field goes
-        elif (status.get("humanSteps") or {}) != facts.human_steps:
-            shown = status.get("humanSteps") or {}
-            patch["humanSteps"] = {**{k: None for k in shown if k not in facts.human_steps},
-                                   **facts.human_steps}
-        corrections = corrections_patch(status.get("corrections") or {}, facts.corrections)
-        if corrections:
-            patch["corrections"] = corrections
+        patch.update(run_facts.shown_patch(status, facts))
         pivot = pivot_status(db.pivot)
         known = status.get("pivot") or {}
         if pivot and (known.get("planHash"), known.get("state")) != (
@@ -217,17 +200,6 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
     if status.get("observedGeneration") != generation(run):
         patch["observedGeneration"] = generation(run)
     return patch or None
-
-
-def corrections_patch(shown: Obj, pending: dict[str, Obj]) -> Obj | None:
-    """The merge patch that makes status.corrections show the pending corrections. An entry
-    carrying a human's `approval` is left for the correction-approval handler to consume (or
-    refuse, with a condition), even when its correction no longer waits."""
-    gone: Obj = {k: None for k, v in shown.items()
-                 if k not in pending and not (v or {}).get("approval")}
-    changed = {k: v for k, v in pending.items()
-               if {f: x for f, x in (shown.get(k) or {}).items() if f != "approval"} != v}
-    return {**gone, **changed} or None
 
 
 def pivot_status(record: PivotRecord | None) -> Obj | None:

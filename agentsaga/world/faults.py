@@ -14,6 +14,8 @@ Kinds, and whether the state change happens:
                                          gives up (or `seconds` pass, then it is reset)
     delay                    yes         the normal answer, `seconds` late (an idempotency key
                                          stays in flight meanwhile: a retry gets 409)
+    hold                     yes         as `delay`, held until `Fault.release()` (or `seconds`
+                                         pass): a test decides when the call goes on, not a clock
     reject                   no          HTTP `status` with the JSON `body` given
     fail_before_commit_502   no          HTTP 502 with an HTML body
     fail_500_cached          no          HTTP 500 (JSON `body` or a Stripe-style api_error) that
@@ -27,12 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import fnmatch
 import json
 import socket
 import struct
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from aiohttp import web
@@ -42,12 +45,14 @@ FaultKind = Literal[
     "commit_then_reset",
     "drop_response",
     "delay",
+    "hold",
     "reject",
     "fail_before_commit_502",
     "fail_500_cached",
 ]
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
-PRE_COMMIT_KINDS = frozenset({"delay", "reject", "fail_before_commit_502", "fail_500_cached"})
+PRE_COMMIT_KINDS = frozenset({"delay", "hold", "reject", "fail_before_commit_502",
+                              "fail_500_cached"})
 
 
 @dataclass
@@ -64,7 +69,7 @@ class Fault:
     times: int | None = None
     """Hit the first N matching calls. With neither `on_call` nor `times`: every matching call."""
     seconds: float = 30.0
-    """`delay`: how long to wait before answering; `drop_response`: the longest hold."""
+    """`delay`: how long to wait before answering; `hold`, `drop_response`: the longest hold."""
     status: int = 400
     """`reject`: the HTTP status."""
     body: Any = None
@@ -73,6 +78,9 @@ class Fault:
     """Matching calls so far."""
     fired: int = field(default=0, compare=False)
     """Calls this fault hit so far."""
+    released: threading.Event = field(default_factory=threading.Event, compare=False,
+                                      repr=False)
+    """`hold`: set by `release()`; the held calls go on."""
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -92,7 +100,12 @@ class Fault:
         return cls(**raw)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+                if f.name != "released"}
+
+    def release(self) -> None:
+        """`hold`: let the calls it holds (and any later ones it hits) go on."""
+        self.released.set()
 
     def matches(self, method: str, path: str) -> bool:
         if self.method != "*" and self.method.upper() != method.upper():
@@ -155,6 +168,12 @@ async def before_commit(fault: Fault, stopping: asyncio.Event) -> web.StreamResp
     """Apply a pre-commit fault: a response to send instead of executing, or None to go on."""
     if fault.kind == "delay":
         await _wait(stopping, fault.seconds)
+        return None
+    if fault.kind == "hold":
+        until = asyncio.get_running_loop().time() + fault.seconds
+        while (not fault.released.is_set() and not stopping.is_set()
+               and asyncio.get_running_loop().time() < until):
+            await _wait(stopping, 0.01)
         return None
     if fault.kind == "reject":
         body = fault.body

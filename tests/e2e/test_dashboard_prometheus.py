@@ -140,6 +140,9 @@ def session(cluster: Cluster, world: World, prometheus: Callable[..., Prometheus
     run = "evicted-1185"
     evicted.begin_run(run, agent="support-agent")
     evicted.dispatch(run, "create_ticket", {"summary": "Reship 1185", "order_id": "1185"})
+    # bound to its pod before the eviction: the run is orphaned once (the panel counts it)
+    cluster.wait_run(run, lambda o: ((o.get("status") or {}).get("pod") or {}).get("uid")
+                     == evicted_pod["metadata"]["uid"])
     cluster.kube.evict("default", "support-agent-1")
     [job] = cluster.wait_jobs(1)
     assert job["spec"]["activeDeadlineSeconds"] == 600  # the deadline the orphan alert adds

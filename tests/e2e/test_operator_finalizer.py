@@ -18,8 +18,10 @@ def unknown_step(cluster: Cluster, agent: SagaClient, run: str) -> None:
     add_fault(cluster.dsn, "create_ticket", "unknown_after_commit")
     with pytest.raises(ToolOutcomeUnknown):
         agent.dispatch(run, "create_ticket", {"summary": "refund", "order_id": run})
+    # the resync shows the step, the bind the pod: both before the deletion (whose condition
+    # and message a late bind's own message would otherwise follow)
     cluster.wait_run(run, lambda o: ((o.get("status") or {}).get("steps") or {})
-                     .get("unknown") == 1)
+                     .get("unknown") == 1 and "pod" in (o.get("status") or {}))
 
 
 def blocked(cluster: Cluster, run: str) -> dict[str, object]:
@@ -39,7 +41,9 @@ def test_unsettled_run_survives_deletion_until_reconciled_or_forced(cluster: Clu
     held = blocked(cluster, "refund-4001")
     assert held["metadata"]["deletionTimestamp"]  # type: ignore[index]
     assert "agentsaga.io/finalizer" in held["metadata"]["finalizers"]  # type: ignore[index]
-    assert "step 0 create_ticket (UNKNOWN)" in held["status"]["message"]  # type: ignore[index]
+    [settled] = [c for c in held["status"]["conditions"]  # type: ignore[index]
+                 if c["type"] == "Settled"]
+    assert "step 0 create_ticket (UNKNOWN)" in settled["message"]
 
     # settled by reconcile (the ticket is found by key): the deletion completes
     settled = cluster.run_job(job_running("agentsaga", "reconcile", "--run", logged("refund-4001")))

@@ -30,7 +30,9 @@ def test_an_operator_scoped_to_its_namespaces_unwinds_an_orphan(
     agent = cluster.start_sidecar(pod).client()
     agent.begin_run(RUN, agent="refunder")
     agent.dispatch(RUN, "create_ticket", {"summary": "refund 1182", "order_id": "1182"})
-    cluster.wait_run(RUN, lambda o: (o["status"].get("steps") or {}).get("confirmed") == 1)
+    # the step shown (the resync) and the run bound to its pod (the bind) before the eviction
+    cluster.wait_run(RUN, lambda o: (o["status"].get("steps") or {}).get("confirmed") == 1
+                     and (o["status"].get("pod") or {}).get("uid") == pod["metadata"]["uid"])
     evict(cluster, "agent-0")
     [job] = cluster.wait_jobs(1)
     cluster.wait_phase(RUN, "Unwinding")

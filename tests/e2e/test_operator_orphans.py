@@ -13,7 +13,7 @@ from agentsaga.operator.job_manifests import job_name
 from agentsaga.client import RunTakenOver
 from sagatest.kubeapi.server import RequestRecord
 from sagatest.ledger_tools import calls, effects
-from sagatest.operator_fixtures import Cluster, agentrun, evict, logged
+from sagatest.operator_fixtures import AR, Cluster, agentrun, evict, logged
 from sagatest.world_fixtures import poll_until
 
 RUN = "refund-1182"
@@ -49,7 +49,10 @@ def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_
 
     evict(cluster, "agent-0")
 
-    orphaned = cluster.wait_phase(RUN, "Orphaned")
+    # Orphaned lasts the grace period (1 s) only: wait for what the orphaning wrote, which the
+    # Unwinding phase after it keeps
+    orphaned = cluster.wait_run(RUN, lambda o: bool(o["status"].get("orphanedAt")))
+    assert orphaned["status"]["phase"] in ("Orphaned", "Unwinding")
     assert "EvictionByEvictionAPI" in orphaned["status"]["orphanReason"]
     assert orphaned["status"]["orphanedAt"]
     condition = next(c for c in orphaned["status"]["conditions"] if c["type"] == "Orphaned")
@@ -88,7 +91,9 @@ def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_
 
 def test_pod_adopting_within_grace_prevents_the_job_and_fences_the_evicted_sidecar(
         cluster: Cluster) -> None:
-    cluster.kube.create(agentrun(RUN, grace=3))
+    # a grace period no adoption below can outlast, however slow the machine; once the run is
+    # adopted the test shortens it to 1 s (read at every check), so that it is over at once
+    cluster.kube.create(agentrun(RUN, grace=600))
     # a full resync of a Running run every 0.3 s (±25%): the passes after the grace period
     # are what the end of this test waits for
     cluster.start_operator("--standalone", "--full-resync-interval", "0.3")
@@ -120,13 +125,16 @@ def test_pod_adopting_within_grace_prevents_the_job_and_fences_the_evicted_sidec
     assert saga_rows(cluster.dsn) == rows_before, "the stale sidecar wrote to the saga log"
     assert calls(cluster.dsn) == calls_before, "the stale sidecar called a real system"
 
-    # The grace period runs out with the run adopted. What the test waits for is the operator's
-    # own decision: two resync passes over the run that began after the grace period ended
+    # The grace period runs out with the run adopted: shortened to 1 s, it ended long ago (the
+    # orphaning was at least that long before this patch's passes). What the test waits for is
+    # the operator's own decision: two resync passes over the run that began after the patch
     # (the first of them has then finished) found it Running and started no Job.
     orphaned_at = datetime.datetime.fromisoformat(
         orphaned["status"]["orphanedAt"].replace("Z", "+00:00"))
-    grace_over = orphaned_at + datetime.timedelta(seconds=3)
-    poll_until(lambda: datetime.datetime.now(datetime.UTC) >= grace_over or None, timeout=10)
+    poll_until(lambda: datetime.datetime.now(datetime.UTC) >= orphaned_at
+               + datetime.timedelta(seconds=1) or None, timeout=10)
+    cluster.kube.patch(AR, "agentruns", "default", RUN,
+                       {"spec": {"orphanGracePeriodSeconds": 1}})
     seen = len(cluster.kube.requests)
     passes = poll_until(lambda: [r for r in cluster.kube.requests[seen:] if operator_read_run(r)]
                         [1:] or None, timeout=10)

@@ -20,7 +20,10 @@ def test_operator_killed_at_every_stage_creates_one_job_and_loses_nothing(
         cluster: Cluster) -> None:
     cluster.kube.create({"apiVersion": AR, "kind": "AgentRun",
                          "metadata": {"name": RUN, "namespace": "default"},
-                         "spec": {"agent": "refunder", "orphanGracePeriodSeconds": 2}})
+                         "spec": {"agent": "refunder", "orphanGracePeriodSeconds": 2,
+                                  # no Job while the first operator lives (however late the
+                                  # test sees Orphaned); an unwind once it is killed
+                                  "onOrphan": "wait"}})
     first = cluster.start_operator("--standalone")
     pod = cluster.create_pod("agent-0", RUN)
     agent = cluster.start_sidecar(pod).client()
@@ -28,10 +31,11 @@ def test_operator_killed_at_every_stage_creates_one_job_and_loses_nothing(
     agent.dispatch(RUN, "create_ticket", {"summary": "refund", "order_id": "2001"})
     cluster.wait_phase(RUN, "Running")
 
-    # stage 1: killed right after marking the run Orphaned, inside the grace period
+    # stage 1: killed once it marked the run Orphaned; then the run is to be unwound
     cluster.kube.evict("default", "agent-0")
     cluster.wait_phase(RUN, "Orphaned")
     first.kill()
+    cluster.kube.patch(AR, "agentruns", "default", RUN, {"spec": {"onOrphan": "unwind"}})
 
     # stage 2: killed after recording the Job in status, before creating it (crash point)
     second = cluster.start_operator(

@@ -28,8 +28,11 @@ def test_orphan_and_job_start_spans_join_the_runs_trace(
 
     cluster.kube.evict("default", "agent-0")
     cluster.wait_jobs(1)
+    # two processes export: wait for the sidecar's span of the run's trace as well
     spans = spans_seen.wait_for(lambda seen: {"operator orphan", "operator start job unwind"}
-                                <= {span.name for _, span in seen})
+                                <= {span.name for _, span in seen} and any(
+                                    service == "agentsaga-sidecar" and span.trace_id == trace_id
+                                    for service, span in seen))
     begin = [span for service, span in spans
              if service == "agentsaga-sidecar" and span.trace_id == trace_id]
     operator = {span.name: span for service, span in spans if service == "agentsaga-operator"}

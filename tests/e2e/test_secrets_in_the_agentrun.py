@@ -81,8 +81,9 @@ def test_planted_secrets_never_reach_the_agentrun_the_log_or_a_span(
     for table, text in rows.items():
         assert leaks(text) == [], f"in table {table}"
 
-    spans = received.wait_for(lambda got: {
-        "execute_tool create_ticket", "execute_tool send_email"} <= {s.name for _, s in got}
+    spans = received.wait_for(lambda got: {  # up to the run's last span, EndRun's
+        "execute_tool create_ticket", "execute_tool send_email",
+        "/agentsaga.v1.Sidecar/EndRun"} <= {s.name for _, s in got}
         and "agentsaga-operator" in {service for service, _ in got})
     exported = "\n".join(span_text(span) for _, span in spans)
     assert "[card ****4242]" in exported  # the payloads were exported, masked

@@ -71,8 +71,10 @@ def test_planted_secrets_never_reach_any_table_or_an_exported_span(
 
     # the real values reached the tools (and their results echo them back)
     assert [e["body"]["body"] for e in effects(ledger, "email")] == [body]
-    spans = received.wait_for(lambda got: {"execute_tool create_ticket",
-                                           "execute_tool send_email"} <= {s.name for _, s in got})
+    # up to the run's last span (EndRun's): the leak check reads every span the run exported
+    spans = received.wait_for(lambda got: {"execute_tool create_ticket", "execute_tool send_email",
+                                           "/agentsaga.v1.Sidecar/EndRun"}
+                              <= {s.name for _, s in got})
     exported = "\n".join(span_text(span) for _, span in spans)
     assert "[card ****4242]" in exported  # the payloads were exported, masked
     rows = every_row(ledger)

@@ -45,13 +45,14 @@ def test_sidecar_and_reconcile_job_export_one_trace_over_otlp_grpc(
     trace_id = root.get_span_context().trace_id.to_bytes(16, "big")
     assert answer.status == "UNKNOWN"
 
-    spans = received.wait_for(lambda got: any(s.name == "execute_tool create_ticket"
-                                              for _, s in got))
+    # the tool's span ends (and may be exported) before the Dispatch RPC's own span: wait for
+    # every span asserted
+    expected = {"/agentsaga.v1.Sidecar/BeginRun", "/agentsaga.v1.Sidecar/Dispatch",
+                "execute_tool create_ticket"}
+    spans = received.wait_for(lambda got: expected <= {s.name for service, s in got
+                                                       if service == "agentsaga-sidecar"})
     sidecar_spans = [s for service, s in spans if service == "agentsaga-sidecar"]
     assert {s.trace_id for s in sidecar_spans} == {trace_id}
-    names = {s.name for s in sidecar_spans}
-    assert {"/agentsaga.v1.Sidecar/BeginRun", "/agentsaga.v1.Sidecar/Dispatch",
-            "execute_tool create_ticket"} <= names
     [dispatch] = [s for s in sidecar_spans if s.name == "execute_tool create_ticket"]
     attributes = {a.key: a.value for a in dispatch.attributes}
     assert attributes["gen_ai.operation.name"].string_value == "execute_tool"

@@ -63,9 +63,13 @@ def until_settled(call: Any, *, within_s: float = 30.0) -> DispatchResult:
     return answer
 
 
-def waiting(log: list[float]) -> Any:
+def waiting(log: list[float], then_release: Fault | None = None) -> Any:
+    """The unwind's wait for a deadline (the product's own pause), noted; a held call is let
+    go once the unwind waits for it."""
     def wait(seconds: float, report: SettleReport) -> None:
         log.append(seconds)
+        if then_release is not None:
+            then_release.release()
         time.sleep(seconds)
     return wait
 
@@ -108,11 +112,12 @@ def test_unwind_while_a_charge_is_on_the_wire_waits_for_its_deadline(
     """`unwind` starts while the card network holds a charge (then commits it): the unwind does
     not report the run unwound before the call's deadline; in the end no authorisation is left
     open and nothing was compensated twice."""
-    hold_s, timeout_s = 1.5, 3.0
-    registry, _ = tools(world, {"charge_card": {"visible_within_s": 0.2}}, timeout_s=timeout_s)
+    registry, _ = tools(world, {"charge_card": {"visible_within_s": 0.2}}, timeout_s=3.0)
     sidecar = SagaService(saga_log, registry, Settings(recheck_pause_s=0.05))
     sidecar.begin_run("held")
-    world.faults.add(Fault("POST", "/v1/payment_intents", "delay", on_call=1, seconds=hold_s))
+    # the card network holds the charge until the unwind waits for its deadline: the unwind
+    # comes while it is on the wire on every run, not only when it happens to come early
+    held = world.faults.add(Fault("POST", "/v1/payment_intents", "hold", on_call=1))
     outcome: list[BaseException | DispatchResult] = []
 
     def agent() -> None:
@@ -130,7 +135,7 @@ def test_unwind_while_a_charge_is_on_the_wire_waits_for_its_deadline(
 
     waits: list[float] = []
     report = unwind_run(saga_log, registry, "held", "unwind", recheck_pause_s=0.05,
-                        wait=waiting(waits))
+                        wait=waiting(waits, then_release=held))
     thread.join(timeout=10)
     when = saga_log.certainty("held", 0)
     assert when is not None and when.deadline is not None
@@ -156,10 +161,11 @@ def test_a_fenced_call_that_confirms_late_is_recorded_and_compensated(
     """Even when a tool's declared deadline is too short (the call outlives it), a settled
     NOT_EXECUTED step whose effect a fenced call later observes is re-opened and unwound."""
     registry, _ = tools(world, {"charge_card": {"call_timeout_s": 0.1, "visible_within_s": 0.0}},
-                        timeout_s=3.0)
+                        timeout_s=30.0)
     sidecar = SagaService(saga_log, registry, Settings(recheck_pause_s=0.05))
     sidecar.begin_run("late")
-    world.faults.add(Fault("POST", "/v1/payment_intents", "delay", on_call=1, seconds=2.0))
+    # held on the wire until the other owner has settled the row: the call confirms late
+    held = world.faults.add(Fault("POST", "/v1/payment_intents", "hold", on_call=1))
     outcome: list[BaseException | DispatchResult] = []
     thread = threading.Thread(target=lambda: _record(outcome, sidecar, "late"))
     thread.start()
@@ -172,7 +178,8 @@ def test_a_fenced_call_that_confirms_late_is_recorded_and_compensated(
                        wait=waiting([]))
     assert [s.status for s in saga_log.steps("late")] == [StepStatus.NOT_EXECUTED]
     assert first.settled
-    thread.join(timeout=10)
+    held.release()
+    thread.join(timeout=30)
     assert isinstance(outcome[0], Fenced)  # ... then the call confirms, fenced
     [obs] = saga_log.observations("late")
     assert obs.outcome == StepStatus.CONFIRMED and obs.key == step_key("late", 0, "charge_card")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import httpx
 import pytest
 import stripe
 
 from agentsaga.world import Fault, World
 from sagatest.stripe_world import authorise, client
+from sagatest.world_fixtures import poll_until
 
 ISSUE = {"fields": {"project": {"key": "SUP"}, "summary": "Refund order 1182",
                     "issuetype": {"name": "Task"}, "labels": ["saga-k2"]}}
@@ -85,7 +89,22 @@ def test_jira_dropped_response_is_a_read_timeout_for_httpx(world: World) -> None
         httpx.ReadTimeout
     ):
         http.post("/rest/api/3/issue", json=ISSUE)
-    assert len(world.truth()["tickets"]) == 1
+    # the client gave up at its own timeout, which may come before the world committed
+    assert len(poll_until(lambda: world.truth()["tickets"])) == 1
+
+
+def test_hold_keeps_the_call_before_its_commit_until_released(world: World) -> None:
+    held = world.faults.add(Fault("POST", "/v1/payment_intents", "hold", on_call=1))
+    sc = client(world)
+    answers: list[Any] = []
+    call = threading.Thread(target=lambda: answers.append(authorise(sc, "k-held")))
+    call.start()
+    poll_until(lambda: world.truth()["calls"].get("POST /v1/payment_intents"))
+    assert world.truth()["payment_intents"] == [] and answers == []  # held, not committed
+    held.release()
+    call.join(timeout=30)
+    [pi] = world.truth()["payment_intents"]
+    assert [a.id for a in answers] == [pi["id"]] and pi["status"] == "requires_capture"
 
 
 def test_delay_answers_late_but_normally(world: World) -> None:

@@ -125,16 +125,17 @@ def test_declined_card_is_a_card_error_and_is_replayed(world: World) -> None:
 
 def test_retry_while_the_first_request_is_in_flight_gets_409(world: World) -> None:
     sc = client(world)
-    world.faults.add(Fault("POST", "/v1/payment_intents", "delay", on_call=1, seconds=1.0))
+    held = world.faults.add(Fault("POST", "/v1/payment_intents", "hold", on_call=1))
     first: list[Any] = []
     worker = threading.Thread(target=lambda: first.append(authorise(sc, "k-inflight")))
     worker.start()
     poll_until(lambda: world.truth()["calls"].get("POST /v1/payment_intents"))
-    with pytest.raises(stripe.APIError) as caught:
+    with pytest.raises(stripe.APIError) as caught:  # the first is held until released
         authorise(sc, "k-inflight")
     assert caught.value.http_status == 409
     assert cast(dict[str, Any], caught.value.json_body)["error"]["code"] == "idempotency_key_in_use"
-    worker.join()
+    held.release()
+    worker.join(timeout=30)
     assert first[0].status == "requires_capture"
     assert authorise(sc, "k-inflight").id == first[0].id
     only_intent(world)

@@ -1,0 +1,95 @@
+"""Several writers of one AgentRun status, each leaving it whole whatever the order: a pod that
+goes before the operator bound its run is named by the orphaning at the log's epoch, so that the
+bind arriving late is no adoption (a newer epoch's is); a Job that ends the run in a final phase
+shows the log whole, as no resync pass follows it. The operator's own functions, in-process,
+against the Kubernetes API stand-in and a real saga log, in the order the race would take."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from agentsaga.operator.config import OperatorConfig
+from agentsaga.operator.context import Context
+from agentsaga.operator.kube import KubeApi
+from agentsaga.operator.run_binding import bind
+from agentsaga.operator.run_jobs import apply_job, orphan
+from kubernetes import config
+
+from agentsaga.keys import log_run_id
+from agentsaga.states import RunState
+from agentsaga.store import SagaLog
+from sagatest.kube_fixtures import Kube
+from sagatest.operator_fixtures import AR
+
+RUN = "early-evicted"
+LOGGED = log_run_id("default", RUN)
+
+
+@pytest.fixture
+def ctx(kube_with_crds: Kube, pg: str) -> Iterator[Context]:
+    api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kube_with_crds.kubeconfig))
+    with SagaLog(pg, min_size=1, max_size=2).open(migrate=False) as saga_log:
+        yield Context(OperatorConfig(dsn=pg), KubeApi(api), saga_log)
+    api.close()
+
+
+def test_a_late_bind_of_the_evicted_pod_leaves_the_run_orphaned(
+        ctx: Context, kube_with_crds: Kube) -> None:
+    assert ctx.saga_log is not None
+    kube_with_crds.create({"apiVersion": AR, "kind": "AgentRun",
+                           "metadata": {"name": RUN, "namespace": "default"},
+                           "spec": {"agent": "refunder", "orphanGracePeriodSeconds": 60}})
+    ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-0", pod_uid="uid-0",
+                           namespace="default")
+    late = ctx.saga_log.require_run(LOGGED)  # what the bind read before the pod went
+
+    assert orphan(ctx, "default", RUN, "agent-0", "uid-0", "Evicted", "pod agent-0 was evicted")
+    orphaned = kube_with_crds.get(AR, "agentruns", "default", RUN)
+    assert orphaned is not None
+    assert orphaned["status"]["phase"] == "Orphaned"
+    assert orphaned["status"]["pod"] == {"name": "agent-0", "uid": "uid-0",
+                                         "namespace": "default"}
+    assert orphaned["status"]["ownerEpoch"] == 1
+
+    bind(ctx, late)
+    after = kube_with_crds.get(AR, "agentruns", "default", RUN)
+    assert after is not None and after["status"] == orphaned["status"]  # no adoption
+
+    # a pod that adopts the run (the orphaning released the evicted one) is: a newer epoch
+    ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-1", pod_uid="uid-1",
+                           namespace="default")
+    adopted = ctx.saga_log.require_run(LOGGED)
+    assert adopted.owner_epoch == 2
+    bind(ctx, adopted)
+    running = kube_with_crds.get(AR, "agentruns", "default", RUN)
+    assert running is not None
+    assert (running["status"]["phase"], running["status"]["pod"]["name"],
+            running["status"]["ownerEpoch"]) == ("Running", "agent-1", 2)
+
+
+def test_a_job_that_ends_the_run_leaves_no_stale_wait_for_a_person(
+        ctx: Context, kube_with_crds: Kube) -> None:
+    """The unwind Job's end is the run's last status write (Unwound is final: no resync pass
+    after it); a step that waited for a person when the status was last shown waits no more."""
+    assert ctx.saga_log is not None
+    kube_with_crds.create({"apiVersion": AR, "kind": "AgentRun",
+                           "metadata": {"name": RUN, "namespace": "default"},
+                           "spec": {"agent": "refunder"}})
+    ctx.saga_log.begin_run(LOGGED, agent="refunder", namespace="default")
+    name = "early-evicted-unwind-2"
+    job = {"metadata": {"name": name},
+           "status": {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}}
+    kube_with_crds.patch_status(AR, "agentruns", "default", RUN, {
+        "phase": "Unwinding", "awaitingHuman": "1",
+        "humanSteps": {"1": {"tool": "send_email", "stepKey": "0" * 32, "why": "no lookup"}},
+        "job": {"name": name, "kind": "unwind", "state": "Created"}})
+    adopted = ctx.saga_log.adopt(LOGGED, "unwind-job")  # the Job unwound the run
+    ctx.saga_log.set_run_state(LOGGED, adopted.owner_epoch, RunState.UNWOUND, end=True)
+
+    apply_job(ctx, "default", RUN, job)
+    status = (kube_with_crds.get(AR, "agentruns", "default", RUN) or {})["status"]
+    assert (status["phase"], status["job"]["state"]) == ("Unwound", "Succeeded")
+    assert "awaitingHuman" not in status and "humanSteps" not in status
+    assert status["ownerEpoch"] == adopted.owner_epoch
