@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -301,7 +302,8 @@ def test_a_lookup_by_steps_is_handed_what_the_log_knows_of_each_row(pg: str) -> 
     runs = seed(pg, 2)
     with psycopg.connect(pg, autocommit=True) as conn:
         conn.execute("UPDATE saga_log SET args = '{\"amount\": 5}', deadline = created_at")
-        deadlines = dict(conn.execute("SELECT run_id, deadline FROM saga_log").fetchall())
+        deadlines: dict[str, datetime] = dict(
+            conn.execute("SELECT run_id, deadline FROM saga_log").fetchall())
     seen: list[list[LookupContext]] = []
 
     def lookup_steps(contexts: Sequence[LookupContext]) -> dict[str, Effect]:
@@ -323,7 +325,7 @@ def test_a_lookup_by_steps_is_handed_what_the_log_knows_of_each_row(pg: str) -> 
         out = Reconciler(saga_log, registry, 0).settle_many(rows, 1)
     contexts = [LookupContext(r.idempotency_key, {"amount": 5}, r.created_at,
                               deadlines[r.run_id], None) for r in rows]
-    contexts[1] = LookupContext(*dataclasses.astuple(contexts[1])[:4], "ch_1")
+    contexts[1] = dataclasses.replace(contexts[1], external_ref="ch_1")
     assert seen == [contexts, contexts[:1]]
     assert [(o.finding, o.step.status, o.step.external_ref) for o in out] == [
         ("not_found", StepStatus.NOT_EXECUTED, None),
