@@ -2,11 +2,16 @@
 
 mutmut mutates the modules `[tool.mutmut] only_mutate` names (pyproject.toml) and runs, for each
 mutant, the fast tests of `pytest_add_cli_args_test_selection` that reach the mutated function.
-Every test session it starts shares one embedded Postgres, started here (AGENTSAGA_TEST_DSN), so
-that a mutant costs its tests and not a server start. Prints the score and the surviving
+Every test session it starts shares one embedded Postgres, started here (AGENTSAGA_TEST_DSN), and
+one migrated template database on it (AGENTSAGA_TEST_TEMPLATE), so that a mutant costs its tests
+and not a server start or a migration. Prints the score and the surviving
 mutants; `mutmut show <name>` shows one.
 
     tools/mutate.py [MUTANT_GLOB ...]    e.g. 'agentsaga.keys*' to re-run a module's mutants
+
+Without names it runs every mutant not checked yet; once none is left, it checks again, by name,
+every mutant not killed (and those killed only by the time limit): mutmut keeps a verdict while
+the mutated function is unchanged, even when the tests changed since.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTMUT = Path(sys.executable).parent / "mutmut"
+TEMPLATE = "agentsaga_mutate_template"
 KILLED = {"killed", "timeout"}
 """A mutant that makes the tests hang is caught (by mutmut's time limit)."""
 
@@ -39,9 +45,23 @@ def results() -> dict[str, str]:
 def main(argv: list[str]) -> int:
     from agentsaga.postgres import embedded_dsn
 
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
+    from sagatest.pg_fixtures import create_template
+
     with tempfile.TemporaryDirectory(prefix="agentsaga-mutate-") as tmp:
-        env = {**os.environ, "AGENTSAGA_TEST_DSN": embedded_dsn(Path(tmp) / "pg")}
+        dsn = embedded_dsn(Path(tmp) / "pg")
+        create_template(dsn, TEMPLATE)
+        env = {**os.environ, "AGENTSAGA_TEST_DSN": dsn, "AGENTSAGA_TEST_TEMPLATE": TEMPLATE}
         subprocess.run([str(MUTMUT), "run", *argv], cwd=ROOT, env=env, check=False)
+        found = results()
+        if not argv and "not checked" not in found.values():
+            # mutmut keeps a verdict while the mutated function is unchanged, even when the
+            # tests changed since: once every mutant is checked, every one not killed is
+            # checked again, by name, against the tests as they are now
+            again = sorted(name for name, status in found.items()
+                           if status not in KILLED - {"timeout"})
+            if again:
+                subprocess.run([str(MUTMUT), "run", *again], cwd=ROOT, env=env, check=False)
     found = results()
     counts = Counter(found.values())
     checked = sum(n for status, n in counts.items() if status != "not checked")

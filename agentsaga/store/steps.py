@@ -39,22 +39,29 @@ def _outcome_sql(expect_sql: str, returning: str) -> str:
             f" AND {expect_sql} AND {{fence}} RETURNING {returning}")
 
 
-_LONE_OUTCOME_SQL = _outcome_sql(_UNSETTLED_SQL, _OUTCOME_COLUMNS)
+# The two outcome statements are built on first use, not at import: `make mutate` switches a
+# mutant on after the modules are imported, and must see the functions that build them.
+@functools.cache
+def _lone_outcome_sql() -> str:
+    return _outcome_sql(_UNSETTLED_SQL, _OUTCOME_COLUMNS)
 
-# One batch of the group commit: each row's values as arrays, written under its own epoch
-# (`fenced_batch_sql`).
-_BATCH_SQL = fenced_batch_sql(
-    "SELECT * FROM unnest(%(i)s::int[], %(run_id)s::text[], %(step_idx)s::int[],"
-    " %(epoch)s::bigint[], %(status)s::text[], %(result)s::jsonb[], %(ref)s::text[],"
-    " %(error)s::text[], %(ended_ok)s::bool[])"
-    " AS v(i, run_id, step_idx, epoch, status, result, ref, error, ended_ok)",
-    "UPDATE saga_log s SET status = v.status, result = COALESCE(v.result, s.result),"
-    " external_ref = COALESCE(v.ref, s.external_ref), error = v.error, updated_at = now()"
-    " FROM v, run WHERE s.run_id = v.run_id AND s.step_idx = v.step_idx"
-    f" AND s.{_UNSETTLED_SQL} AND {{fence}}"
-    " RETURNING v.i AS i, s.status AS status, s.external_ref AS external_ref,"
-    " s.result AS result, s.error AS error, s.updated_at AS updated_at",
-    ("status", "external_ref", "result", "error", "updated_at"))
+
+@functools.cache
+def _batch_sql() -> str:
+    """One batch of the group commit: each row's values as arrays, written under its own
+    epoch (`fenced_batch_sql`)."""
+    return fenced_batch_sql(
+        "SELECT * FROM unnest(%(i)s::int[], %(run_id)s::text[], %(step_idx)s::int[],"
+        " %(epoch)s::bigint[], %(status)s::text[], %(result)s::jsonb[], %(ref)s::text[],"
+        " %(error)s::text[], %(ended_ok)s::bool[])"
+        " AS v(i, run_id, step_idx, epoch, status, result, ref, error, ended_ok)",
+        "UPDATE saga_log s SET status = v.status, result = COALESCE(v.result, s.result),"
+        " external_ref = COALESCE(v.ref, s.external_ref), error = v.error, updated_at = now()"
+        " FROM v, run WHERE s.run_id = v.run_id AND s.step_idx = v.step_idx"
+        f" AND s.{_UNSETTLED_SQL} AND {{fence}}"
+        " RETURNING v.i AS i, s.status AS status, s.external_ref AS external_ref,"
+        " s.result AS result, s.error AS error, s.updated_at AS updated_at",
+        ("status", "external_ref", "result", "error", "updated_at"))
 
 
 def _row_at_fault(exc: LogUnavailable) -> bool:
@@ -295,10 +302,10 @@ class StepStatements(StoreBase):
             if len(batch) == 1:  # a lone outcome: today's single-row statement
                 [pending] = batch
                 pending.answer = cur.execute(
-                    fenced_sql(_LONE_OUTCOME_SQL, pending.params["ended_ok"]),
+                    fenced_sql(_lone_outcome_sql(), pending.params["ended_ok"]),
                     pending.params).fetchone()
                 return
-            rows = cur.execute(_BATCH_SQL, {
+            rows = cur.execute(_batch_sql(), {
                 "i": list(range(len(batch))), "run_id": column("run_id"),
                 "step_idx": column("step_idx"), "epoch": column("epoch"),
                 "status": column("status"), "result": column("result"), "ref": column("ref"),

@@ -16,9 +16,10 @@ from agentsaga.errors import (
     PivotError,
     RunEnded,
 )
+from agentsaga.human_settlement import settle
 from agentsaga.service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
-from agentsaga.states import RunState
+from agentsaga.states import RunState, SettlementOutcome
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
@@ -69,7 +70,8 @@ def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
     assert "do not retry with new arguments" in first.message.lower()
     retry = dispatcher.dispatch("r1", "create_ticket",
                                 {"summary": "Order #1182 refund", "order_id": "1182"})
-    assert retry.outcome == "CONFIRMED"
+    assert (retry.outcome, retry.status) == ("CONFIRMED", "CONFIRMED")
+    assert retry.message == "already happened: found by its idempotency key"
     assert retry.key == first.key and retry.step_idx == first.step_idx == 0
     tickets = effects(ledger, "ticket")
     assert len(tickets) == 1
@@ -96,6 +98,8 @@ def test_lookup_never_finding_settles_not_executed_and_runs_once_under_same_key(
     add_fault(ledger, "charge_card", "unknown_after_commit")
     first = dispatcher.dispatch("r3", "charge_card", {"customer_id": "c", "amount": 500})
     assert first.outcome == "FAILED"
+    rejected = dispatcher.saga_log.step("r3", 0)  # why, in the row
+    assert rejected is not None and rejected.error == "charge_card: rejected by the ledger"
     second = dispatcher.dispatch("r3", "charge_card", {"customer_id": "c", "amount": 500})
     assert second.outcome == "UNKNOWN" and second.step_idx == 1
     with psycopg.connect(pg, autocommit=True) as conn:  # the effect vanished (never happened)
@@ -441,3 +445,41 @@ def test_within_the_deduplication_window_only_the_same_arguments_are_sent_again(
     assert [span["agentsaga.key"] for span in traced.named("reconcile create_ticket")] == [
         first.key, first.key]
     assert traced.named("reconcile lookup") == []
+
+
+def test_a_step_re_sent_reworded_and_lost_again_is_sent_again_only_as_last_sent(
+        pg: str, ledger: str) -> None:
+    """R7 with a time contract, for a step whose attempts differ: sent, lost, settled
+    NotHappened by a person, sent again reworded under the same key, lost again. Within the
+    deduplication window what may go again is what was sent last, not what the row keeps:
+    called with the first wording, UNKNOWN and nothing sent; with the last, sent again under
+    the same key, and that is the effect the ticket system holds."""
+    registry = ledger_tools.build_registry()
+    registry.override_timing({"create_ticket": {"visible_within_s": 3600.0,
+                                                "dedupes_for_s": 86400.0}})
+    first, last = {"summary": "a", "order_id": "1"}, {"summary": "b", "order_id": "1"}
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01),
+                              sleep=lambda _: None)
+        service.begin_run("resent")
+        add_fault(ledger, "create_ticket", "lost", times=2)
+        lost = service.dispatch("resent", "create_ticket", first)
+        assert (lost.outcome, lost.step_idx) == ("UNKNOWN", 0)
+        settle(saga_log, "resent", 0, SettlementOutcome.NOT_HAPPENED, settler="ops",
+               reason="not in the ticket system's console")
+        reworded = service.dispatch("resent", "create_ticket", last)
+        assert (reworded.outcome, reworded.step_idx, reworded.key) == ("UNKNOWN", 0, lost.key)
+        assert [(a.step_idx, a.args) for a in saga_log.attempts("resent")] == [(0, last)]
+        stale = service.dispatch("resent", "create_ticket", first)
+        assert (stale.outcome, stale.status, stale.key) == ("UNKNOWN", "UNKNOWN", lost.key)
+        assert stale.retry_after_s is not None and stale.retry_after_s > 0
+        assert effects(ledger, "ticket") == []
+        again = service.dispatch("resent", "create_ticket", last)
+        [row] = saga_log.steps("resent")
+    assert (again.outcome, again.step_idx, again.key) == ("CONFIRMED", 0, lost.key)
+    [ticket] = effects(ledger, "ticket")
+    assert (ticket["key"], ticket["body"]) == (lost.key, last)
+    assert (row.status, row.external_ref, row.args) == ("CONFIRMED", again.external_ref, first)
+    assert again.external_ref == f"TICKET-{ticket['id']}"
+    assert [(c["what"], c["key"]) for c in calls(ledger, "create_ticket")] == (
+        [("call", lost.key)] * 2 + [("lookup", lost.key)] * 2 * 2 + [("call", lost.key)])

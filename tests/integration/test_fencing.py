@@ -72,6 +72,9 @@ STALE_WRITES: dict[str, tuple[StepStatus, Callable[[SagaLog, int], object]]] = {
         call_timeout_s=1.0)),
     "outcome": (StepStatus.INTENDED, lambda log_, epoch: log_.record_outcome(
         RUN, epoch, 0, StepStatus.CONFIRMED, result={"id": "T-1"}, external_ref="T-1")),
+    "outcome of its own call": (StepStatus.INTENDED, lambda log_, epoch: log_.record_outcome(
+        RUN, epoch, 0, StepStatus.CONFIRMED, result={"id": "T-1"}, external_ref="T-1",
+        intended=log_.step(RUN, 0))),  # the row as its writer wrote it: the dispatch's path
     "compensation": (StepStatus.CONFIRMED, lambda log_, epoch: log_.record_compensation(
         RUN, epoch, 0, CompensationStatus.DONE, comp_key="k", compensated=True)),
     "run state": (StepStatus.CONFIRMED, lambda log_, epoch: log_.set_run_state(
@@ -101,7 +104,19 @@ def test_a_stale_writer_is_refused_and_changes_no_row(saga_log: SagaLog, pg: str
     before = snapshot(pg)
     with pytest.raises(Fenced) as refused:
         stale_write(saga_log, stale)
-    assert (refused.value.held, refused.value.current) == (stale, stale + 1)
+    assert (refused.value.run_id, refused.value.held, refused.value.current) == (
+        RUN, stale, stale + 1)
+    assert snapshot(pg) == before
+
+
+@pytest.mark.parametrize("write", sorted(STALE_WRITES))
+def test_a_write_to_a_run_the_log_does_not_hold_is_refused_and_changes_no_row(
+        saga_log: SagaLog, pg: str, write: str) -> None:
+    _, write_to = STALE_WRITES[write]
+    before = snapshot(pg)
+    with pytest.raises(RunNotFound) as missing:
+        write_to(saga_log, 1)
+    assert str(missing.value).startswith(f"run {RUN!r} ")
     assert snapshot(pg) == before
 
 
@@ -137,6 +152,28 @@ def test_an_ended_runs_owner_is_refused_a_new_call_and_changes_no_row(
         late_write(saga_log, stale + 1)
     assert str(refused.value) == f"run {RUN!r} has ended (succeeded); no more calls"
     assert snapshot(pg) == before
+
+
+def test_the_outcome_of_a_call_lands_on_a_run_its_owner_ended_meanwhile(saga_log: SagaLog,
+                                                                       pg: str) -> None:
+    """What the real system answered is kept (R5): the outcome of a call, under the owner's
+    epoch, is written even though the run ended while the call was out (reconcile and unwind
+    settle an ended run's rows the same way)."""
+    epoch = saga_log.begin_run(RUN).run.owner_epoch
+    sent = saga_log.record_intent(RUN, epoch, 0, tool="create_ticket",
+                                  tool_class="compensatable",
+                                  key=step_key(RUN, 0, "create_ticket"), args={"summary": "a"},
+                                  compensation={"tool": "close_ticket", "args": {}},
+                                  audience=[])
+    assert sent is not None
+    saga_log.set_run_state(RUN, epoch, RunState.SUCCEEDED, end=True)
+    landed = saga_log.record_outcome(RUN, epoch, 0, StepStatus.CONFIRMED,
+                                     result={"id": "T-1"}, external_ref="T-1", intended=sent)
+    assert landed is not None and (landed.status, landed.external_ref) == ("CONFIRMED", "T-1")
+    assert landed == saga_log.step(RUN, 0)  # the row as written, whole
+    with psycopg.connect(pg) as conn:
+        assert conn.execute("SELECT status, external_ref, result FROM saga_log").fetchall() == [
+            ("CONFIRMED", "T-1", {"id": "T-1"})]
 
 
 def test_a_compensation_is_recorded_on_its_row_which_is_returned(saga_log: SagaLog) -> None:

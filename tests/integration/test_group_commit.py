@@ -207,10 +207,16 @@ def test_a_batch_the_server_loses_fails_every_dispatch_in_it_and_leaves_them_int
         [waiting] = lock_wait_pids(pg)
         with psycopg.connect(pg, autocommit=True) as conn:
             conn.execute("SELECT pg_terminate_backend(%s)", (waiting,))
+        raised: list[LogUnavailable] = []
         for run_id in steps:
             with pytest.raises(LogUnavailable) as lost:
                 futures[run_id].result(timeout=60)
             assert type(lost.value) is LogUnavailable  # the server went away: UNKNOWN (R5)
+            assert isinstance(lost.value.__cause__, psycopg.OperationalError)
+            raised.append(lost.value)
+        # each dispatch raises its own error: one object raised in three threads would carry
+        # one traceback tangled from all three
+        assert len({id(error) for error in raised}) == len(steps)
     assert group_of(group_log).batches == 2 and group_of(group_log).rows == 4
     assert {run_id: status_of(pg, run_id) for run_id in steps} == dict.fromkeys(steps, "INTENDED")
     # the log is still there for the next statement (a new connection)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 
 import psycopg
 import pytest
 
-from agentsaga import Compensation, Registry
+from agentsaga import NO_LOOKUP, Compensation, Registry
 from agentsaga.errors import Fenced
 from agentsaga.keys import step_key
-from agentsaga.reconcile import Reconciler
-from agentsaga.registry import Effect
+from agentsaga.reconcile import Reconciler, settle_command
+from agentsaga.registry import Effect, LookupContext
 from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog
 from sagatest.traced import Traced
@@ -70,7 +72,8 @@ def statuses(dsn: str) -> dict[str, str]:
         return dict(conn.execute("SELECT run_id, status FROM saga_log").fetchall())
 
 
-def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced) -> None:
+def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
     runs = seed(pg, 25)
     keys = [step_key(r, 0, "charge") for r in runs]
     system = FakeSystem(present=set(keys[:20]), late=frozenset({keys[20]}), reveal_after=3)
@@ -79,10 +82,13 @@ def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced) 
         reconciler = Reconciler(saga_log, registry_for(system), 0.5, sleep=pauses.append,
                                 batch=10)
         steps = saga_log.unsettled()
-        out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps})
+        with caplog.at_level(logging.INFO, logger="agentsaga.reconcile"):
+            out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps})
     assert [o.step.run_id for o in out] == [s.run_id for s in steps]
     assert [len(b) for b in system.batches] == [10, 10, 5, 5]  # 3 first, one re-check of 5
     assert pauses == [0.5]
+    assert [r.getMessage() for r in caplog.records if r.name == "agentsaga.reconcile"] == [
+        "5 lookups empty, re-checking after 0.5s"]
     truth = statuses(pg)
     assert [truth[r] for r in runs] == ["CONFIRMED"] * 21 + ["NOT_EXECUTED"] * 4
     findings = {o.step.run_id: o.finding for o in out}
@@ -226,3 +232,127 @@ def test_rows_of_two_tools_are_each_looked_up_in_their_own_system(pg: str) -> No
     assert statuses(pg) == dict.fromkeys(runs, "CONFIRMED")
     assert [set(b) for b in payments.batches] == [charges]
     assert [set(b) for b in desk.batches] == [tickets]
+
+
+def test_an_effect_a_late_call_observed_settles_its_row_without_a_lookup(pg: str) -> None:
+    """A call that came back after its writer was fenced recorded what the real system said:
+    reconcile believes it before asking anyone (R7)."""
+    [run] = seed(pg, 1)
+    system = FakeSystem(present=set())
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        [row] = saga_log.steps(run)
+        saga_log.record_observation(row, 1, StepStatus.CONFIRMED, external_ref="ref-late",
+                                    result={"id": "ref-late"}, error=None)
+        [out] = Reconciler(saga_log, registry_for(system), 0).settle_many([row], {run: 1})
+    assert (out.finding, out.step.status, out.step.external_ref, out.step.result) == (
+        "observed", StepStatus.CONFIRMED, "ref-late", {"id": "ref-late"})
+    assert system.batches == []  # nobody was asked
+    assert statuses(pg) == {run: "CONFIRMED"}
+
+
+def test_a_row_of_a_tool_this_process_does_not_register_stays_unknown_and_says_why(
+        pg: str) -> None:
+    [run] = seed(pg, 1)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        [row] = saga_log.steps(run)
+        [out] = Reconciler(saga_log, Registry(), 0).settle_many([row], {run: 1})
+    why = "tool 'charge' is not registered in this process"
+    assert (out.finding, out.detail, out.step.status, out.step.error) == (
+        "no_lookup", why, StepStatus.UNKNOWN, why)
+    assert statuses(pg) == {run: "UNKNOWN"}
+
+
+def test_a_job_leaves_a_row_not_found_yet_unknown_inside_the_deduplication_window(
+        pg: str) -> None:
+    """settle_many (a Job, an unwind) re-sends nothing: an empty lookup before the effect could
+    be visible leaves the row UNKNOWN, even while the system would deduplicate a re-send (only a
+    dispatch sending the same arguments again may rely on that)."""
+    [run] = seed(pg, 1)
+    with psycopg.connect(pg, autocommit=True) as conn:
+        conn.execute("UPDATE saga_log SET deadline = now(), visible_within_s = 3600,"
+                     " dedupes_for_s = 86400")
+    system = FakeSystem(present=set())
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        [row] = saga_log.steps(run)
+        [out] = Reconciler(saga_log, registry_for(system), 0).settle_many([row], 1)
+    assert (out.finding, out.step.status) == ("not_yet_certain", StepStatus.UNKNOWN)
+    assert out.retry_after_s is not None and out.certain_at is not None
+    assert len(system.batches) == 2  # looked up, and re-checked once
+    assert statuses(pg) == {run: "UNKNOWN"}
+
+
+def test_a_row_handed_in_already_settled_is_reported_as_it_is_and_nobody_is_asked(
+        pg: str) -> None:
+    [run] = seed(pg, 1)
+    system = FakeSystem(present=set())
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        settled = saga_log.record_outcome(run, 1, 0, StepStatus.NOT_EXECUTED)
+        assert settled is not None
+        [out] = Reconciler(saga_log, registry_for(system), 0).settle_many([settled], 1)
+    assert (out.step, out.finding, out.was) == (
+        settled, "already_settled", StepStatus.NOT_EXECUTED)
+    assert system.batches == []
+    assert statuses(pg) == {run: "NOT_EXECUTED"}
+
+
+def test_a_lookup_by_steps_is_handed_what_the_log_knows_of_each_row(pg: str) -> None:
+    """R7 for a lookup that needs more than the key (`lookup_steps`): each row comes with its
+    key, its first arguments, when it was intended, its deadline and the effect's id a late
+    call saw; the rows it finds are CONFIRMED, the re-check asks again for the others only."""
+    runs = seed(pg, 2)
+    with psycopg.connect(pg, autocommit=True) as conn:
+        conn.execute("UPDATE saga_log SET args = '{\"amount\": 5}', deadline = created_at")
+        deadlines: dict[str, datetime] = dict(
+            conn.execute("SELECT run_id, deadline FROM saga_log").fetchall())
+    seen: list[list[LookupContext]] = []
+
+    def lookup_steps(contexts: Sequence[LookupContext]) -> dict[str, Effect]:
+        seen.append(list(contexts))
+        return {c.key: Effect(c.external_ref, {"id": c.external_ref}) for c in contexts
+                if c.external_ref}
+
+    def charge(idempotency_key: str, amount: int = 0) -> dict[str, str]:
+        return {"id": "x"}
+
+    registry = Registry()
+    registry.register(charge, cls="compensatable",
+                      compensate=lambda args, key: Compensation("refund", {"key": key}),
+                      lookup=lambda key: None, lookup_steps=lookup_steps)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        rows = [saga_log.steps(r)[0] for r in runs]
+        saga_log.record_observation(rows[1], 1, StepStatus.UNKNOWN, external_ref="ch_1",
+                                    result=None, error="504 after the charge was created")
+        out = Reconciler(saga_log, registry, 0).settle_many(rows, 1)
+    contexts = [LookupContext(r.idempotency_key, {"amount": 5}, r.created_at,
+                              deadlines[r.run_id], None) for r in rows]
+    contexts[1] = dataclasses.replace(contexts[1], external_ref="ch_1")
+    assert seen == [contexts, contexts[:1]]
+    assert [(o.finding, o.step.status, o.step.external_ref) for o in out] == [
+        ("not_found", StepStatus.NOT_EXECUTED, None),
+        ("found", StepStatus.CONFIRMED, "ch_1")]
+
+
+def test_a_row_no_lookup_can_settle_is_handed_to_a_person_once(pg: str) -> None:
+    """settle_many (a Job, an unwind) of an UNKNOWN row whose tool declares no lookup: it stays
+    UNKNOWN, says who must settle it and how, and is handed to a person (once) under the epoch
+    of its own run."""
+    [run] = seed(pg, 1)
+    registry = Registry()
+
+    def charge(idempotency_key: str, amount: int = 0) -> dict[str, str]:
+        return {"id": "x"}
+
+    registry.register(charge, cls="compensatable", lookup=NO_LOOKUP,
+                      compensate=lambda args, key: Compensation("refund", {"key": key}))
+    why = (f"tool 'charge' declares no lookup: only a person can tell whether step 0 happened;"
+           f" record it with `{settle_command(run, 0)}`")
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        [row] = saga_log.steps(run)
+        outs = [Reconciler(saga_log, registry, 0).settle_many([row], {run: 1})[0]
+                for _ in range(2)]
+        waiting = saga_log.settlements(run, waiting_only=True)
+    for out in outs:
+        assert (out.finding, out.detail, out.step.status, out.step.error, out.needs_human) == (
+            "no_lookup", why, StepStatus.UNKNOWN, why, True)
+    assert [(w.step_idx, w.step_key, w.why) for w in waiting] == [
+        (0, step_key(run, 0, "charge"), why)]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agentsaga import compensation_key, step_key
+from agentsaga.keys import log_run_id, split_log_run_id
 from agentsaga.pivot import args_digest, plan_hash
 
 # step_key("refund-1182", 2, "create_ticket") and one input changed at a time
@@ -33,6 +34,24 @@ def test_compensation_key_is_the_golden_value() -> None:
     """R8: `sha256("refund-1182:2:compensate:create_ticket")[:32]`."""
     assert compensation_key("refund-1182", 2, "create_ticket") == (
         "72374384474b0d4fef7334f138b3338d")
+
+
+# a run of a Kubernetes namespace is known to the saga log, and keyed, as `namespace/run-id`
+LOG_RUN_IDS = [
+    (("shop", "refund-1182"), "shop/refund-1182"),
+    (("", "refund-1182"), "refund-1182"),  # outside Kubernetes: the bare id
+    (("shop", "shop/refund-1182"), "shop/refund-1182"),  # already qualified: as it is
+]
+
+
+@pytest.mark.parametrize(("parts", "expected"), LOG_RUN_IDS, ids=[i for _, i in LOG_RUN_IDS])
+def test_a_runs_log_id_is_the_golden_value(parts: tuple[str, str], expected: str) -> None:
+    assert log_run_id(*parts) == expected
+
+
+def test_a_log_id_splits_into_namespace_and_run_id() -> None:
+    assert split_log_run_id("shop/refund-1182") == ("shop", "refund-1182")
+    assert split_log_run_id("refund-1182") == ("", "refund-1182")
 
 
 ARGS = {"to": "c@x", "body": "b"}

@@ -9,6 +9,8 @@ Faults are rows in `ledger_faults`, consumed one per call:
     held_commit           the effect is committed only once the test calls `release(dsn, tool)`
                           (a slow real system; the call fails after 30 s without it)
     reject                nothing happens; the tool raises Rejected
+    lost                  nothing happens; the tool raises OutcomeUnknown (a request lost on
+                          its way: the caller cannot tell it from unknown_after_commit)
     hide_lookups          the next N lookups find nothing (a lagging index)
     fail_lookups          the next N lookups raise (the system cannot be asked)
 """
@@ -100,11 +102,13 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
         conn.execute("INSERT INTO ledger_calls (tool, key, what) VALUES (%s, %s, 'call')",
                      (tool, key))
         fault = _take_fault(conn, tool, ("unknown_after_commit", "kill_after_commit", "reject",
-                                         "cut_db_after_commit", "held_commit"))
+                                         "cut_db_after_commit", "held_commit", "lost"))
         if fault == "held_commit":
             _wait_for_release(conn, tool)
         if fault == "reject":
             raise Rejected(f"{tool}: rejected by the ledger", status=422)
+        if fault == "lost":
+            raise OutcomeUnknown(f"{tool}: 504 Gateway Timeout (the request never arrived)")
         row = conn.execute(
             "INSERT INTO ledger (kind, key, body) VALUES (%s, %s, %s) RETURNING id",
             (kind, key, Jsonb(body)),

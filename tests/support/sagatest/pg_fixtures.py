@@ -1,7 +1,9 @@
 """Real Postgres for the tests: embedded (pgserver) by default, or AGENTSAGA_TEST_DSN.
 
 One server per test session; a template database carries the migrated schema, and every test
-that asks for `pg` gets a fresh database cloned from it (fast, isolated).
+that asks for `pg` gets a fresh database cloned from it (fast, isolated). Sessions that share a
+server may also share a template: AGENTSAGA_TEST_TEMPLATE names one already migrated there
+(`make mutate` makes one for its thousands of short sessions; they neither create nor drop it).
 """
 
 from __future__ import annotations
@@ -44,16 +46,26 @@ def _with_db(dsn: str, dbname: str) -> str:
     return make_conninfo(**params)  # type: ignore[arg-type]
 
 
+def create_template(server_dsn: str, name: str) -> None:
+    """A database `name` on the server with the migrated schema, to clone test databases from
+    (replaced if it exists)."""
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    with psycopg.connect(_with_db(server_dsn, name), autocommit=True) as conn:
+        schema.migrate(conn)
+
+
 @pytest.fixture(scope="session")
 def pg_template(pg_server: str) -> Iterator[str]:
     """The migrated template of this session (one per process: sessions may share a server,
-    as `make mutate`'s do)."""
+    as `make mutate`'s do), or the shared one AGENTSAGA_TEST_TEMPLATE names."""
+    shared = os.environ.get("AGENTSAGA_TEST_TEMPLATE")
+    if shared:
+        yield shared
+        return
     name = f"{TEMPLATE}_{os.getpid()}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    with psycopg.connect(_with_db(pg_server, name), autocommit=True) as conn:
-        schema.migrate(conn)
+    create_template(pg_server, name)
     yield name
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
