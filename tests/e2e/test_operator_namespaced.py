@@ -6,8 +6,6 @@ may do nothing."""
 
 from __future__ import annotations
 
-import time
-
 from sagatest.chart_rbac import OPERATOR
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import Cluster, agentrun, evict
@@ -21,10 +19,7 @@ def test_an_operator_scoped_to_its_namespaces_unwinds_an_orphan(
     cluster.kube.create(agentrun(RUN, grace=1))
     operator = cluster.start_operator("--namespace", "default", "--peering", "agentsaga",
                                       "--priority", "100")
-    deadline = time.monotonic() + 30
-    while "Resuming operations after the pause" not in operator.output():
-        assert time.monotonic() < deadline, operator.output()[-3000:]
-        time.sleep(0.1)
+    operator.wait_for_output("Resuming operations after the pause", timeout=30)
 
     pod = cluster.create_pod("agent-0", RUN)
     agent = cluster.start_sidecar(pod).client()

@@ -3,8 +3,6 @@ object); the lower-priority one pauses, so an orphaned run gets exactly one Job.
 
 from __future__ import annotations
 
-import time
-
 from sagatest.operator_fixtures import Cluster, agentrun, evict
 from sagatest.sidecar_fixtures import ROOT
 
@@ -26,10 +24,7 @@ def test_two_replicas_one_acts(cluster: Cluster) -> None:
     standby = cluster.start_operator("--peering", "agentsaga", "--priority", "100", wait=False)
     # A replica starts paused (the peering is mandatory); it resumes only when no live peer
     # has a higher priority.
-    deadline = time.monotonic() + 20
-    while "Resuming operations after the pause" not in active.output():
-        assert time.monotonic() < deadline, active.output()[-3000:]
-        time.sleep(0.1)
+    active.wait_for_output("Resuming operations after the pause", timeout=20)
 
     pod = cluster.create_pod("agent-0", RUN)
     agent = cluster.start_sidecar(pod).client()

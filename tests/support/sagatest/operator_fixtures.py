@@ -72,6 +72,14 @@ class OperatorProcess:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_for_output(self, text: str, timeout: float = 20.0) -> None:
+        """Until the operator printed `text`; fails after `timeout` seconds with its output."""
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            assert time.monotonic() < deadline, (
+                f"the operator never printed {text!r}:\n" + self.output()[-3000:])
+            time.sleep(0.1)
+
 
 def logged(run_id: str) -> str:
     """The saga-log id of a run of these tests' pods (namespace `default`)."""
