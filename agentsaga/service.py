@@ -213,12 +213,15 @@ class SagaService:
         taken, the arguments parsed (a JSON object of bounded size)."""
         run_id = self.log_id(run_id)
         self.limiter.take(run_id)
-        return self.dispatch(run_id, tool, parse_args(args_json, self.settings.max_args_bytes,
-                                                      self.settings.max_json_depth))
+        return self._intercepted(run_id, tool, parse_args(
+            args_json, self.settings.max_args_bytes, self.settings.max_json_depth))
 
     def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
         """One tool call through the registry, the saga log and the real system."""
-        run_id = self.log_id(run_id)
+        return self._intercepted(self.log_id(run_id), tool, args)
+
+    def _intercepted(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
+        """`_dispatch` through the interceptors (tracing); `run_id` is the saga-log id."""
         cls = self.registry.get(tool).cls if tool in self.registry else ""
         proceed: Callable[[DispatchCall], DispatchResult] = self._dispatch
         for interceptor in reversed(self.interceptors):
@@ -228,7 +231,7 @@ class SagaService:
         return out
 
     def _dispatch(self, call: DispatchCall) -> DispatchResult:
-        run_id = call.run_id  # the saga-log id: `dispatch` made the call from it
+        run_id = call.run_id  # the saga-log id: `_intercepted` made the call from it
         spec = self.registry.get(call.tool)
         check_arguments(spec, call.args)  # typed, before anything is written (R2)
         if not spec.logged:
