@@ -17,6 +17,7 @@ the mutated function is unchanged, even when the tests changed since.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,8 +51,10 @@ def main(argv: list[str]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="agentsaga-mutate-") as tmp:
         dsn = embedded_dsn(Path(tmp) / "pg")
+        unsafe_but_fast(dsn)
         create_template(dsn, TEMPLATE)
         env = {**os.environ, "AGENTSAGA_TEST_DSN": dsn, "AGENTSAGA_TEST_TEMPLATE": TEMPLATE}
+        forget_tests()  # the tests as they are now, not as at the first run
         subprocess.run([str(MUTMUT), "run", *argv], cwd=ROOT, env=env, check=False)
         found = results()
         if not argv and "not checked" not in found.values():
@@ -61,6 +64,7 @@ def main(argv: list[str]) -> int:
             again = sorted(name for name, status in found.items()
                            if status not in KILLED - {"timeout"})
             if again:
+                forget_tests()
                 subprocess.run([str(MUTMUT), "run", *again], cwd=ROOT, env=env, check=False)
     found = results()
     counts = Counter(found.values())
@@ -78,6 +82,24 @@ def main(argv: list[str]) -> int:
     score = 100.0 * killed / checked if checked else 0.0
     print(f"mutation score: {killed} of {checked} mutants killed ({score:.1f}%)")
     return 0
+
+
+def forget_tests() -> None:
+    """Make mutmut copy the tests again and map them to the functions they reach: it keeps the
+    copy it made at its first run, and a map of the tests as they were then."""
+    shutil.rmtree(ROOT / "mutants" / "tests", ignore_errors=True)
+    (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+
+
+def unsafe_but_fast(dsn: str) -> None:
+    """This throwaway server never flushes to disk: thousands of test sessions create and drop
+    a database per test, and a mutant's verdict does not depend on surviving a power cut."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def by_module(found: dict[str, str]) -> dict[str, Counter[str]]:

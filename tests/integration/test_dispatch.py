@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
-from agentsaga import step_key
+from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, step_key
 from agentsaga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.errors import (
     InvalidArguments,
@@ -19,7 +24,7 @@ from agentsaga.errors import (
 from agentsaga.human_settlement import settle
 from agentsaga.service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
-from agentsaga.states import RunState, SettlementOutcome
+from agentsaga.states import RunState, SettlementOutcome, StepStatus
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
@@ -483,3 +488,140 @@ def test_a_step_re_sent_reworded_and_lost_again_is_sent_again_only_as_last_sent(
     assert again.external_ref == f"TICKET-{ticket['id']}"
     assert [(c["what"], c["key"]) for c in calls(ledger, "create_ticket")] == (
         [("call", lost.key)] * 2 + [("lookup", lost.key)] * 2 * 2 + [("call", lost.key)])
+
+
+@pytest.mark.allow_effect_warnings("the surprise it provokes is logged as a warning")
+@pytest.mark.parametrize(("fault", "level", "cause"), [
+    # a connector's own word: expected, no traceback
+    ("unknown_after_commit", logging.INFO, "504 Gateway Timeout (after the effect was committed)"),
+    # a surprise no connector named: a warning with its traceback, for whoever reads the log
+    ("reset_after_commit", logging.WARNING, "connection reset by peer"),
+])
+def test_an_unknown_outcome_is_logged_with_its_step_and_a_surprise_with_its_traceback(
+        dispatcher: SagaService, ledger: str, caplog: pytest.LogCaptureFixture, fault: str,
+        level: int, cause: str) -> None:
+    dispatcher.begin_run("r-log")
+    add_fault(ledger, "create_ticket", fault)
+    with caplog.at_level(logging.INFO, logger="agentsaga.dispatch"):
+        out = dispatcher.dispatch("r-log", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert (out.outcome, out.status) == ("UNKNOWN", "UNKNOWN")
+    [record] = [r for r in caplog.records if r.name == "agentsaga.dispatch"]
+    assert record.levelno == level
+    assert bool(record.exc_info) == (level == logging.WARNING)
+    assert record.getMessage() == f"outcome unknown: create_ticket: {cause}"
+    assert {field: getattr(record, field, None) for field in ("run_id", "step", "tool", "key")} \
+        == {"run_id": "r-log", "step": 0, "tool": "create_ticket", "key": out.key}
+    step = dispatcher.saga_log.step("r-log", 0)
+    name = "OutcomeUnknown" if fault == "unknown_after_commit" else "ConnectionResetError"
+    assert step is not None and step.error == f"{name}: create_ticket: {cause}"
+
+
+def test_a_confirmed_step_carries_no_error(dispatcher: SagaService, ledger: str) -> None:
+    dispatcher.begin_run("r-ok")
+    dispatcher.dispatch("r-ok", "create_ticket", {"summary": "a", "order_id": "1"})
+    with psycopg.connect(ledger) as conn:
+        assert conn.execute("SELECT status, error FROM saga_log WHERE run_id = 'r-ok'"
+                            ).fetchall() == [("CONFIRMED", None)]
+
+
+def settling_registry(dsn: str, *, then: str) -> Registry:
+    """A tool whose step another writer of the same epoch settles while it runs (as a Reconcile
+    of the same owner, finding the booking by its key, would); `then` is what the call itself
+    then sees: its own result, or an unknown outcome."""
+    registry = Registry()
+
+    @registry.tool(cls="compensatable", lookup=lambda key: None,
+                   compensate=lambda args, key: Compensation("cancel_booking", {"by_key": key}))
+    def book(what: str, idempotency_key: str) -> dict[str, str]:
+        with SagaLog(dsn, min_size=1, max_size=1).open() as other:
+            step = other.step_by_key(idempotency_key)
+            assert step is not None and step.status == StepStatus.INTENDED
+            assert other.record_outcome(
+                step.run_id, step.writer_epoch, step.step_idx, StepStatus.CONFIRMED,
+                result={"id": "B-1", "found": "by key"}, external_ref="B-1") is not None
+        if then == "unknown":
+            raise OutcomeUnknown("504 after the booking")
+        return {"id": "B-1", "what": what}
+
+    @registry.tool(cls="irreversible", lookup=NO_LOOKUP)
+    def cancel_booking(by_key: str, idempotency_key: str) -> None:
+        raise AssertionError("not called here")
+
+    return registry
+
+
+@pytest.mark.parametrize("then", ["returned", "unknown"])
+def test_a_call_whose_step_was_settled_meanwhile_keeps_the_logs_word_and_records_what_it_saw(
+        pg: str, then: str) -> None:
+    """R7: the row settled first stands; the call's own answer is kept beside it, never lost."""
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, settling_registry(pg, then=then),
+                              Settings(recheck_pause_s=0.01), sleep=lambda _: None)
+        service.begin_run("r-meanwhile")
+        out = service.dispatch("r-meanwhile", "book", {"what": "room"})
+        step = saga_log.step("r-meanwhile", 0)
+        observations = saga_log.observations("r-meanwhile")
+    assert step is not None and (step.status, step.result) == (
+        StepStatus.CONFIRMED, {"id": "B-1", "found": "by key"})
+    [seen] = observations
+    assert (seen.step_idx, seen.key, seen.writer_epoch) == (0, step.idempotency_key,
+                                                             step.writer_epoch)
+    if then == "returned":
+        assert (out.outcome, out.status, out.result) == (
+            "CONFIRMED", "CONFIRMED", {"id": "B-1", "found": "by key"})
+        assert (seen.outcome, seen.external_ref, seen.result, seen.error) == (
+            StepStatus.CONFIRMED, "B-1", {"id": "B-1", "what": "room"}, None)
+    else:  # the agent hears of the settled row on its next call of the tool
+        assert (out.outcome, out.status, out.key) == ("UNKNOWN", "INTENDED",
+                                                       step.idempotency_key)
+        assert (seen.outcome, seen.external_ref, seen.result, seen.error) == (
+            StepStatus.UNKNOWN, None, None, "OutcomeUnknown: 504 after the booking")
+
+
+def test_no_observation_is_recorded_when_the_call_writes_its_own_outcome(
+        dispatcher: SagaService, ledger: str) -> None:
+    dispatcher.begin_run("r-own")
+    dispatcher.dispatch("r-own", "create_ticket", {"summary": "a", "order_id": "1"})
+    add_fault(ledger, "create_ticket", "unknown_after_commit")
+    dispatcher.dispatch("r-own", "create_ticket", {"summary": "b", "order_id": "2"})
+    assert [r[2] for r in rows(ledger)] == ["CONFIRMED", "UNKNOWN"]
+    assert dispatcher.saga_log.observations("r-own") == []
+
+
+CRASHING_DISPATCH = """
+import sys
+from agentsaga.service import SagaService
+from agentsaga.settings import Settings
+from agentsaga.store import SagaLog
+from sagatest import ledger_tools
+
+with SagaLog(sys.argv[1], min_size=1, max_size=1).open() as saga_log:
+    service = SagaService(saga_log, ledger_tools.build_registry(), Settings())
+    service.begin_run("r-crash")
+    service.dispatch("r-crash", "create_ticket", {"summary": "a", "order_id": "1"})
+"""
+
+
+@pytest.mark.parametrize(("point", "effects_left"), [
+    ("after_intent:create_ticket", 0),  # the row committed, the tool not yet called
+    ("after_call:create_ticket", 1),  # the tool returned, its outcome not yet written
+])
+def test_a_dispatch_killed_at_each_crash_point_leaves_its_intent_and_the_next_call_settles_it(
+        dispatcher: SagaService, ledger: str, point: str, effects_left: int) -> None:
+    """R2, R7: whatever line the process dies at, the INTENDED row is there and the next call of
+    the tool settles it by its key: the effect happens exactly once."""
+    support = Path(ledger_tools.__file__).resolve().parent.parent
+    env = {**os.environ, "AGENTSAGA_CRASH_AT": point, "LEDGER_DSN": ledger,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(support),
+                                                       os.environ.get("PYTHONPATH")]))}
+    killed = subprocess.run([sys.executable, "-c", CRASHING_DISPATCH, ledger], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert f"crash point {point} reached" in killed.stderr
+    key = step_key("r-crash", 0, "create_ticket")
+    assert rows(ledger) == [(0, "create_ticket", "INTENDED", key)]
+    assert len(effects(ledger, "ticket")) == effects_left
+    dispatcher.begin_run("r-crash")  # the restarted sidecar adopts the run
+    out = dispatcher.dispatch("r-crash", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert (out.outcome, out.key, out.step_idx) == ("CONFIRMED", key, 0)
+    assert [e["key"] for e in effects(ledger, "ticket")] == [key]

@@ -3,6 +3,8 @@
 The ledger is the ground truth the core tests assert on: it survives the sidecar being killed.
 Faults are rows in `ledger_faults`, consumed one per call:
     unknown_after_commit  the effect is committed, then the tool raises OutcomeUnknown
+    reset_after_commit    the effect is committed, then the tool raises ConnectionResetError
+                          (a surprise: no connector said what it means)
     kill_after_commit     the effect is committed, then the process SIGKILLs itself
     cut_db_after_commit   the effect is committed, then every other connection to the database
                           is terminated (the saga log loses its connections mid-call)
@@ -102,7 +104,8 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
         conn.execute("INSERT INTO ledger_calls (tool, key, what) VALUES (%s, %s, 'call')",
                      (tool, key))
         fault = _take_fault(conn, tool, ("unknown_after_commit", "kill_after_commit", "reject",
-                                         "cut_db_after_commit", "held_commit", "lost"))
+                                         "cut_db_after_commit", "held_commit", "lost",
+                                         "reset_after_commit"))
         if fault == "held_commit":
             _wait_for_release(conn, tool)
         if fault == "reject":
@@ -116,6 +119,8 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
         assert row is not None
         if fault == "unknown_after_commit":
             raise OutcomeUnknown(f"{tool}: 504 Gateway Timeout (after the effect was committed)")
+        if fault == "reset_after_commit":
+            raise ConnectionResetError(f"{tool}: connection reset by peer")
         if fault == "kill_after_commit":
             os.kill(os.getpid(), signal.SIGKILL)
         if fault == "cut_db_after_commit":
