@@ -625,3 +625,45 @@ def test_a_dispatch_killed_at_each_crash_point_leaves_its_intent_and_the_next_ca
     out = dispatcher.dispatch("r-crash", "create_ticket", {"summary": "a", "order_id": "1"})
     assert (out.outcome, out.key, out.step_idx) == ("CONFIRMED", key, 0)
     assert [e["key"] for e in effects(ledger, "ticket")] == [key]
+
+
+class SdkObject:
+    """What an SDK returns: not a dict, but it renders itself as one (the Stripe SDK's
+    `to_dict`)."""
+
+    def __init__(self, **fields: object) -> None:
+        self.fields = fields
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.fields)
+
+
+def test_a_result_that_renders_itself_as_json_is_stored_and_answered_as_that_json(
+        pg: str) -> None:
+    registry = Registry()
+
+    @registry.tool(cls="compensatable", lookup=lambda key: None,
+                   compensate=lambda args, key: Compensation("void", {"by_key": key}))
+    def issue(amount: int, idempotency_key: str) -> SdkObject:
+        return SdkObject(id="in_1", amount=amount)
+
+    @registry.tool(cls="irreversible", lookup=NO_LOOKUP)
+    def void(by_key: str, idempotency_key: str) -> None:
+        raise AssertionError("not called here")
+
+    @registry.tool(cls="pure")
+    def quote(amount: int) -> SdkObject:
+        return SdkObject(id="qt_1", total=amount * 2)
+
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
+        service.begin_run("r-sdk")
+        issued = service.dispatch("r-sdk", "issue", {"amount": 5})
+        quoted = service.dispatch("r-sdk", "quote", {"amount": 5})
+        step = saga_log.step("r-sdk", 0)
+    assert (issued.outcome, issued.result, issued.external_ref) == (
+        "CONFIRMED", {"id": "in_1", "amount": 5}, "in_1")
+    assert step is not None and (step.result, step.external_ref) == (
+        {"id": "in_1", "amount": 5}, "in_1")
+    assert (quoted.outcome, quoted.result, quoted.external_ref) == (
+        "CONFIRMED", {"id": "qt_1", "total": 10}, "qt_1")
