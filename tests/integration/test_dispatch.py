@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,10 +13,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, step_key
+from agentsaga.calls import DispatchResult
 from agentsaga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.errors import (
+    Fenced,
     InvalidArguments,
     LogUnavailable,
     PivotError,
@@ -24,7 +28,7 @@ from agentsaga.errors import (
 from agentsaga.human_settlement import settle
 from agentsaga.service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
-from agentsaga.states import RunState, SettlementOutcome, StepStatus
+from agentsaga.states import DispatchOutcome, RunState, SettlementOutcome, StepStatus
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
@@ -206,9 +210,21 @@ def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
     add_fault(ledger, "create_ticket", "cut_db_after_commit")
     with caplog.at_level(logging.WARNING, logger="agentsaga.dispatch"):
         first = dispatcher.dispatch("r12", "create_ticket", {"summary": "a", "order_id": "1"})
-    assert first.outcome == "UNKNOWN" and "could not record its outcome" in first.message
-    [warning] = [r.getMessage() for r in caplog.records if r.name == "agentsaga.dispatch"]
-    assert "create_ticket ran and came back CONFIRMED" in warning, warning
+    assert first == DispatchResult(
+        DispatchOutcome.UNKNOWN, 0, step_key("r12", 0, "create_ticket"), status="INTENDED",
+        message=UNKNOWN_MESSAGE + " (the call returned, but the saga log could not record its "
+                                  "outcome; it is settled by its key on the next call)")
+    [record] = [r for r in caplog.records if r.name == "agentsaga.dispatch"]
+    warning = record.getMessage()
+    said = re.fullmatch(
+        r"create_ticket ran and came back CONFIRMED, but the saga log's Postgres at (\S+) could "
+        r"not record the outcome \((.+)\); the step stays INTENDED and is settled by its key on "
+        r"the next call or reconcile", warning)
+    assert said is not None, warning
+    where, reason = said.groups()
+    assert conninfo_to_dict(ledger)["dbname"] in where and "terminat" in reason, warning
+    assert (record.run_id, record.step, record.tool, record.key) == (  # type: ignore[attr-defined]
+        "r12", 0, "create_ticket", first.key)
     assert "nothing was called" not in warning  # the tool did run: its effect is in the ledger
     assert rows(ledger) == [(0, "create_ticket", "INTENDED", first.key)]
     again = None
@@ -667,3 +683,62 @@ def test_a_result_that_renders_itself_as_json_is_stored_and_answered_as_that_jso
         {"id": "in_1", "amount": 5}, "in_1")
     assert (quoted.outcome, quoted.result, quoted.external_ref) == (
         "CONFIRMED", {"id": "qt_1", "total": 10}, "qt_1")
+
+
+def adopting_registry(dsn: str, *, then: str) -> Registry:
+    """A tool during whose call another sidecar adopts the run (BeginRun: a newer epoch);
+    `then` is what the call itself then sees."""
+    registry = Registry()
+
+    @registry.tool(cls="compensatable", lookup=lambda key: None,
+                   compensate=lambda args, key: Compensation("cancel_booking", {"by_key": key}))
+    def book(what: str, idempotency_key: str) -> dict[str, str]:
+        with SagaLog(dsn, min_size=1, max_size=1).open() as other:
+            step = other.step_by_key(idempotency_key)
+            assert step is not None
+            SagaService(other, registry, Settings()).begin_run(step.run_id)
+        if then == "unknown":
+            raise OutcomeUnknown("504 after the booking")
+        return {"id": "B-7", "what": what}
+
+    @registry.tool(cls="irreversible", lookup=NO_LOOKUP)
+    def cancel_booking(by_key: str, idempotency_key: str) -> None:
+        raise AssertionError("not called here")
+
+    return registry
+
+
+@pytest.mark.parametrize("then", ["returned", "unknown"])
+def test_a_call_whose_run_was_adopted_meanwhile_writes_no_outcome_and_keeps_what_it_saw(
+        pg: str, then: str) -> None:
+    """R12: the stale writer's outcome is refused and changes no row; what the real system
+    answered is kept as an observation under the stale epoch, for the new owner's reconcile."""
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, adopting_registry(pg, then=then),
+                              Settings(recheck_pause_s=0.01), sleep=lambda _: None)
+        service.begin_run("r-adopted")
+        before = saga_log.step("r-adopted", 0)
+        with pytest.raises(Fenced):
+            service.dispatch("r-adopted", "book", {"what": "room"})
+        step = saga_log.step("r-adopted", 0)
+        [seen] = saga_log.observations("r-adopted")
+    assert before is None and step is not None
+    assert (step.status, step.writer_epoch, step.result, step.error) == (
+        StepStatus.INTENDED, 1, None, None)
+    assert (seen.step_idx, seen.key, seen.writer_epoch) == (0, step.idempotency_key, 1)
+    if then == "returned":
+        assert (seen.outcome, seen.external_ref, seen.result, seen.error) == (
+            StepStatus.CONFIRMED, "B-7", {"id": "B-7", "what": "room"}, None)
+    else:
+        assert (seen.outcome, seen.external_ref, seen.result, seen.error) == (
+            StepStatus.UNKNOWN, None, None, "OutcomeUnknown: 504 after the booking")
+
+
+def test_a_rejected_call_answers_failed_with_the_systems_reason(dispatcher: SagaService,
+                                                                 ledger: str) -> None:
+    dispatcher.begin_run("r-rejected")
+    add_fault(ledger, "charge_card", "reject")
+    out = dispatcher.dispatch("r-rejected", "charge_card", {"customer_id": "c", "amount": 5})
+    assert out == DispatchResult(
+        DispatchOutcome.FAILED, 0, step_key("r-rejected", 0, "charge_card"),
+        message="charge_card: rejected by the ledger", status=StepStatus.FAILED)
