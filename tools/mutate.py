@@ -47,11 +47,11 @@ def main(argv: list[str]) -> int:
     from agentsaga.postgres import embedded_dsn
 
     sys.path.insert(0, str(ROOT / "tests" / "support"))
-    from sagatest.pg_fixtures import create_template
+    from sagatest.pg_fixtures import create_template, without_flushing
 
     with tempfile.TemporaryDirectory(prefix="agentsaga-mutate-") as tmp:
         dsn = embedded_dsn(Path(tmp) / "pg")
-        unsafe_but_fast(dsn)
+        without_flushing(dsn)
         create_template(dsn, TEMPLATE)
         env = {**os.environ, "AGENTSAGA_TEST_DSN": dsn, "AGENTSAGA_TEST_TEMPLATE": TEMPLATE}
         forget_tests()  # the tests as they are now, not as at the first run
@@ -89,17 +89,6 @@ def forget_tests() -> None:
     copy it made at its first run, and a map of the tests as they were then."""
     shutil.rmtree(ROOT / "mutants" / "tests", ignore_errors=True)
     (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-
-
-def unsafe_but_fast(dsn: str) -> None:
-    """This throwaway server never flushes to disk: thousands of test sessions create and drop
-    a database per test, and a mutant's verdict does not depend on surviving a power cut."""
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
-            conn.execute(f"ALTER SYSTEM SET {setting} = off")
-        conn.execute("SELECT pg_reload_conf()")
 
 
 def by_module(found: dict[str, str]) -> dict[str, Counter[str]]:

@@ -36,8 +36,19 @@ def pg_server() -> Iterator[str]:
         import pgserver
 
         server = pgserver.get_server(Path(tmp), cleanup_mode="stop")  # type: ignore[attr-defined]
+        without_flushing(server.get_uri())
         yield server.get_uri()
         server.cleanup()
+
+
+def without_flushing(server_dsn: str) -> None:
+    """A throw-away test server never waits for the disk: the tests create and drop a database
+    per test, and none of them outlives a power cut (a crash of Postgres alone loses nothing:
+    the writes are in the kernel's cache)."""
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def _with_db(dsn: str, dbname: str) -> str:
