@@ -18,7 +18,9 @@
     the call: result -> CONFIRMED, Rejected -> FAILED, anything else -> UNKNOWN (R5)
     the call returned, but its writer was fenced or
     its row settled by someone else ...................... what it saw is recorded as an
-                                                            observation (never thrown away)
+                                                            observation (never thrown away);
+                                                            settled CONFIRMED meanwhile: that
+                                                            is the answer, whatever it saw
     the call unknown, and the tool has no lookup .......... NEEDS_HUMAN: a person settles it
 """
 
@@ -190,6 +192,7 @@ class Dispatcher:
             outcome, error = StepStatus.UNKNOWN, f"{type(exc).__name__}: {exc}"
         result = None if effect is None else effect.result
         ref = None if effect is None else effect.ref
+        settled = step
         try:
             row = self.saga_log.record_outcome(
                 step.run_id, epoch, step.step_idx, outcome, error=error,
@@ -197,8 +200,7 @@ class Dispatcher:
             if row is None:  # settled by someone else meanwhile: keep what we saw (R7)
                 self.saga_log.record_observation(step, epoch, outcome, external_ref=ref,
                                                  result=result, error=error)
-            if outcome == StepStatus.CONFIRMED and row is None:
-                row = self.saga_log.step(step.run_id, step.step_idx)
+                settled = self.saga_log.step(step.run_id, step.step_idx) or step
         except (Fenced, RunEnded):
             # R12: another writer took the run while the call was on the wire. The real
             # system's answer is not thrown away: reconcile and unwind read it (R7, R8).
@@ -217,11 +219,12 @@ class Dispatcher:
                 status=StepStatus.INTENDED,
                 message=UNKNOWN_MESSAGE + " (the call returned, but the saga log could not "
                         "record its outcome; it is settled by its key on the next call)")
+        if row is None:
+            return self._answer_settled(settled, spec, outcome, error)
         if outcome == StepStatus.FAILED:
             return DispatchResult(DispatchOutcome.FAILED, step.step_idx, step.idempotency_key,
-                                  message=error or "",
-                                  status=row.status if row else StepStatus.FAILED)
-        if outcome == StepStatus.UNKNOWN and row is not None and spec.lookup is None:
+                                  message=error or "", status=row.status)
+        if outcome == StepStatus.UNKNOWN and spec.lookup is None:
             # no lookup will ever tell: hand the step to a person, and tell the agent to stop
             try:
                 self.saga_log.ask_human(row.run_id, epoch, row.step_idx, row.idempotency_key,
@@ -232,9 +235,23 @@ class Dispatcher:
                     "record that it waits for a person (%s); the next reconcile asks again",
                     row.tool, exc.where, exc.reason, extra=extra)
             return _needs_human(row)
-        if outcome == StepStatus.UNKNOWN or row is None:
-            return _unknown(row or step, self._retry_after(step, spec))
+        if outcome == StepStatus.UNKNOWN:
+            return _unknown(row, self._retry_after(step, spec))
         return _confirmed(row, "")
+
+    def _answer_settled(self, settled: Step, spec: ToolSpec, outcome: StepStatus,
+                        error: str | None) -> DispatchResult:
+        """The answer for a call whose row someone else settled while it was on the wire (a
+        reconcile that found the effect by its key, a person): the log's word stands (R7). An
+        effect the log holds is the answer, whatever this call saw: told it failed, an agent
+        would make it again under a new step and a new key."""
+        if settled.status == StepStatus.CONFIRMED:
+            return _confirmed(settled, "")
+        if outcome == StepStatus.FAILED:
+            return DispatchResult(DispatchOutcome.FAILED, settled.step_idx,
+                                  settled.idempotency_key, message=error or "",
+                                  status=settled.status)
+        return _unknown(settled, self._retry_after(settled, spec))
 
     def _no_lookup(self, tool: str) -> bool:
         return tool in self.registry and self.registry.get(tool).lookup is None

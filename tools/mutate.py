@@ -9,9 +9,10 @@ mutants; `mutmut show <name>` shows one.
 
     tools/mutate.py [MUTANT_GLOB ...]    e.g. 'agentsaga.keys*' to re-run a module's mutants
 
-Without names it runs every mutant not checked yet; once none is left, it checks again, by name,
-every mutant not killed (and those killed only by the time limit): mutmut keeps a verdict while
-the mutated function is unchanged, even when the tests changed since.
+Without names it first checks again, by name, every mutant not killed (and those killed only by
+the time limit): mutmut keeps a verdict while the mutated function is unchanged, even when the
+tests changed since. Then it runs every mutant not checked yet. Every run copies the tests
+afresh and maps them to the functions they reach again.
 """
 
 from __future__ import annotations
@@ -55,17 +56,17 @@ def main(argv: list[str]) -> int:
         create_template(dsn, TEMPLATE)
         env = {**os.environ, "AGENTSAGA_TEST_DSN": dsn, "AGENTSAGA_TEST_TEMPLATE": TEMPLATE}
         forget_tests()  # the tests as they are now, not as at the first run
-        subprocess.run([str(MUTMUT), "run", *argv], cwd=ROOT, env=env, check=False)
-        found = results()
-        if not argv and "not checked" not in found.values():
+        if argv:
+            subprocess.run([str(MUTMUT), "run", *argv], cwd=ROOT, env=env, check=False)
+        else:
             # mutmut keeps a verdict while the mutated function is unchanged, even when the
-            # tests changed since: once every mutant is checked, every one not killed is
-            # checked again, by name, against the tests as they are now
-            again = sorted(name for name, status in found.items()
-                           if status not in KILLED - {"timeout"})
+            # tests changed since: every mutant not killed is checked again first, by name,
+            # against the tests as they are now; then every mutant not checked yet
+            again = sorted(name for name, status in results().items()
+                           if status not in KILLED - {"timeout"} | {"not checked"})
             if again:
-                forget_tests()
                 subprocess.run([str(MUTMUT), "run", *again], cwd=ROOT, env=env, check=False)
+            subprocess.run([str(MUTMUT), "run"], cwd=ROOT, env=env, check=False)
     found = results()
     counts = Counter(found.values())
     checked = sum(n for status, n in counts.items() if status != "not checked")

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, step_key
+from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejected, step_key
 from agentsaga.calls import DispatchResult
 from agentsaga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.errors import (
@@ -59,7 +59,7 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Saga
     dispatcher.begin_run("refund-1182")
     out = dispatcher.dispatch("refund-1182", "create_ticket",
                               {"summary": "Refund for order 1182", "order_id": "1182"})
-    assert out.outcome == "CONFIRMED"
+    assert (out.outcome, out.status, out.message) == ("CONFIRMED", "CONFIRMED", "")
     assert out.key == step_key("refund-1182", 0, "create_ticket")
     assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", out.key)]
     assert [e["key"] for e in effects(ledger, "ticket")] == [out.key]
@@ -543,7 +543,7 @@ def test_a_confirmed_step_carries_no_error(dispatcher: SagaService, ledger: str)
 def settling_registry(dsn: str, *, then: str) -> Registry:
     """A tool whose step another writer of the same epoch settles while it runs (as a Reconcile
     of the same owner, finding the booking by its key, would); `then` is what the call itself
-    then sees: its own result, or an unknown outcome."""
+    then sees: its own result, an unknown outcome, or a refusal."""
     registry = Registry()
 
     @registry.tool(cls="compensatable", lookup=lambda key: None,
@@ -557,6 +557,8 @@ def settling_registry(dsn: str, *, then: str) -> Registry:
                 result={"id": "B-1", "found": "by key"}, external_ref="B-1") is not None
         if then == "unknown":
             raise OutcomeUnknown("504 after the booking")
+        if then == "rejected":
+            raise Rejected("no rooms left")
         return {"id": "B-1", "what": what}
 
     @registry.tool(cls="irreversible", lookup=NO_LOOKUP)
@@ -566,10 +568,12 @@ def settling_registry(dsn: str, *, then: str) -> Registry:
     return registry
 
 
-@pytest.mark.parametrize("then", ["returned", "unknown"])
+@pytest.mark.parametrize("then", ["returned", "unknown", "rejected"])
 def test_a_call_whose_step_was_settled_meanwhile_keeps_the_logs_word_and_records_what_it_saw(
         pg: str, then: str) -> None:
-    """R7: the row settled first stands; the call's own answer is kept beside it, never lost."""
+    """R7: the row settled first stands, and is the answer: an agent told that a call whose
+    effect the log holds failed or may not have happened would make it again, under a new step
+    and a new key. The call's own answer is kept beside it, never lost."""
     with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
         service = SagaService(saga_log, settling_registry(pg, then=then),
                               Settings(recheck_pause_s=0.01), sleep=lambda _: None)
@@ -582,16 +586,13 @@ def test_a_call_whose_step_was_settled_meanwhile_keeps_the_logs_word_and_records
     [seen] = observations
     assert (seen.step_idx, seen.key, seen.writer_epoch) == (0, step.idempotency_key,
                                                              step.writer_epoch)
-    if then == "returned":
-        assert (out.outcome, out.status, out.result) == (
-            "CONFIRMED", "CONFIRMED", {"id": "B-1", "found": "by key"})
-        assert (seen.outcome, seen.external_ref, seen.result, seen.error) == (
-            StepStatus.CONFIRMED, "B-1", {"id": "B-1", "what": "room"}, None)
-    else:  # the agent hears of the settled row on its next call of the tool
-        assert (out.outcome, out.status, out.key) == ("UNKNOWN", "INTENDED",
-                                                       step.idempotency_key)
-        assert (seen.outcome, seen.external_ref, seen.result, seen.error) == (
-            StepStatus.UNKNOWN, None, None, "OutcomeUnknown: 504 after the booking")
+    assert out == DispatchResult(DispatchOutcome.CONFIRMED, 0, step.idempotency_key,
+                                 {"id": "B-1", "found": "by key"}, "B-1", "", "CONFIRMED")
+    assert (seen.outcome, seen.external_ref, seen.result, seen.error) == {
+        "returned": (StepStatus.CONFIRMED, "B-1", {"id": "B-1", "what": "room"}, None),
+        "unknown": (StepStatus.UNKNOWN, None, None, "OutcomeUnknown: 504 after the booking"),
+        "rejected": (StepStatus.FAILED, None, None, "no rooms left"),
+    }[then]
 
 
 def test_no_observation_is_recorded_when_the_call_writes_its_own_outcome(
