@@ -29,7 +29,7 @@ from agentsaga.human_settlement import settle
 from agentsaga.service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
 from agentsaga.states import DispatchOutcome, RunState, SettlementOutcome, StepStatus
-from agentsaga.store import SagaLog
+from agentsaga.store import NoHooks, SagaLog, Step
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
 from sagatest.outcome_modes import saga_log_for
@@ -743,3 +743,55 @@ def test_a_rejected_call_answers_failed_with_the_systems_reason(dispatcher: Saga
     assert out == DispatchResult(
         DispatchOutcome.FAILED, 0, step_key("r-rejected", 0, "charge_card"),
         message="charge_card: rejected by the ledger", status=StepStatus.FAILED)
+
+
+class CutAfterUnknownOutcome(NoHooks):
+    """Every other connection to the database is cut right after the first UNKNOWN outcome
+    is written (Postgres restarted between the outcome and the hand-over to a person)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.armed = True
+
+    def on_outcome(self, step: Step) -> None:
+        if self.armed and step.status == StepStatus.UNKNOWN:
+            self.armed = False
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                # each waited for (up to 10 s): the pool's connections are dead before it goes on
+                conn.execute("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                             " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
+@pytest.mark.allow_effect_warnings("the hand-over to a person it provokes fails")
+def test_a_hand_over_to_a_person_the_log_could_not_record_is_asked_again_by_reconcile(
+        ledger: str, caplog: pytest.LogCaptureFixture) -> None:
+    saga_log = SagaLog(ledger, min_size=1, max_size=1,
+                       hooks=CutAfterUnknownOutcome(ledger)).open()
+    try:
+        service = SagaService(saga_log, ledger_tools.build_registry(),
+                              Settings(recheck_pause_s=0.01), sleep=lambda _: None)
+        service.begin_run("r-ask")
+        saga_log.set_policy("r-ask", {"irreversibleBeforePivot": "count"})
+        add_fault(ledger, "send_email", "unknown_after_commit")
+        with caplog.at_level(logging.WARNING, logger="agentsaga.dispatch"):
+            out = service.dispatch("r-ask", "send_email", {"to": "c@example.com", "body": "b"})
+        assert (out.outcome, out.step_idx, out.status) == ("NEEDS_HUMAN", 0, "UNKNOWN")
+        [record] = [r for r in caplog.records if r.name == "agentsaga.dispatch"]
+        said = re.fullmatch(
+            r"send_email ran and its outcome is UNKNOWN; the saga log's Postgres at (\S+) could "
+            r"not record that it waits for a person \((.+)\); the next reconcile asks again",
+            record.getMessage())
+        assert said is not None, record.getMessage()
+        assert conninfo_to_dict(ledger)["dbname"] in said.group(1)
+        assert {field: getattr(record, field, None) for field in ("run_id", "step", "tool")} \
+            == {"run_id": "r-ask", "step": 0, "tool": "send_email"}
+    finally:
+        saga_log.close()
+    with SagaLog(ledger, min_size=1, max_size=2).open() as restarted:  # the sidecar restarted
+        assert restarted.settlements("r-ask") == []
+        service = SagaService(restarted, ledger_tools.build_registry(),
+                              Settings(recheck_pause_s=0.01), sleep=lambda _: None)
+        service.begin_run("r-ask")
+        service.reconcile("r-ask")
+        [waiting] = restarted.settlements("r-ask", waiting_only=True)
+    assert (waiting.step_idx, waiting.step_key, waiting.state) == (0, out.key, "Waiting")

@@ -123,8 +123,8 @@ def _effect(tool: str, kind: str, key: str, body: dict[str, Any]) -> dict[str, A
             raise ConnectionResetError(f"{tool}: connection reset by peer")
         if fault == "kill_after_commit":
             os.kill(os.getpid(), signal.SIGKILL)
-        if fault == "cut_db_after_commit":
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        if fault == "cut_db_after_commit":  # each waited for: gone before the tool returns
+            conn.execute("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
                          " WHERE datname = current_database() AND pid <> pg_backend_pid()")
     return {"id": f"{kind.upper()}-{row['id']}", **body}
 
