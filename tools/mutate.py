@@ -66,6 +66,7 @@ def main(argv: list[str]) -> int:
                            if status not in KILLED - {"timeout"} | {"not checked"})
             if again:
                 subprocess.run([str(MUTMUT), "run", *again], cwd=ROOT, env=env, check=False)
+                forget_tests()  # tests written meanwhile, for the survivors
             subprocess.run([str(MUTMUT), "run"], cwd=ROOT, env=env, check=False)
     found = results()
     counts = Counter(found.values())
