@@ -19,6 +19,7 @@ from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejecte
 from agentsaga.calls import DispatchResult
 from agentsaga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.errors import (
+    CompensationUnavailable,
     Fenced,
     InvalidArguments,
     LogUnavailable,
@@ -141,8 +142,10 @@ def test_different_tool_while_unknown_is_step_unresolved_and_not_called(
     add_fault(ledger, "create_ticket", "unknown_after_commit")
     dispatcher.dispatch("r5", "create_ticket", {"summary": "a", "order_id": "1"})
     out = dispatcher.dispatch("r5", "charge_card", {"customer_id": "c", "amount": 500})
-    assert out.outcome == "STEP_UNRESOLVED"
-    assert "create_ticket" in out.message
+    assert out == DispatchResult(
+        DispatchOutcome.STEP_UNRESOLVED, 0, step_key("r5", 0, "create_ticket"), status="UNKNOWN",
+        message="step 0 (create_ticket) has an unknown outcome; call create_ticket again to "
+                "resolve it before anything else")
     assert calls(ledger, "charge_card") == []
     assert [r[1] for r in rows(ledger)] == ["create_ticket"]
 
@@ -795,3 +798,49 @@ def test_a_hand_over_to_a_person_the_log_could_not_record_is_asked_again_by_reco
         service.reconcile("r-ask")
         [waiting] = restarted.settlements("r-ask", waiting_only=True)
     assert (waiting.step_idx, waiting.step_key, waiting.state) == (0, out.key, "Waiting")
+
+
+def test_a_step_another_writer_took_at_the_same_moment_is_not_called(
+        dispatcher: SagaService, ledger: str, pg: str) -> None:
+    """The INSERT of the intent is the arbiter: a step index someone else wrote first (here a
+    second handle on the log, behind the service's cached view of the run) is not called."""
+    began = dispatcher.begin_run("r-race")
+    dispatcher.dispatch("r-race", "create_ticket", {"summary": "a", "order_id": "1"})
+    key = step_key("r-race", 1, "create_ticket")
+    with SagaLog(pg, min_size=1, max_size=1).open() as other:
+        assert other.record_intent(
+            "r-race", began.run.owner_epoch, 1, tool="create_ticket", tool_class="compensatable", key=key,
+            args={"summary": "other", "order_id": "2"}, compensation=None,
+            audience=["support_team"]) is not None
+    out = dispatcher.dispatch("r-race", "create_ticket", {"summary": "b", "order_id": "3"})
+    assert out == DispatchResult(
+        DispatchOutcome.STEP_UNRESOLVED, 1, key, status="INTENDED",
+        message="step 1 is taken, or an earlier step is still unresolved; call again to see "
+                "which")
+    assert len(calls(ledger, "create_ticket")) == 1
+    assert [(r[0], r[2]) for r in rows(ledger)] == [(0, "CONFIRMED"), (1, "INTENDED")]
+
+
+def test_a_compensation_naming_an_unregistered_tool_refuses_the_call_before_anything_is_written(
+        pg: str) -> None:
+    """R6: an unwind could never run it, so the call is not made."""
+    registry = Registry()
+    made: list[str] = []
+
+    @registry.tool(cls="compensatable", lookup=lambda key: None,
+                   compensate=lambda args, key: Compensation("unbook", {"by_key": key}))
+    def book(what: str, idempotency_key: str) -> dict[str, str]:
+        made.append(what)
+        return {"id": "B-1"}
+
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
+        service.begin_run("r-nocomp")
+        with pytest.raises(CompensationUnavailable) as refused:
+            service.dispatch("r-nocomp", "book", {"what": "room"})
+        assert saga_log.steps("r-nocomp") == []
+    assert str(refused.value) == (
+        "tool 'book': its compensation names the tool 'unbook', which is not registered in this "
+        "process, so an unwind could never run it; the call was refused and nothing was written "
+        "or sent. Register 'unbook' in the same tools module (--tools)")
+    assert made == []
