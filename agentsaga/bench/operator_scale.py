@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -221,6 +222,7 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
     proc = subprocess.Popen([sys.executable, "-m", "agentsaga.cli", "operator", "--standalone",
                              "--namespace", namespace, "--dsn", dsn],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
+    finished_well = False
     try:
         progress("operator scale: waiting for the operator to settle")
         _wait_quiet(proxy, proc, 3.0, 300.0 + runs * 0.2,
@@ -240,10 +242,15 @@ def measure(dsn: str, admin_dsn: str, kube_url: str, runs: int, idle_s: float,
         progress("operator scale: evicting a running run's pod")
         evict_s = _eviction_to_job(kube, saga_log_dsn=dsn, namespace=namespace, prefix=prefix,
                                    proxy=proxy, proc=proc)
+        finished_well = True
     finally:
         subprocesses.stop(proc)
         log.close()
         proxy.stop()
+        if finished_well:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:  # what the operator said is what explains the failure
+            progress(f"operator scale: the operator's log is kept in {workdir / 'operator.log'}")
     return OperatorScale(runs, len(finished), until - since, settle_s, api, sql, rss, evict_s,
                          background, kinds, timeline)
 

@@ -69,12 +69,15 @@ class Sidecar:
     address: str
     startup_s: float
     """From process start to SERVING on the health service."""
+    log_path: Path
+    """The sidecar's stderr (removed when it stops: the bench leaves nothing behind)."""
 
     def rss_mb(self) -> float:
         return rss_mb(self.proc.pid)
 
     def stop(self) -> None:
         subprocesses.stop(self.proc)
+        self.log_path.unlink(missing_ok=True)
 
 
 def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,
@@ -103,8 +106,8 @@ def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,
     try:
         while True:
             if proc.poll() is not None:
-                err = Path(log_path).read_text()
-                raise RuntimeError(f"sidecar exited with {proc.returncode}:\n{err}")
+                raise RuntimeError(f"sidecar exited with {proc.returncode}:\n"
+                                   + _read_and_remove(log_path))
             try:
                 left = timeout - (time.perf_counter() - start)
                 reply = stub.Check(health_pb2.HealthCheckRequest(service=""),
@@ -114,10 +117,17 @@ def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,
             except grpc.RpcError:
                 pass
             if time.perf_counter() - start > timeout:
-                proc.kill()
-                raise RuntimeError(f"sidecar not SERVING within {timeout}s")
+                subprocesses.stop(proc)
+                raise RuntimeError(f"sidecar not SERVING within {timeout}s:\n"
+                                   + _read_and_remove(log_path))
             time.sleep(0.002)
     finally:
         channel.close()
     elapsed = time.perf_counter() - start
-    return Sidecar(proc, address, elapsed)
+    return Sidecar(proc, address, elapsed, Path(log_path))
+
+
+def _read_and_remove(path: str) -> str:
+    text = Path(path).read_text(errors="replace")
+    Path(path).unlink(missing_ok=True)
+    return text

@@ -7,6 +7,7 @@ No timing assertions: this checks that the benchmark runs, not how fast the mach
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -45,19 +46,21 @@ def kubectl_proxy(kube: Kube) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def test_bench_json_has_every_key(pg_server: str, kube_with_crds: Kube) -> None:
+def test_bench_json_has_every_key(pg_server: str, kube_with_crds: Kube, tmp_path: Path) -> None:
     with kubectl_proxy(kube_with_crds) as kube_url:
-        done = _bench(pg_server, kube_url)
+        done = _bench(pg_server, kube_url, tmp_path)
     _check(done, kube_with_crds)
+    assert list(tmp_path.iterdir()) == []  # no log or folder of its processes left behind
 
 
-def _bench(pg_server: str, kube_url: str) -> subprocess.CompletedProcess[str]:
+def _bench(pg_server: str, kube_url: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentsaga.cli", "bench", "--json", "--no-peers", "--calls", "50",
          "--seconds", "0.3", "--reconcile-rows", "30", "--reconcile-sample", "10",
          "--log-rows", "300", "--operator-scale", "20", "--kube-url", kube_url,
          "--operator-idle-seconds", "1", "--dsn", pg_server],
-        capture_output=True, text=True, timeout=400, cwd=ROOT)
+        capture_output=True, text=True, timeout=400, cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp)})
 
 
 def _check(done: subprocess.CompletedProcess[str], kube_with_crds: Kube) -> None:
