@@ -11,12 +11,20 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
+from agentsaga import step_key
+from agentsaga.calls import DispatchResult
 from agentsaga.errors import PivotError
 from agentsaga.pivot import await_decision, record_decision
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.settlement import unwind_run
-from agentsaga.states import CompensationStatus, CorrectionState, PivotState, RunState
+from agentsaga.states import (
+    CompensationStatus,
+    CorrectionState,
+    DispatchOutcome,
+    PivotState,
+    RunState,
+)
 from agentsaga.store import PivotRecord
 from agentsaga.world import ManualClock
 from sagatest.ledger_tools import effects
@@ -278,3 +286,38 @@ def test_of_two_approvers_deciding_at_once_one_decision_is_recorded(
                           "was recorded")
     stored = service.saga_log.require_run(RUN).pivot
     assert stored is not None and stored == outcomes[winner] and stored.decided_by == winner
+
+
+def test_no_side_effect_runs_while_the_plan_waits_for_a_person(service: SagaService,
+                                                               ledger: str) -> None:
+    """R10: between the staging and the decision, every side-effecting call is refused, with
+    no row written and nothing called; a pure call still runs."""
+    record = staged(service)
+    for tool, args in (("create_ticket", {"summary": "t", "order_id": "2"}),
+                       ("send_email", EMAIL)):
+        out = service.dispatch(RUN, tool, args)
+        assert out == DispatchResult(
+            DispatchOutcome.NEEDS_APPROVAL, 1, step_key(RUN, 1, tool),
+            message=f"the run is waiting for approval of plan {record.plan_hash}; no side "
+                    "effects until a human decides")
+    assert service.dispatch(RUN, "search_orders", {"order_id": "2"}).outcome == "CONFIRMED"
+    assert [s.tool for s in service.saga_log.steps(RUN)] == ["create_ticket"]
+    assert len(effects(ledger, "ticket")) == 1 and effects(ledger, "email") == []
+
+
+def test_an_approved_tool_called_with_other_arguments_is_refused(service: SagaService,
+                                                                 ledger: str) -> None:
+    """R10: what was approved is the tool with its exact arguments (their digest); the same
+    tool with other arguments, or another tool, is not in the plan."""
+    record = staged(service)
+    record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    other = {**EMAIL, "body": "Your refund was declined."}
+    refused = service.dispatch(RUN, "send_email", other)
+    assert refused == DispatchResult(
+        DispatchOutcome.NEEDS_APPROVAL, 1, step_key(RUN, 1, "send_email"),
+        message=f"send_email with these arguments is not in the approved plan "
+                f"{record.plan_hash}; a changed plan needs a new approval")
+    assert effects(ledger, "email") == []
+    sent = service.dispatch(RUN, "send_email", EMAIL)
+    assert (sent.outcome, sent.step_idx) == ("CONFIRMED", 1)
+    assert [e["body"]["body"] for e in effects(ledger, "email")] == [EMAIL["body"]]
