@@ -13,7 +13,6 @@ A refused write raises `Fenced` (another owner adopted the run) and changes noth
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from agentsaga.errors import Fenced, RunEnded, RunNotFound
@@ -52,7 +51,9 @@ def check_answer(run_id: str, epoch: int, current: int | None, state: str | None
         raise ended(run_id, state)
 
 
-@functools.lru_cache(maxsize=64)
+# The statements are built at each use (a microsecond or two against a commit's hundreds), not
+# cached: `make mutate` forks its test sessions from a process that ran the tests already, and
+# mutmut leaves decorated functions alone.
 def fenced_sql(write: str, allow_ended: bool) -> str:
     """One statement: the run row locked, the epoch (and, unless `allow_ended`, the open state)
     checked in the write's WHERE clause (`{fence}` in `write`), the run's epoch and state
@@ -64,7 +65,6 @@ def fenced_sql(write: str, allow_ended: bool) -> str:
             " SELECT run.owner_epoch, run.state, w.* FROM run LEFT JOIN w ON true")
 
 
-@functools.lru_cache(maxsize=64)
 def status_in(expect: Sequence[StepStatus]) -> str:
     """`status IN (...)` for statuses of the closed set (constants in the statement, so that
     nothing is adapted per call)."""

@@ -39,14 +39,13 @@ def _outcome_sql(expect_sql: str, returning: str) -> str:
             f" AND {expect_sql} AND {{fence}} RETURNING {returning}")
 
 
-# The two outcome statements are built on first use, not at import: `make mutate` switches a
-# mutant on after the modules are imported, and must see the functions that build them.
-@functools.cache
+# The two outcome statements are built at each use (a few microseconds, against a commit's
+# hundreds), not once per process: `make mutate` forks its test sessions from a process that
+# ran the tests already, and must see the functions that build them with a mutant switched on.
 def _lone_outcome_sql() -> str:
     return _outcome_sql(_UNSETTLED_SQL, _OUTCOME_COLUMNS)
 
 
-@functools.cache
 def _batch_sql() -> str:
     """One batch of the group commit: each row's values as arrays, written under its own
     epoch (`fenced_batch_sql`)."""
