@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+import agentsaga
 from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejected, step_key
 from agentsaga.calls import DispatchResult
 from agentsaga.dispatch import UNKNOWN_MESSAGE
@@ -610,6 +611,8 @@ def test_no_observation_is_recorded_when_the_call_writes_its_own_outcome(
 
 CRASHING_DISPATCH = """
 import sys
+sys.path.insert(0, sys.argv[2])  # the package the test imported (not on PYTHONPATH: the
+                                 # repository's `operator` package would shadow the stdlib's)
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
@@ -630,11 +633,14 @@ def test_a_dispatch_killed_at_each_crash_point_leaves_its_intent_and_the_next_ca
         dispatcher: SagaService, ledger: str, point: str, effects_left: int) -> None:
     """R2, R7: whatever line the process dies at, the INTENDED row is there and the next call of
     the tool settles it by its key: the effect happens exactly once."""
+    # the child runs the very package this test imported (under `make mutate`, the mutant's)
+    package = Path(agentsaga.__file__).resolve().parent.parent
     support = Path(ledger_tools.__file__).resolve().parent.parent
     env = {**os.environ, "AGENTSAGA_CRASH_AT": point, "LEDGER_DSN": ledger,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(support),
                                                        os.environ.get("PYTHONPATH")]))}
-    killed = subprocess.run([sys.executable, "-c", CRASHING_DISPATCH, ledger], env=env,
+    killed = subprocess.run([sys.executable, "-c", CRASHING_DISPATCH, ledger, str(package)],
+                            env=env,
                             capture_output=True, text=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert f"crash point {point} reached" in killed.stderr
@@ -809,7 +815,8 @@ def test_a_step_another_writer_took_at_the_same_moment_is_not_called(
     key = step_key("r-race", 1, "create_ticket")
     with SagaLog(pg, min_size=1, max_size=1).open() as other:
         assert other.record_intent(
-            "r-race", began.run.owner_epoch, 1, tool="create_ticket", tool_class="compensatable", key=key,
+            "r-race", began.run.owner_epoch, 1, tool="create_ticket", tool_class="compensatable",
+            key=key,
             args={"summary": "other", "order_id": "2"}, compensation=None,
             audience=["support_team"]) is not None
     out = dispatcher.dispatch("r-race", "create_ticket", {"summary": "b", "order_id": "3"})
