@@ -544,7 +544,8 @@ def test_a_confirmed_step_carries_no_error(dispatcher: SagaService, ledger: str)
                             ).fetchall() == [("CONFIRMED", None)]
 
 
-def settling_registry(dsn: str, *, then: str) -> Registry:
+def settling_registry(dsn: str, *, then: str,
+                      settle_as: StepStatus = StepStatus.CONFIRMED) -> Registry:
     """A tool whose step another writer of the same epoch settles while it runs (as a Reconcile
     of the same owner, finding the booking by its key, would); `then` is what the call itself
     then sees: its own result, an unknown outcome, or a refusal."""
@@ -556,9 +557,11 @@ def settling_registry(dsn: str, *, then: str) -> Registry:
         with SagaLog(dsn, min_size=1, max_size=1).open() as other:
             step = other.step_by_key(idempotency_key)
             assert step is not None and step.status == StepStatus.INTENDED
+            found = settle_as == StepStatus.CONFIRMED
             assert other.record_outcome(
-                step.run_id, step.writer_epoch, step.step_idx, StepStatus.CONFIRMED,
-                result={"id": "B-1", "found": "by key"}, external_ref="B-1") is not None
+                step.run_id, step.writer_epoch, step.step_idx, settle_as,
+                result={"id": "B-1", "found": "by key"} if found else None,
+                external_ref="B-1" if found else None) is not None
         if then == "unknown":
             raise OutcomeUnknown("504 after the booking")
         if then == "rejected":
@@ -851,3 +854,32 @@ def test_a_compensation_naming_an_unregistered_tool_refuses_the_call_before_anyt
         "process, so an unwind could never run it; the call was refused and nothing was written "
         "or sent. Register 'unbook' in the same tools module (--tools)")
     assert made == []
+
+
+@pytest.mark.parametrize("then", ["returned", "unknown", "rejected"])
+def test_a_call_whose_step_was_settled_not_executed_meanwhile_answers_with_that_row(
+        pg: str, then: str) -> None:
+    """Settled as never happened while the call was on the wire (a person's word, or a lookup
+    certain of absence): the answer names the row as it is. A rejected call says why; otherwise
+    the agent calls again, and the same step runs under the same key (R3)."""
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, settling_registry(
+            pg, then=then, settle_as=StepStatus.NOT_EXECUTED), Settings(recheck_pause_s=0.01),
+            sleep=lambda _: None)
+        service.begin_run("r-undone")
+        out = service.dispatch("r-undone", "book", {"what": "room"})
+        step = saga_log.step("r-undone", 0)
+        [seen] = saga_log.observations("r-undone")
+    assert step is not None and step.status == StepStatus.NOT_EXECUTED
+    key = step_key("r-undone", 0, "book")
+    if then == "rejected":
+        assert out == DispatchResult(DispatchOutcome.FAILED, 0, key, message="no rooms left",
+                                     status="NOT_EXECUTED")
+    else:
+        # the tool's time contract sets no deadline: absence is certain at once
+        assert out == DispatchResult(
+            DispatchOutcome.UNKNOWN, 0, key, status="NOT_EXECUTED", retry_after_s=0.0,
+            message=UNKNOWN_MESSAGE + " Call the same tool again in 0.0s or later: by then the "
+                                      "harness can be certain.")
+    assert seen.outcome == {"returned": StepStatus.CONFIRMED, "unknown": StepStatus.UNKNOWN,
+                            "rejected": StepStatus.FAILED}[then]
