@@ -8,6 +8,7 @@ and not a server start or a migration. Prints the score and the surviving
 mutants; `mutmut show <name>` shows one.
 
     tools/mutate.py [MUTANT_GLOB ...]    e.g. 'agentsaga.keys*' to re-run a module's mutants
+    tools/mutate.py --resume             only the mutants not checked yet
 
 Without names it first checks again, by name, every mutant not killed (and those killed only by
 the time limit): mutmut keeps a verdict while the mutated function is unchanged, even when the
@@ -50,7 +51,13 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from sagatest.pg_fixtures import create_template, without_flushing
 
-    with tempfile.TemporaryDirectory(prefix="agentsaga-mutate-") as tmp:
+    resume = argv[:1] == ["--resume"]
+    argv = argv[1:] if resume else argv
+    # in memory where the machine has it: every test creates and drops a database, thousands of
+    # files a minute, and a disk's file system spends its time finding inodes for them
+    memory = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(prefix="agentsaga-mutate-",
+                                     dir=memory if memory.is_dir() else None) as tmp:
         dsn = embedded_dsn(Path(tmp) / "pg")
         without_flushing(dsn)
         create_template(dsn, TEMPLATE)
@@ -62,8 +69,9 @@ def main(argv: list[str]) -> int:
             # mutmut keeps a verdict while the mutated function is unchanged, even when the
             # tests changed since: every mutant not killed is checked again first, by name,
             # against the tests as they are now; then every mutant not checked yet
-            again = sorted(name for name, status in results().items()
-                           if status not in KILLED - {"timeout"} | {"not checked"})
+            again = [] if resume else sorted(
+                name for name, status in results().items()
+                if status not in KILLED - {"timeout"} | {"not checked"})
             if again:
                 subprocess.run([str(MUTMUT), "run", *again], cwd=ROOT, env=env, check=False)
                 forget_tests()  # tests written meanwhile, for the survivors
