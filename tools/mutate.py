@@ -49,15 +49,11 @@ def main(argv: list[str]) -> int:
     from agentsaga.postgres import embedded_dsn
 
     sys.path.insert(0, str(ROOT / "tests" / "support"))
-    from sagatest.pg_fixtures import create_template, without_flushing
+    from sagatest.pg_fixtures import create_template, in_memory, without_flushing
 
     resume = argv[:1] == ["--resume"]
     argv = argv[1:] if resume else argv
-    # in memory where the machine has it: every test creates and drops a database, thousands of
-    # files a minute, and a disk's file system spends its time finding inodes for them
-    memory = Path("/dev/shm")
-    with tempfile.TemporaryDirectory(prefix="agentsaga-mutate-",
-                                     dir=memory if memory.is_dir() else None) as tmp:
+    with tempfile.TemporaryDirectory(prefix="agentsaga-mutate-", dir=in_memory()) as tmp:
         dsn = embedded_dsn(Path(tmp) / "pg")
         without_flushing(dsn)
         create_template(dsn, TEMPLATE)

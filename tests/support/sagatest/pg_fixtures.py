@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,13 +33,28 @@ def pg_server() -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    with tempfile.TemporaryDirectory(prefix="agentsaga-pg-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="agentsaga-pg-", dir=in_memory()) as tmp:
         import pgserver
 
         server = pgserver.get_server(Path(tmp), cleanup_mode="stop")  # type: ignore[attr-defined]
         without_flushing(server.get_uri())
         yield server.get_uri()
         server.cleanup()
+
+
+MEMORY = Path("/dev/shm")
+MEMORY_NEEDED = 2 << 30
+"""Bytes free in memory for a test server (a container's /dev/shm may hold 64 MiB only)."""
+
+
+def in_memory() -> Path | None:
+    """Where a throw-away server keeps its files: in memory where the machine has room for it
+    (every test creates and drops a database, thousands of files a minute, and a disk's file
+    system spends its time finding inodes for them), else the usual temporary folder."""
+    try:
+        return MEMORY if shutil.disk_usage(MEMORY).free >= MEMORY_NEEDED else None
+    except OSError:
+        return None
 
 
 def without_flushing(server_dsn: str) -> None:
