@@ -829,6 +829,11 @@ def test_a_step_another_writer_took_at_the_same_moment_is_not_called(
                 "which")
     assert len(calls(ledger, "create_ticket")) == 1
     assert [(r[0], r[2]) for r in rows(ledger)] == [(0, "CONFIRMED"), (1, "INTENDED")]
+    # the next call reads what is really there: step 1, never called, settled by its key and
+    # run under that key
+    again = dispatcher.dispatch("r-race", "create_ticket", {"summary": "b", "order_id": "3"})
+    assert (again.outcome, again.step_idx, again.key) == ("CONFIRMED", 1, key)
+    assert [e["key"] for e in effects(ledger, "ticket")][1:] == [key]
 
 
 def test_a_compensation_naming_an_unregistered_tool_refuses_the_call_before_anything_is_written(
