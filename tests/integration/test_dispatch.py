@@ -172,8 +172,23 @@ def test_irreversible_tool_needs_approval_and_is_not_called(dispatcher: SagaServ
                                                              ledger: str) -> None:
     dispatcher.begin_run("r8")
     out = dispatcher.dispatch("r8", "send_email", {"to": "c@example.com", "body": "hi"})
-    assert out.outcome == "NEEDS_APPROVAL"
+    assert out == DispatchResult(
+        DispatchOutcome.NEEDS_APPROVAL, 0, step_key("r8", 0, "send_email"),
+        message="send_email is irreversible: it needs human approval at the pivot before it "
+                "runs (R6, R10)")
     assert calls(ledger, "send_email") == [] and rows(ledger) == []
+
+
+def test_a_commit_step_called_before_the_pivot_is_refused_and_not_called(
+        dispatcher: SagaService, ledger: str) -> None:
+    """R10: a commit step runs only as a step of an approved plan."""
+    dispatcher.begin_run("r-commit")
+    out = dispatcher.dispatch("r-commit", "capture_charge", {"charge_ref": "CHARGE-1"})
+    assert out == DispatchResult(
+        DispatchOutcome.NEEDS_APPROVAL, 0, step_key("r-commit", 0, "capture_charge"),
+        message="capture_charge is a commit step: stage it in the plan and call it after the "
+                "pivot is approved")
+    assert calls(ledger, "capture_charge") == [] and rows(ledger) == []
 
 
 def test_mistyped_arguments_refuse_the_call_before_anything_is_written(

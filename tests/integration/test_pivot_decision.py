@@ -222,10 +222,25 @@ def test_each_approved_commit_step_runs_once(service: SagaService, ledger: str) 
         f"plan {record.plan_hash}, and each approved step runs once. Its outcome is in the "
         "saga log (GetRun); do not call it again")
     with psycopg.connect(ledger) as conn:
-        assert conn.execute("SELECT step_idx, commit_index, status FROM saga_log"
+        assert conn.execute("SELECT step_idx, commit_index, after_pivot, status FROM saga_log"
                             " WHERE run_id = %s ORDER BY step_idx", (RUN,)).fetchall() == [
-            (0, 0, "CONFIRMED"), (1, 1, "CONFIRMED")]
+            (0, 0, True, "CONFIRMED"), (1, 1, True, "CONFIRMED")]
     assert len(effects(ledger, "email")) == 2
+
+
+def test_an_approved_step_called_twice_is_refused_naming_its_commit_step(
+        service: SagaService, ledger: str) -> None:
+    service.begin_run(RUN)
+    record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
+    record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    assert service.dispatch(RUN, "send_email", EMAIL).outcome == "CONFIRMED"
+    again = service.dispatch(RUN, "send_email", EMAIL)
+    assert again == DispatchResult(
+        DispatchOutcome.NEEDS_APPROVAL, 1, step_key(RUN, 1, "send_email"),
+        message=f"send_email with these arguments already ran: it is commit step 0 of the "
+                f"approved plan {record.plan_hash}, and each approved step runs once. Its "
+                "outcome is in the saga log (GetRun); do not call it again")
+    assert len(effects(ledger, "email")) == 1
 
 
 def test_a_plan_changed_after_it_was_staged_is_not_decided(service: SagaService,
