@@ -699,11 +699,17 @@ def test_a_result_that_renders_itself_as_json_is_stored_and_answered_as_that_jso
     def quote(amount: int) -> SdkObject:
         return SdkObject(id="qt_1", total=amount * 2)
 
+    @registry.tool(cls="compensatable", lookup=lambda key: None,
+                   compensate=lambda args, key: Compensation("void", {"by_key": key}))
+    def decline(amount: int, idempotency_key: str) -> None:
+        raise Rejected("")  # a refusal that gives no reason
+
     with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
         service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
         service.begin_run("r-sdk")
         issued = service.dispatch("r-sdk", "issue", {"amount": 5})
         quoted = service.dispatch("r-sdk", "quote", {"amount": 5})
+        declined = service.dispatch("r-sdk", "decline", {"amount": 5})
         step = saga_log.step("r-sdk", 0)
     assert (issued.outcome, issued.result, issued.external_ref) == (
         "CONFIRMED", {"id": "in_1", "amount": 5}, "in_1")
@@ -711,6 +717,7 @@ def test_a_result_that_renders_itself_as_json_is_stored_and_answered_as_that_jso
         {"id": "in_1", "amount": 5}, "in_1")
     assert (quoted.outcome, quoted.result, quoted.external_ref) == (
         "CONFIRMED", {"id": "qt_1", "total": 10}, "qt_1")
+    assert (declined.outcome, declined.message, declined.status) == ("FAILED", "", "FAILED")
 
 
 def adopting_registry(dsn: str, *, then: str) -> Registry:
@@ -810,6 +817,7 @@ def test_a_hand_over_to_a_person_the_log_could_not_record_is_asked_again_by_reco
             record.getMessage())
         assert said is not None, record.getMessage()
         assert conninfo_to_dict(ledger)["dbname"] in said.group(1)
+        assert "terminat" in said.group(2), record.getMessage()  # why Postgres went away
         assert {field: getattr(record, field, None) for field in ("run_id", "step", "tool")} \
             == {"run_id": "r-ask", "step": 0, "tool": "send_email"}
     finally:
