@@ -117,6 +117,9 @@ def test_lookup_never_finding_settles_not_executed_and_runs_once_under_same_key(
         conn.execute("DELETE FROM ledger")
     third = dispatcher.dispatch("r3", "charge_card", {"customer_id": "c", "amount": 500})
     assert third.outcome == "CONFIRMED"
+    retried = dispatcher.saga_log.step("r3", 1)  # the attempt's compensation, on the row (R6)
+    assert retried is not None and retried.compensation == Compensation(
+        "refund", {"charge_key": third.key, "amount": 500}).to_json()
     assert third.key == second.key and third.step_idx == 1
     assert [e["key"] for e in effects(ledger, "charge")] == [second.key]
     assert [r[2] for r in rows(ledger)] == ["FAILED", "CONFIRMED"]
@@ -317,6 +320,10 @@ def test_a_lost_answer_of_a_tool_without_lookup_is_handed_to_a_person(
     assert len(calls(ledger, "send_email")) == 1
     other = dispatcher.dispatch("r14", "create_ticket", {"summary": "b", "order_id": "2"})
     assert (other.outcome, other.step_idx, other.message) == ("NEEDS_HUMAN", 1, out.message)
+    same = dispatcher.dispatch("r14", "send_email", {"to": "c@example.com", "body": "b"})
+    assert (same.outcome, same.step_idx, same.key, same.message) == (
+        "NEEDS_HUMAN", 1, out.key, out.message)
+    assert len(calls(ledger, "send_email")) == 1  # asked nobody again: only a person can tell
     assert len(rows(ledger)) == 2 and len(calls(ledger, "create_ticket")) == 1
 
 
@@ -665,7 +672,7 @@ def test_a_dispatch_killed_at_each_crash_point_leaves_its_intent_and_the_next_ca
     key = step_key("r-crash", 0, "create_ticket")
     assert rows(ledger) == [(0, "create_ticket", "INTENDED", key)]
     assert len(effects(ledger, "ticket")) == effects_left
-    dispatcher.begin_run("r-crash")  # the restarted sidecar adopts the run
+    assert dispatcher.begin_run("r-crash").next_step == 1  # the restarted sidecar adopts it
     out = dispatcher.dispatch("r-crash", "create_ticket", {"summary": "a", "order_id": "1"})
     assert (out.outcome, out.key, out.step_idx) == ("CONFIRMED", key, 0)
     assert [e["key"] for e in effects(ledger, "ticket")] == [key]
@@ -911,3 +918,15 @@ def test_a_call_whose_step_was_settled_not_executed_meanwhile_answers_with_that_
                                       "harness can be certain.")
     assert seen.outcome == {"returned": StepStatus.CONFIRMED, "unknown": StepStatus.UNKNOWN,
                             "rejected": StepStatus.FAILED}[then]
+
+
+def test_an_irreversible_call_with_no_compensation_is_written_with_none(
+        dispatcher: SagaService, ledger: str) -> None:
+    """Counted before the pivot (the run's policy), a tool nothing undoes leaves no
+    compensation on its row: the unwind hands it to a person instead."""
+    dispatcher.begin_run("r-refund")
+    dispatcher.saga_log.set_policy("r-refund", {"irreversibleBeforePivot": "count"})
+    out = dispatcher.dispatch("r-refund", "refund", {"charge_key": "k-1"})
+    step = dispatcher.saga_log.step("r-refund", 0)
+    assert out.outcome == "CONFIRMED"
+    assert step is not None and (step.status, step.compensation) == ("CONFIRMED", None)

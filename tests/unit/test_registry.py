@@ -91,3 +91,15 @@ def test_malformed_run_ids_are_explained(run_id: str) -> None:
 @pytest.mark.parametrize("run_id", ["refund-1182", "a", "run_1.2:3"])
 def test_good_run_ids_pass(run_id: str) -> None:
     assert run_id_problem(run_id) is None
+
+
+def test_each_malformed_run_id_is_told_what_is_wrong_and_what_to_do() -> None:
+    assert run_id_problem("") == (
+        "run id is empty; pass the id of the agent run (e.g. the AgentRun's name)")
+    assert run_id_problem("x" * 129) == (
+        "run id is 129 characters long; at most 128 are allowed")
+    assert run_id_problem("x" * 128) is None
+    long_and_bad = "a" * 63 + "bc d" + "e" * 10  # shown cut to its first 64 characters
+    assert run_id_problem(long_and_bad) == (
+        f"run id {'a' * 63 + 'b'!r} has characters outside [A-Za-z0-9._:-] or starts/ends with "
+        "punctuation; use a name such as 'refund-1182'")
