@@ -8,7 +8,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -566,11 +566,11 @@ def test_a_confirmed_step_carries_no_error(dispatcher: SagaService, ledger: str)
                             ).fetchall() == [("CONFIRMED", None)]
 
 
-def settling_registry(dsn: str, *, then: str,
-                      settle_as: StepStatus = StepStatus.CONFIRMED) -> Registry:
-    """A tool whose step another writer of the same epoch settles while it runs (as a Reconcile
-    of the same owner, finding the booking by its key, would); `then` is what the call itself
-    then sees: its own result, an unknown outcome, or a refusal."""
+def booking_registry(dsn: str, during: Callable[[SagaLog, Step], None], *, then: str,
+                     ref: str = "B-1") -> Registry:
+    """A tool `book` during whose call something happens to its run through a second handle on
+    the log (`during`, given the step as written); `then` is what the call itself then sees: its
+    own result, an unknown outcome, or a refusal."""
     registry = Registry()
 
     @registry.tool(cls="compensatable", lookup=lambda key: None,
@@ -579,22 +579,32 @@ def settling_registry(dsn: str, *, then: str,
         with SagaLog(dsn, min_size=1, max_size=1).open() as other:
             step = other.step_by_key(idempotency_key)
             assert step is not None and step.status == StepStatus.INTENDED
-            found = settle_as == StepStatus.CONFIRMED
-            assert other.record_outcome(
-                step.run_id, step.writer_epoch, step.step_idx, settle_as,
-                result={"id": "B-1", "found": "by key"} if found else None,
-                external_ref="B-1" if found else None) is not None
+            during(other, step)
         if then == "unknown":
             raise OutcomeUnknown("504 after the booking")
         if then == "rejected":
             raise Rejected("no rooms left")
-        return {"id": "B-1", "what": what}
+        return {"id": ref, "what": what}
 
     @registry.tool(cls="irreversible", lookup=NO_LOOKUP)
     def cancel_booking(by_key: str, idempotency_key: str) -> None:
         raise AssertionError("not called here")
 
     return registry
+
+
+def settling_registry(dsn: str, *, then: str,
+                      settle_as: StepStatus = StepStatus.CONFIRMED) -> Registry:
+    """`book`, whose step another writer of the same epoch settles while it runs (as a
+    Reconcile of the same owner, finding the booking by its key, would)."""
+    def settle(other: SagaLog, step: Step) -> None:
+        found = settle_as == StepStatus.CONFIRMED
+        assert other.record_outcome(
+            step.run_id, step.writer_epoch, step.step_idx, settle_as,
+            result={"id": "B-1", "found": "by key"} if found else None,
+            external_ref="B-1" if found else None) is not None
+
+    return booking_registry(dsn, settle, then=then)
 
 
 @pytest.mark.parametrize("then", ["returned", "unknown", "rejected"])
@@ -728,26 +738,11 @@ def test_a_result_that_renders_itself_as_json_is_stored_and_answered_as_that_jso
 
 
 def adopting_registry(dsn: str, *, then: str) -> Registry:
-    """A tool during whose call another sidecar adopts the run (BeginRun: a newer epoch);
-    `then` is what the call itself then sees."""
-    registry = Registry()
+    """`book`, during whose call another sidecar adopts the run (BeginRun: a newer epoch)."""
+    def adopt(other: SagaLog, step: Step) -> None:
+        SagaService(other, Registry(), Settings()).begin_run(step.run_id)
 
-    @registry.tool(cls="compensatable", lookup=lambda key: None,
-                   compensate=lambda args, key: Compensation("cancel_booking", {"by_key": key}))
-    def book(what: str, idempotency_key: str) -> dict[str, str]:
-        with SagaLog(dsn, min_size=1, max_size=1).open() as other:
-            step = other.step_by_key(idempotency_key)
-            assert step is not None
-            SagaService(other, registry, Settings()).begin_run(step.run_id)
-        if then == "unknown":
-            raise OutcomeUnknown("504 after the booking")
-        return {"id": "B-7", "what": what}
-
-    @registry.tool(cls="irreversible", lookup=NO_LOOKUP)
-    def cancel_booking(by_key: str, idempotency_key: str) -> None:
-        raise AssertionError("not called here")
-
-    return registry
+    return booking_registry(dsn, adopt, then=then, ref="B-7")
 
 
 @pytest.mark.parametrize("then", ["returned", "unknown"])
