@@ -925,3 +925,25 @@ def test_an_irreversible_call_with_no_compensation_is_written_with_none(
     step = dispatcher.saga_log.step("r-refund", 0)
     assert out.outcome == "CONFIRMED"
     assert step is not None and (step.status, step.compensation) == ("CONFIRMED", None)
+
+
+def test_the_intent_waits_for_the_wal_flush_and_the_outcome_need_not(
+        dispatcher: SagaService, ledger: str) -> None:
+    """R2: the INTENDED row is committed durably before the call, whatever the outcome mode; an
+    outcome may be committed without waiting (lost to a crash, it is settled by its key, R7).
+    Each write is seen from inside Postgres: a trigger notes the `synchronous_commit` it ran
+    under."""
+    with psycopg.connect(ledger, autocommit=True) as conn:
+        conn.execute("CREATE TABLE commit_modes (op text, mode text)")
+        conn.execute(
+            "CREATE FUNCTION note_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " INSERT INTO commit_modes VALUES (TG_OP, current_setting('synchronous_commit'));"
+            " RETURN NEW; END $$")
+        conn.execute("CREATE TRIGGER note_commit_mode AFTER INSERT OR UPDATE ON saga_log"
+                     " FOR EACH ROW EXECUTE FUNCTION note_commit_mode()")
+    dispatcher.begin_run("r-durable")
+    out = dispatcher.dispatch("r-durable", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert out.outcome == "CONFIRMED"
+    with psycopg.connect(ledger) as conn:
+        assert conn.execute("SELECT op, mode FROM commit_modes").fetchall() == [
+            ("INSERT", "on"), ("UPDATE", "off")]

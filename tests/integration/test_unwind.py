@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import agentsaga
 from agentsaga import step_key, telemetry
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
@@ -169,8 +170,12 @@ def test_unwind_killed_half_way_and_restarted_compensates_nothing_twice(
     dispatcher.dispatch("r7", "create_ticket", TICKET)
     dispatcher.dispatch("r7", "charge_card", CHARGE)
     env = {**os.environ, **connector_env(world.url), "AGENTSAGA_RECHECK_PAUSE_S": "0.01"}
-    command = [sys.executable, "-m", "agentsaga.cli", "unwind", "--run", "r7", "--dsn", pg,
-               "--tools", "agentsaga.connectors.tools"]
+    # the child runs the very package this test imported (under `make mutate`, the mutant's;
+    # not on PYTHONPATH: the repository's `operator` package would shadow the stdlib's)
+    package = str(Path(agentsaga.__file__).resolve().parent.parent)
+    command = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+               "from agentsaga.cli import main; sys.exit(main(sys.argv[2:]))", package,
+               "unwind", "--run", "r7", "--dsn", pg, "--tools", "agentsaga.connectors.tools"]
     killed = subprocess.run(command, env={**env, "AGENTSAGA_CRASH_AT": crash_at}, cwd=tmp_path,
                             capture_output=True, text=True, timeout=60)
     assert killed.returncode == -9, killed.stderr
