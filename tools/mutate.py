@@ -13,22 +13,28 @@ mutants; `mutmut show <name>` shows one.
 Without names it first checks again, by name, every mutant not killed (and those killed only by
 the time limit): mutmut keeps a verdict while the mutated function is unchanged, even when the
 tests changed since. Then it runs every mutant not checked yet. Every run copies the tests
-afresh and maps them to the functions they reach again.
+afresh and maps them to the functions they reach again, the crash tests (which reach the
+functions with a crash point in a child process, unseen by mutmut) included.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTMUT = Path(sys.executable).parent / "mutmut"
 TEMPLATE = "agentsaga_mutate_template"
+MAPPING_RUN = "agentsaga.keys.x_step_key__mutmut_1"
+"""The mutant `map_tests` runs (its tests: the golden keys, a second)."""
 KILLED = {"killed", "timeout"}
 """A mutant that makes the tests hang is caught (by mutmut's time limit)."""
 
@@ -59,6 +65,7 @@ def main(argv: list[str]) -> int:
         create_template(dsn, TEMPLATE)
         env = {**os.environ, "AGENTSAGA_TEST_DSN": dsn, "AGENTSAGA_TEST_TEMPLATE": TEMPLATE}
         forget_tests()  # the tests as they are now, not as at the first run
+        map_tests(env)
         if argv:
             subprocess.run([str(MUTMUT), "run", *argv], cwd=ROOT, env=env, check=False)
         else:
@@ -71,6 +78,7 @@ def main(argv: list[str]) -> int:
             if again:
                 subprocess.run([str(MUTMUT), "run", *again], cwd=ROOT, env=env, check=False)
                 forget_tests()  # tests written meanwhile, for the survivors
+                map_tests(env)
             subprocess.run([str(MUTMUT), "run"], cwd=ROOT, env=env, check=False)
     found = results()
     counts = Counter(found.values())
@@ -95,6 +103,55 @@ def forget_tests() -> None:
     copy it made at its first run, and a map of the tests as they were then."""
     shutil.rmtree(ROOT / "mutants" / "tests", ignore_errors=True)
     (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+
+
+def map_tests(env: dict[str, str]) -> None:
+    """Make mutmut's map of the tests to the functions they reach, then add the crash tests to
+    the functions they kill a child in (`crash_tests`): mutmut sees only what runs in the
+    test's own process. mutmut makes its map (and its mutants) at the start of a run, and has
+    no command for that alone: a run of one mutant whose tests take a second makes it."""
+    subprocess.run([str(MUTMUT), "run", MAPPING_RUN], cwd=ROOT, env=env,
+                   capture_output=True, text=True, check=True)
+    path = ROOT / "mutants" / "mutmut-stats.json"
+    stats = json.loads(path.read_text())
+    tests = crash_tests(list(stats["duration_by_test"]))
+    mapped = stats["tests_by_mangled_function_name"]
+    for function in crash_point_functions():
+        mapped[function] = sorted(set(mapped.get(function, [])) | set(tests))
+    path.write_text(json.dumps(stats, indent=4))
+    print(f"{len(tests)} crash tests added to the functions with a crash point: "
+          + ", ".join(crash_point_functions()))
+
+
+def crash_tests(test_ids: list[str]) -> list[str]:
+    """The tests that arm a crash point (`AGENTSAGA_CRASH_AT`): each runs the package in a
+    child process and kills it there, and so kills a mutant of the crash point's name."""
+    armed: set[str] = set()
+    for file in {test_id.split("::")[0] for test_id in test_ids}:
+        tree = ast.parse((ROOT / file).read_text())
+        armed |= {f"{file}::{node.name}" for node in ast.walk(tree)
+                  if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+                  and "AGENTSAGA_CRASH_AT" in ast.unparse(node)}
+    return [test_id for test_id in test_ids if test_id.split("[")[0] in armed]
+
+
+def crash_point_functions() -> list[str]:
+    """The mutated functions that reach a crash point (`crashpoints.reach`), named as mutmut
+    names them (`module.x_function`, `module.xǁClassǁmethod`)."""
+    found = []
+    for pattern in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"][
+            "only_mutate"]:
+        path = ROOT / pattern
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        tree = ast.parse(path.read_text())
+        for parent in [tree, *(n for n in tree.body if isinstance(n, ast.ClassDef))]:
+            for node in parent.body:
+                if (isinstance(node, ast.FunctionDef)
+                        and "crashpoints.reach(" in ast.unparse(node)):
+                    name = (f"xǁ{parent.name}ǁ{node.name}" if isinstance(parent, ast.ClassDef)
+                            else f"x_{node.name}")
+                    found.append(f"{module}.{name}")
+    return found
 
 
 def by_module(found: dict[str, str]) -> dict[str, Counter[str]]:

@@ -31,6 +31,19 @@ def to_json(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value, dumps=_dumps)
 
 
+def to_stored_json(value: Any) -> tuple[Jsonb | None, Any]:
+    """`to_json(value)`, and the value the log hands back for it once stored (the same JSON
+    parsed again: masked, tuples as lists, keys as strings), without reading it back."""
+    if value is None:
+        return None, None
+    text = _dumps(value)
+    return Jsonb(text, dumps=_as_is), json.loads(text)
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
 def _dumps(value: Any) -> str:
     """Every JSON value the log stores; card numbers and secrets are masked here, once, for all
     of them (`agentsaga.redact`)."""

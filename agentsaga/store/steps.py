@@ -13,7 +13,7 @@ from psycopg.rows import tuple_row
 from agentsaga.errors import LogRefused, LogUnavailable
 from agentsaga.redact import redact_optional
 from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
-from agentsaga.store.base import StoreBase, text_array, to_json
+from agentsaga.store.base import StoreBase, text_array, to_json, to_stored_json
 from agentsaga.store.connections import translate
 from agentsaga.store.fencing import (
     check_answer,
@@ -180,7 +180,18 @@ class StepStatements(StoreBase):
         `commit_index`: the approved commit step this is (R10; each runs once). `timing`: the
         tool's time contract; the deadline is now() + its call timeout, by Postgres's clock (R7).
 
-        Returns None when the step already exists (another writer got there first)."""
+        Returns None when the step already exists (another writer got there first). The
+        returned step is built from what was sent; only what the database assigns (the row's
+        times) is read back."""
+        args_param, stored_args = to_stored_json(args)
+        comp_param, stored_comp = to_stored_json(compensation)
+
+        def written(times: tuple[Any, ...]) -> Step:
+            created_at, updated_at = times
+            return Step(run_id, step_idx, tool, tool_class, key, stored_args,
+                        StepStatus.INTENDED, None, None, None, stored_comp, list(audience),
+                        after_pivot, None, None, None, epoch, created_at, updated_at)
+
         step = self._fenced_write(
             "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
             " status, compensation, audience, after_pivot, writer_epoch, commit_index,"
@@ -193,13 +204,13 @@ class StepStatements(StoreBase):
             # process remembers, e.g. an async outcome lost to a Postgres crash)
             " AND NOT EXISTS (SELECT 1 FROM saga_log u WHERE u.run_id = %(run_id)s"
             f" AND u.{_UNSETTLED_SQL})"
-            f" ON CONFLICT DO NOTHING RETURNING {STEP_COLUMNS}",
+            " ON CONFLICT DO NOTHING RETURNING created_at, updated_at",
             {"run_id": run_id, "step_idx": step_idx, "tool": tool, "cls": tool_class,
-             "key": key, "args": to_json(args), "comp": to_json(compensation),
+             "key": key, "args": args_param, "comp": comp_param,
              "audience": text_array(audience), "after_pivot": after_pivot, "epoch": epoch,
              "commit": commit_index, "timeout": timing.call_timeout_s,
              "visible": timing.visible_within_s, "dedupes": timing.dedupes_for_s},
-            durable=True, allow_ended=False)
+            durable=True, allow_ended=False, make=written)
         if step is None:
             self.forget(run_id)  # the next dispatch reads what is really there
         else:

@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from datetime import date
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -35,6 +37,7 @@ from agentsaga.store import NoHooks, SagaLog, Step
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
 from sagatest.outcome_modes import saga_log_for
+from sagatest.planted_secrets import leaks, planted_text
 from sagatest.traced import Traced
 
 
@@ -69,6 +72,29 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Saga
     assert dispatcher.saga_log.step_by_key(out.key) == dispatcher.saga_log.step("refund-1182", 0)
     assert dispatcher.saga_log.step_by_key(step_key("refund-1182", 1, "create_ticket")) is None
     assert dispatcher.saga_log.step("refund-1182", 1) is None
+
+
+@pytest.mark.parametrize(("args", "compensation"), [
+    ({"summary": "Refund", "order_id": "1182"}, None),
+    # what JSON changes: tuples become lists, keys strings, other values their text
+    ({"items": (1, (2, 3)), 7: "seven", "when": date(2026, 1, 2), "n": 1.5, "none": None},
+     {"tool": "close_ticket", "args": {"ids": ("a", "b")}}),
+    # what the log masks (`agentsaga.redact`)
+    ({"summary": planted_text()}, {"tool": "close_ticket", "args": {"note": planted_text()}}),
+])
+def test_the_intended_step_the_log_answers_is_the_row_it_holds(
+        dispatcher: SagaService, args: dict[Any, Any],
+        compensation: dict[str, Any] | None) -> None:
+    """R2: the INTENDED row's step is built from what was sent (only the row's times are read
+    back), and is exactly what reading the row gives."""
+    saga_log = dispatcher.saga_log
+    run = saga_log.begin_run("held").run
+    written = saga_log.record_intent(
+        "held", run.owner_epoch, 0, tool="create_ticket", tool_class="compensatable",
+        key=step_key("held", 0, "create_ticket"), args=args, compensation=compensation,
+        audience=["ops@example.com", 'quote " and \\ slash'], after_pivot=True, commit_index=2)
+    assert written is not None and written == saga_log.step("held", 0)
+    assert leaks(repr(written)) == []
 
 
 def test_reworded_retry_of_unknown_step_reuses_key_and_finds_the_effect(
@@ -383,9 +409,11 @@ def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
     ({}, False),
 ])
 def test_the_runs_own_policy_decides_an_irreversible_call_before_the_pivot(
-        dispatcher: SagaService, ledger: str, policy: dict[str, object], counted: bool) -> None:
+        dispatcher: SagaService, ledger: str, traced: Traced, policy: dict[str, object],
+        counted: bool) -> None:
     """R10: `irreversibleBeforePivot: count` (the AgentRun's spec, copied into the log by the
-    operator) runs the call and counts it, shown to the approver; anything else refuses it."""
+    operator) runs the call and counts it, shown to the approver and on the tool's counter;
+    anything else refuses it."""
     dispatcher.begin_run("policy")
     assert dispatcher.saga_log.set_policy("policy", policy)
     out = dispatcher.dispatch("policy", "send_email", {"to": "c@example.com", "body": "hi"})
@@ -396,6 +424,8 @@ def test_the_runs_own_policy_decides_an_irreversible_call_before_the_pivot(
     else:
         assert (out.outcome, sent, rows(ledger)) == ("NEEDS_APPROVAL", 0, [])
     assert dispatcher.saga_log.require_run("policy").irreversible_before_pivot == int(counted)
+    by_tool = {k: v for k, v in traced.counted("agentsaga.irreversible_before_pivot").items() if v}
+    assert by_tool == ({(("agentsaga.tool", "send_email"),): 1} if counted else {})
     record = dispatcher.reach_pivot("policy", [{"tool": "send_email", "args": {
         "to": "c@example.com", "body": "done"}}])
     assert record.irreversible_before_pivot == int(counted)
@@ -570,7 +600,7 @@ def booking_registry(dsn: str, during: Callable[[SagaLog, Step], None], *, then:
                      ref: str = "B-1") -> Registry:
     """A tool `book` during whose call something happens to its run through a second handle on
     the log (`during`, given the step as written); `then` is what the call itself then sees: its
-    own result, an unknown outcome, or a refusal."""
+    own result, an unknown outcome, or a refusal (with a reason or none)."""
     registry = Registry()
 
     @registry.tool(cls="compensatable", lookup=lambda key: None,
@@ -584,6 +614,8 @@ def booking_registry(dsn: str, during: Callable[[SagaLog, Step], None], *, then:
             raise OutcomeUnknown("504 after the booking")
         if then == "rejected":
             raise Rejected("no rooms left")
+        if then == "rejected_with_no_reason":
+            raise Rejected("")
         return {"id": ref, "what": what}
 
     @registry.tool(cls="irreversible", lookup=NO_LOOKUP)
@@ -646,8 +678,9 @@ def test_no_observation_is_recorded_when_the_call_writes_its_own_outcome(
 
 CRASHING_DISPATCH = """
 import sys
-sys.path.insert(0, sys.argv[2])  # the package the test imported (not on PYTHONPATH: the
-                                 # repository's `operator` package would shadow the stdlib's)
+sys.path.insert(0, sys.argv[2])  # the package the test imported (not on PYTHONPATH, nor the
+                                 # current directory, -P: the repository's `operator` package
+                                 # would shadow the stdlib's)
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
@@ -674,9 +707,8 @@ def test_a_dispatch_killed_at_each_crash_point_leaves_its_intent_and_the_next_ca
     env = {**os.environ, "AGENTSAGA_CRASH_AT": point, "LEDGER_DSN": ledger,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(support),
                                                        os.environ.get("PYTHONPATH")]))}
-    killed = subprocess.run([sys.executable, "-c", CRASHING_DISPATCH, ledger, str(package)],
-                            env=env,
-                            capture_output=True, text=True, timeout=60)
+    killed = subprocess.run([sys.executable, "-P", "-c", CRASHING_DISPATCH, ledger,
+                             str(package)], env=env, capture_output=True, text=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert f"crash point {point} reached" in killed.stderr
     key = step_key("r-crash", 0, "create_ticket")
@@ -886,7 +918,7 @@ def test_a_compensation_naming_an_unregistered_tool_refuses_the_call_before_anyt
     assert made == []
 
 
-@pytest.mark.parametrize("then", ["returned", "unknown", "rejected"])
+@pytest.mark.parametrize("then", ["returned", "unknown", "rejected", "rejected_with_no_reason"])
 def test_a_call_whose_step_was_settled_not_executed_meanwhile_answers_with_that_row(
         pg: str, then: str) -> None:
     """Settled as never happened while the call was on the wire (a person's word, or a lookup
@@ -902,8 +934,9 @@ def test_a_call_whose_step_was_settled_not_executed_meanwhile_answers_with_that_
         [seen] = saga_log.observations("r-undone")
     assert step is not None and step.status == StepStatus.NOT_EXECUTED
     key = step_key("r-undone", 0, "book")
-    if then == "rejected":
-        assert out == DispatchResult(DispatchOutcome.FAILED, 0, key, message="no rooms left",
+    if then.startswith("rejected"):
+        reason = "no rooms left" if then == "rejected" else ""
+        assert out == DispatchResult(DispatchOutcome.FAILED, 0, key, message=reason,
                                      status="NOT_EXECUTED")
     else:
         # the tool's time contract sets no deadline: absence is certain at once
@@ -912,7 +945,8 @@ def test_a_call_whose_step_was_settled_not_executed_meanwhile_answers_with_that_
             message=UNKNOWN_MESSAGE + " Call the same tool again in 0.0s or later: by then the "
                                       "harness can be certain.")
     assert seen.outcome == {"returned": StepStatus.CONFIRMED, "unknown": StepStatus.UNKNOWN,
-                            "rejected": StepStatus.FAILED}[then]
+                            "rejected": StepStatus.FAILED,
+                            "rejected_with_no_reason": StepStatus.FAILED}[then]
 
 
 def test_an_irreversible_call_with_no_compensation_is_written_with_none(

@@ -223,10 +223,11 @@ def test_a_batch_the_server_loses_fails_every_dispatch_in_it_and_leaves_them_int
     assert confirm(group_log, steps["a"], {"run": "a"})() is not None
 
 
+@pytest.mark.parametrize("others", [("b",), ("b", "c")])
 def test_a_row_the_server_refuses_fails_only_its_own_dispatch(
-        group_log: SagaLog, held: HeldBatch, pg: str) -> None:
-    steps = {run_id: intended(group_log, run_id) for run_id in ("bad", "b", "c")}
-    refs = {"bad": "nul \x00 byte", "b": "ref-b", "c": "ref-c"}  # text cannot hold a NUL
+        group_log: SagaLog, held: HeldBatch, pg: str, others: tuple[str, ...]) -> None:
+    steps = {run_id: intended(group_log, run_id) for run_id in ("bad", *others)}
+    refs = {"bad": "nul \x00 byte", **{r: f"ref-{r}" for r in others}}  # text holds no NUL
     with ThreadPoolExecutor(4) as pool:
         first, futures = queue_behind_blocker(
             group_log, held, pool,
@@ -236,11 +237,11 @@ def test_a_row_the_server_refuses_fails_only_its_own_dispatch(
         assert first.result(timeout=60) is not None
         with pytest.raises(LogRefused, match="NUL"):
             futures["bad"].result(timeout=60)
-        for run_id in ("b", "c"):
+        for run_id in others:
             step = futures[run_id].result(timeout=60)
             assert step is not None and step.external_ref == refs[run_id]
     assert status_of(pg, "bad") == "INTENDED"
-    assert status_of(pg, "b") == status_of(pg, "c") == "CONFIRMED"
+    assert [status_of(pg, run_id) for run_id in others] == ["CONFIRMED"] * len(others)
 
 
 def test_the_sidecar_with_group_outcomes_answers_concurrent_agents(

@@ -161,27 +161,31 @@ def test_unknown_compensation_stays_intended_and_the_next_unwind_finishes_it(
     assert truth["refunds"] == []
 
 
+def job_command(action: str, run_id: str, dsn: str) -> list[str]:
+    """`agentsaga ACTION --run RUN_ID` in a child that runs the very package this test imported
+    (under `make mutate`, the mutant's, from the folder mutmut runs in). Neither PYTHONPATH nor
+    the current directory is on its path (`-P`): the repository's `operator` package would
+    shadow the stdlib's."""
+    package = str(Path(agentsaga.__file__).resolve().parent.parent)
+    return [sys.executable, "-P", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from agentsaga.cli import main; sys.exit(main(sys.argv[2:]))", package,
+            action, "--run", run_id, "--dsn", dsn, "--tools", "agentsaga.connectors.tools"]
+
+
 @pytest.mark.parametrize("crash_at", ["after_compensation:cancel_or_refund_payment",
                                       "after_compensation:close_ticket"])
 def test_unwind_killed_half_way_and_restarted_compensates_nothing_twice(
-        world: World, dispatcher: SagaService, saga_log: SagaLog, pg: str, tmp_path: Path,
-        crash_at: str) -> None:
+        world: World, dispatcher: SagaService, saga_log: SagaLog, pg: str, crash_at: str) -> None:
     dispatcher.begin_run("r7")
     dispatcher.dispatch("r7", "create_ticket", TICKET)
     dispatcher.dispatch("r7", "charge_card", CHARGE)
     env = {**os.environ, **connector_env(world.url), "AGENTSAGA_RECHECK_PAUSE_S": "0.01"}
-    # the child runs the very package this test imported (under `make mutate`, the mutant's;
-    # not on PYTHONPATH: the repository's `operator` package would shadow the stdlib's)
-    package = str(Path(agentsaga.__file__).resolve().parent.parent)
-    command = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-               "from agentsaga.cli import main; sys.exit(main(sys.argv[2:]))", package,
-               "unwind", "--run", "r7", "--dsn", pg, "--tools", "agentsaga.connectors.tools"]
-    killed = subprocess.run(command, env={**env, "AGENTSAGA_CRASH_AT": crash_at}, cwd=tmp_path,
+    command = job_command("unwind", "r7", pg)
+    killed = subprocess.run(command, env={**env, "AGENTSAGA_CRASH_AT": crash_at},
                             capture_output=True, text=True, timeout=60)
     assert killed.returncode == -9, killed.stderr
     assert "INTENDED" in [s.comp_status for s in saga_log.steps("r7")]
-    finished = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
-                              timeout=60)
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert statuses(saga_log, "r7") == [("create_ticket", "COMPENSATED", "DONE"),
                                         ("charge_card", "COMPENSATED", "DONE")]
@@ -194,6 +198,28 @@ def test_unwind_killed_half_way_and_restarted_compensates_nothing_twice(
     with psycopg.connect(pg) as conn:
         assert conn.execute("SELECT count(*) FROM corrections WHERE run_id = 'r7'"
                             ).fetchone() == (2,)
+
+
+def test_a_reconcile_killed_after_finding_the_effect_and_restarted_settles_it_once(
+        world: World, dispatcher: SagaService, saga_log: SagaLog, pg: str) -> None:
+    """R7: a reconcile that dies between finding the effect by key and writing CONFIRMED leaves
+    the row UNKNOWN; the next one finds the same effect and settles it, and nothing is redone."""
+    dispatcher.begin_run("r8")
+    world.faults.add(Fault("POST", "/v1/payment_intents", "commit_then_504", on_call=1))
+    assert dispatcher.dispatch("r8", "charge_card", CHARGE).outcome == "UNKNOWN"
+    env = {**os.environ, **connector_env(world.url), "AGENTSAGA_RECHECK_PAUSE_S": "0.01"}
+    command = job_command("reconcile", "r8", pg)
+    killed = subprocess.run(command, env={**env, "AGENTSAGA_CRASH_AT": "during_reconcile"},
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    assert "crash point during_reconcile reached" in killed.stderr
+    assert statuses(saga_log, "r8") == [("charge_card", "UNKNOWN", None)]
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    [step] = saga_log.steps("r8")
+    [intent] = world.truth()["payment_intents"]
+    assert (step.status, step.external_ref) == ("CONFIRMED", intent["id"])
+    assert world.truth()["calls"]["POST /v1/payment_intents"] == 1
 
 
 def test_the_unwind_report_names_each_step_and_what_became_of_it(

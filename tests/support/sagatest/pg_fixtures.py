@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agentsaga.postgres import embedded_dsn
+from agentsaga.postgres import embedded_dsn, get_server
 from agentsaga.store import schema
 
 TEMPLATE = "agentsaga_template"
@@ -34,9 +34,7 @@ def pg_server() -> Iterator[str]:
         yield dsn
         return
     with tempfile.TemporaryDirectory(prefix="agentsaga-pg-", dir=in_memory()) as tmp:
-        import pgserver
-
-        server = pgserver.get_server(Path(tmp), cleanup_mode="stop")  # type: ignore[attr-defined]
+        server = get_server(Path(tmp), cleanup_mode="stop")
         without_flushing(server.get_uri())
         yield server.get_uri()
         server.cleanup()

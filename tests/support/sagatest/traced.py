@@ -30,9 +30,11 @@ class Traced:
         return [dict(s.attributes or {}) for s in found]
 
     def counted(self, name: str) -> dict[tuple[tuple[str, Any], ...], float]:
-        """The counter `name`'s value by its sorted attributes (zero points included)."""
+        """The counter `name`'s value by its sorted attributes (zero points included); empty
+        when nothing at all has been measured yet."""
         data = self.metrics.get_metrics_data()
-        assert data is not None
+        if data is None:
+            return {}
         return {tuple(sorted((p.attributes or {}).items())): p.value
                 for rm in data.resource_metrics for sm in rm.scope_metrics
                 for m in sm.metrics if m.name == name for p in m.data.data_points
