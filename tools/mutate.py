@@ -139,9 +139,9 @@ def crash_point_functions() -> list[str]:
     """The mutated functions that reach a crash point (`crashpoints.reach`), named as mutmut
     names them (`module.x_function`, `module.xǁClassǁmethod`)."""
     found = []
-    for pattern in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"][
-            "only_mutate"]:
-        path = ROOT / pattern
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"][
+        "only_mutate"]
+    for path in sorted({path for pattern in patterns for path in ROOT.glob(pattern)}):
         module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         tree = ast.parse(path.read_text())
         for parent in [tree, *(n for n in tree.body if isinstance(n, ast.ClassDef))]:
