@@ -257,9 +257,6 @@ class Dispatcher:
         return tool in self.registry and self.registry.get(tool).lookup is None
 
 
-
-
-
 def _confirmed(step: Step, message: str) -> DispatchResult:
     return DispatchResult(DispatchOutcome.CONFIRMED, step.step_idx, step.idempotency_key,
                           step.result, step.external_ref, message, step.status)
