@@ -77,6 +77,11 @@ def orphan(ctx: Context, namespace: str, name: str, pod_name: str, pod_uid: str,
                          "ownerEpoch": logged.owner_epoch}
                         if logged is not None and pod_uid and not bound.get("uid")
                         and logged.pod_uid == pod_uid else {})
+        if ctx.saga_log is not None and pod_uid:
+            # R12: the pod is gone; another pod may adopt the run now (BeginRun checks this).
+            # Released before the status says Orphaned, which tells a person or a new pod that
+            # the run can be adopted (a release repeated by a retried write changes nothing)
+            ctx.saga_log.release_pod(run_id(run), pod_uid)
         return {
             **unbound,
             "phase": "Orphaned", "orphanedAt": precise(), "orphanReason": message,
@@ -87,9 +92,6 @@ def orphan(ctx: Context, namespace: str, name: str, pod_name: str, pod_uid: str,
         }
 
     written = ctx.kube.update_status(namespace, name, mutate)
-    if written is not None and ctx.saga_log is not None and pod_uid:
-        # R12: the pod is gone; another pod may adopt the run now (BeginRun checks this)
-        ctx.saga_log.release_pod(run_id(written), pod_uid)
     if written is not None:
         with telemetry.operator_span("orphan", run_id(written), trace_context(written),
                                      attributes={"agentsaga.orphan.reason": reason}):

@@ -1,20 +1,23 @@
 """Several writers of one AgentRun status, each leaving it whole whatever the order: a pod that
 goes before the operator bound its run is named by the orphaning at the log's epoch, so that the
-bind arriving late is no adoption (a newer epoch's is); a Job that ends the run in a final phase
-shows the log whole, as no resync pass follows it. The operator's own functions, in-process,
+bind arriving late is no adoption (a newer epoch's is); the log lets go of a gone pod before the
+status says Orphaned; a Job that ends the run in a final phase shows the log whole, as no resync
+pass follows it. The operator's own functions, in-process,
 against the Kubernetes API stand-in and a real saga log, in the order the race would take."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.context import Context
-from agentsaga.operator.kube import KubeApi
+from agentsaga.operator.kube import KubeApi, Mutation, Obj
 from agentsaga.operator.run_binding import bind
 from agentsaga.operator.run_jobs import apply_job, orphan
 from kubernetes import config
+from kubernetes.client import ApiClient
 
 from agentsaga.keys import log_run_id
 from agentsaga.states import RunState
@@ -67,6 +70,45 @@ def test_a_late_bind_of_the_evicted_pod_leaves_the_run_orphaned(
     assert running is not None
     assert (running["status"]["phase"], running["status"]["pod"]["name"],
             running["status"]["ownerEpoch"]) == ("Running", "agent-1", 2)
+
+
+class WatchedKube(KubeApi):
+    """The operator's API, noting what the saga log says of the run at the moment each status
+    patch is sent."""
+
+    def __init__(self, api: ApiClient, saga_log: SagaLog) -> None:
+        super().__init__(api)
+        self.saga_log = saga_log
+        self.seen: list[tuple[str | None, bool]] = []
+
+    def update_status(self, namespace: str, name: str, mutate: Mutation, attempts: int = 8,
+                      known: Obj | None = None) -> Obj | None:
+        def watched(run: Obj) -> Obj | None:
+            patch = mutate(run)
+            if patch:
+                self.seen.append((patch.get("phase"),
+                                  self.saga_log.require_run(LOGGED).bound_to_live_pod))
+            return patch
+        return super().update_status(namespace, name, watched, attempts, known)
+
+
+def test_a_run_shown_orphaned_can_be_adopted_at_once(ctx: Context,
+                                                     kube_with_crds: Kube) -> None:
+    """R12: the status says Orphaned only once the log has let go of the gone pod, so that a
+    new pod (or a person told to wait for Orphaned) may adopt the run the moment they read it."""
+    assert ctx.saga_log is not None
+    kube_with_crds.create({"apiVersion": AR, "kind": "AgentRun",
+                           "metadata": {"name": RUN, "namespace": "default"},
+                           "spec": {"agent": "refunder", "orphanGracePeriodSeconds": 60}})
+    ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-0", pod_uid="uid-0",
+                           namespace="default")
+    watched = WatchedKube(ctx.kube.api, ctx.saga_log)
+    assert orphan(replace(ctx, kube=watched), "default", RUN, "agent-0", "uid-0", "Evicted",
+                  "pod agent-0 was evicted")
+    assert watched.seen == [("Orphaned", False)]
+    adopted = ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-1",
+                                     pod_uid="uid-1", namespace="default")
+    assert adopted.adopted and adopted.run.owner_epoch == 2
 
 
 def test_a_job_that_ends_the_run_leaves_no_stale_wait_for_a_person(
