@@ -38,15 +38,21 @@ def ctx(kube_with_crds: Kube, pg: str) -> Iterator[Context]:
     api.close()
 
 
-def test_a_late_bind_of_the_evicted_pod_leaves_the_run_orphaned(
-        ctx: Context, kube_with_crds: Kube) -> None:
+def run_on_agent_0(ctx: Context, kube: Kube) -> SagaLog:
+    """The AgentRun, and its run begun in the log by pod agent-0 (uid-0); the context's log."""
     assert ctx.saga_log is not None
-    kube_with_crds.create({"apiVersion": AR, "kind": "AgentRun",
-                           "metadata": {"name": RUN, "namespace": "default"},
-                           "spec": {"agent": "refunder", "orphanGracePeriodSeconds": 60}})
+    kube.create({"apiVersion": AR, "kind": "AgentRun",
+                 "metadata": {"name": RUN, "namespace": "default"},
+                 "spec": {"agent": "refunder", "orphanGracePeriodSeconds": 60}})
     ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-0", pod_uid="uid-0",
                            namespace="default")
-    late = ctx.saga_log.require_run(LOGGED)  # what the bind read before the pod went
+    return ctx.saga_log
+
+
+def test_a_late_bind_of_the_evicted_pod_leaves_the_run_orphaned(
+        ctx: Context, kube_with_crds: Kube) -> None:
+    saga_log = run_on_agent_0(ctx, kube_with_crds)
+    late = saga_log.require_run(LOGGED)  # what the bind read before the pod went
 
     assert orphan(ctx, "default", RUN, "agent-0", "uid-0", "Evicted", "pod agent-0 was evicted")
     orphaned = kube_with_crds.get(AR, "agentruns", "default", RUN)
@@ -61,9 +67,9 @@ def test_a_late_bind_of_the_evicted_pod_leaves_the_run_orphaned(
     assert after is not None and after["status"] == orphaned["status"]  # no adoption
 
     # a pod that adopts the run (the orphaning released the evicted one) is: a newer epoch
-    ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-1", pod_uid="uid-1",
-                           namespace="default")
-    adopted = ctx.saga_log.require_run(LOGGED)
+    saga_log.begin_run(LOGGED, agent="refunder", owner="agent-1", pod_uid="uid-1",
+                       namespace="default")
+    adopted = saga_log.require_run(LOGGED)
     assert adopted.owner_epoch == 2
     bind(ctx, adopted)
     running = kube_with_crds.get(AR, "agentruns", "default", RUN)
@@ -96,18 +102,13 @@ def test_a_run_shown_orphaned_can_be_adopted_at_once(ctx: Context,
                                                      kube_with_crds: Kube) -> None:
     """R12: the status says Orphaned only once the log has let go of the gone pod, so that a
     new pod (or a person told to wait for Orphaned) may adopt the run the moment they read it."""
-    assert ctx.saga_log is not None
-    kube_with_crds.create({"apiVersion": AR, "kind": "AgentRun",
-                           "metadata": {"name": RUN, "namespace": "default"},
-                           "spec": {"agent": "refunder", "orphanGracePeriodSeconds": 60}})
-    ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-0", pod_uid="uid-0",
-                           namespace="default")
-    watched = WatchedKube(ctx.kube.api, ctx.saga_log)
+    saga_log = run_on_agent_0(ctx, kube_with_crds)
+    watched = WatchedKube(ctx.kube.api, saga_log)
     assert orphan(replace(ctx, kube=watched), "default", RUN, "agent-0", "uid-0", "Evicted",
                   "pod agent-0 was evicted")
     assert watched.seen == [("Orphaned", False)]
-    adopted = ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-1",
-                                     pod_uid="uid-1", namespace="default")
+    adopted = saga_log.begin_run(LOGGED, agent="refunder", owner="agent-1", pod_uid="uid-1",
+                                 namespace="default")
     assert adopted.adopted and adopted.run.owner_epoch == 2
 
 
