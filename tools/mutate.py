@@ -115,12 +115,13 @@ def map_tests(env: dict[str, str]) -> None:
     path = ROOT / "mutants" / "mutmut-stats.json"
     stats = json.loads(path.read_text())
     tests = crash_tests(list(stats["duration_by_test"]))
+    functions = crash_point_functions()
     mapped = stats["tests_by_mangled_function_name"]
-    for function in crash_point_functions():
+    for function in functions:
         mapped[function] = sorted(set(mapped.get(function, [])) | set(tests))
     path.write_text(json.dumps(stats, indent=4))
     print(f"{len(tests)} crash tests added to the functions with a crash point: "
-          + ", ".join(crash_point_functions()))
+          + ", ".join(functions))
 
 
 def crash_tests(test_ids: list[str]) -> list[str]:
