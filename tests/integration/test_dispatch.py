@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
@@ -17,7 +16,6 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-import agentsaga
 from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejected, step_key
 from agentsaga.calls import DispatchResult
 from agentsaga.dispatch import UNKNOWN_MESSAGE
@@ -35,6 +33,7 @@ from agentsaga.settings import OutcomeCommit, Settings
 from agentsaga.states import DispatchOutcome, RunState, SettlementOutcome, StepStatus
 from agentsaga.store import NoHooks, SagaLog, Step
 from sagatest import ledger_tools
+from sagatest.cli_tools import imported_package_python
 from sagatest.ledger_tools import add_fault, calls, effects
 from sagatest.outcome_modes import saga_log_for
 from sagatest.planted_secrets import leaks, planted_text
@@ -677,10 +676,6 @@ def test_no_observation_is_recorded_when_the_call_writes_its_own_outcome(
 
 
 CRASHING_DISPATCH = """
-import sys
-sys.path.insert(0, sys.argv[2])  # the package the test imported (not on PYTHONPATH, nor the
-                                 # current directory, -P: the repository's `operator` package
-                                 # would shadow the stdlib's)
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
@@ -701,14 +696,13 @@ def test_a_dispatch_killed_at_each_crash_point_leaves_its_intent_and_the_next_ca
         dispatcher: SagaService, ledger: str, point: str, effects_left: int) -> None:
     """R2, R7: whatever line the process dies at, the INTENDED row is there and the next call of
     the tool settles it by its key: the effect happens exactly once."""
-    # the child runs the very package this test imported (under `make mutate`, the mutant's)
-    package = Path(agentsaga.__file__).resolve().parent.parent
     support = Path(ledger_tools.__file__).resolve().parent.parent
     env = {**os.environ, "AGENTSAGA_CRASH_AT": point, "LEDGER_DSN": ledger,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(support),
                                                        os.environ.get("PYTHONPATH")]))}
-    killed = subprocess.run([sys.executable, "-P", "-c", CRASHING_DISPATCH, ledger,
-                             str(package)], env=env, capture_output=True, text=True, timeout=60)
+    # the child runs the very package this test imported (under `make mutate`, the mutant's)
+    killed = subprocess.run(imported_package_python(CRASHING_DISPATCH, ledger), env=env,
+                            capture_output=True, text=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert f"crash point {point} reached" in killed.stderr
     key = step_key("r-crash", 0, "create_ticket")

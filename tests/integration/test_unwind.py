@@ -5,15 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 
-import agentsaga
 from agentsaga import step_key, telemetry
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
@@ -29,6 +26,7 @@ from agentsaga.store import SagaLog
 from agentsaga.unwind import resolve_refs
 from agentsaga.world import Fault, ManualClock, World
 from agentsaga.world.exchanges import Exchange
+from sagatest.cli_tools import imported_package_python
 from sagatest.traced import Traced
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
@@ -162,14 +160,10 @@ def test_unknown_compensation_stays_intended_and_the_next_unwind_finishes_it(
 
 
 def job_command(action: str, run_id: str, dsn: str) -> list[str]:
-    """`agentsaga ACTION --run RUN_ID` in a child that runs the very package this test imported
-    (under `make mutate`, the mutant's, from the folder mutmut runs in). Neither PYTHONPATH nor
-    the current directory is on its path (`-P`): the repository's `operator` package would
-    shadow the stdlib's."""
-    package = str(Path(agentsaga.__file__).resolve().parent.parent)
-    return [sys.executable, "-P", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-            "from agentsaga.cli import main; sys.exit(main(sys.argv[2:]))", package,
-            action, "--run", run_id, "--dsn", dsn, "--tools", "agentsaga.connectors.tools"]
+    """`agentsaga ACTION --run RUN_ID` in a child that runs the package this test imported."""
+    return imported_package_python(
+        "from agentsaga.cli import main; sys.exit(main(sys.argv[1:]))",
+        action, "--run", run_id, "--dsn", dsn, "--tools", "agentsaga.connectors.tools")
 
 
 @pytest.mark.parametrize("crash_at", ["after_compensation:cancel_or_refund_payment",
