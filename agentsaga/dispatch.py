@@ -1,6 +1,8 @@
 """Dispatch (R2, R3, R5, R6): one tool call through the registry, the saga log and the real system.
 
     pure tool ............................................. call it; no row (R2)
+    newest row NOT_EXECUTED, same tool .................... the same step again, same key (R3)
+        but a late call saw its effect ................. re-opened as CONFIRMED, not re-sent
     newest row unsettled, other tool ...................... STEP_UNRESOLVED, nothing called (R3)
                                                             (NEEDS_HUMAN if only a person can
                                                             settle it)
@@ -20,7 +22,10 @@
     its row settled by someone else ...................... what it saw is recorded as an
                                                             observation (never thrown away);
                                                             settled CONFIRMED meanwhile: that
-                                                            is the answer, whatever it saw
+                                                            is the answer, whatever it saw;
+                                                            settled NOT_EXECUTED but the call
+                                                            returned its effect: re-opened
+                                                            as CONFIRMED (R7)
     the call unknown, and the tool has no lookup .......... NEEDS_HUMAN: a person settles it
 """
 
@@ -103,7 +108,13 @@ class Dispatcher:
         retry_of: Step | None = None
         if (newest is not None and newest.status == StepStatus.NOT_EXECUTED
                 and newest.tool == spec.name):
-            retry_of = newest  # R3: settled as never happened (by a job); same step, same key
+            # R3: settled as never happened (by a job); same step, same key, unless a late
+            # call saw it happen after all (R7: never re-sent then)
+            reopened = self.reconciler.reopen_observed(run_id, epoch, [newest])
+            if reopened:
+                return _confirmed(reopened[0].step,
+                                  "already happened: a late call observed its effect")
+            retry_of = newest
         elif newest is not None and not newest.settled:
             if newest.tool != spec.name:
                 if newest.status == StepStatus.UNKNOWN and self._no_lookup(newest.tool):
@@ -220,7 +231,7 @@ class Dispatcher:
                 message=UNKNOWN_MESSAGE + " (the call returned, but the saga log could not "
                         "record its outcome; it is settled by its key on the next call)")
         if row is None:
-            return self._answer_settled(settled, spec, outcome, error)
+            return self._answer_settled(settled, spec, outcome, error, epoch)
         if outcome == StepStatus.FAILED:
             return DispatchResult(DispatchOutcome.FAILED, step.step_idx, step.idempotency_key,
                                   message=error or "", status=row.status)
@@ -240,11 +251,17 @@ class Dispatcher:
         return _confirmed(row, "")
 
     def _answer_settled(self, settled: Step, spec: ToolSpec, outcome: StepStatus,
-                        error: str | None) -> DispatchResult:
+                        error: str | None, epoch: int) -> DispatchResult:
         """The answer for a call whose row someone else settled while it was on the wire (a
         reconcile that found the effect by its key, a person): the log's word stands (R7). An
         effect the log holds is the answer, whatever this call saw: told it failed, an agent
-        would make it again under a new step and a new key."""
+        would make it again under a new step and a new key. One exception: a row settled as
+        never happened whose effect this very call saw is re-opened as CONFIRMED (the real
+        system's word outranks the log's; re-sent, the step could happen twice)."""
+        if settled.status == StepStatus.NOT_EXECUTED and outcome == StepStatus.CONFIRMED:
+            reopened = self.reconciler.reopen_observed(settled.run_id, epoch, [settled])
+            if reopened:
+                return _confirmed(reopened[0].step, "")
         if settled.status == StepStatus.CONFIRMED:
             return _confirmed(settled, "")
         if outcome == StepStatus.FAILED:

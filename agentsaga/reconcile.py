@@ -100,11 +100,16 @@ class Reconciler:
         NOT_EXECUTED row whose effect a late call observed (re-opened)."""
         with telemetry.reconcile_span(run_id=run_id):
             steps = self.saga_log.steps(run_id)
-            reopened = self._reopen(run_id, epoch, steps)
+            reopened = self.reopen_observed(run_id, epoch, steps)
             rows = [s for s in steps if not s.settled]
             return reopened + self._settle_all(rows, lambda _: epoch, lookup_spans=True)
 
-    def _reopen(self, run_id: str, epoch: int, steps: Sequence[Step]) -> list[Reconciled]:
+    def reopen_observed(self, run_id: str, epoch: int,
+                        steps: Sequence[Step]) -> list[Reconciled]:
+        """Of `steps` (one run's), each settled NOT_EXECUTED whose effect a call observed after
+        all (a late call, its own or a fenced writer's): re-opened as CONFIRMED with that
+        effect. The real system's word outranks the log's: re-sent, the step would happen
+        twice wherever the real system no longer dedupes its key."""
         gone = [s for s in steps if s.status == StepStatus.NOT_EXECUTED]
         seen = self.saga_log.observed_effects([s.idempotency_key for s in gone])
         out: list[Reconciled] = []

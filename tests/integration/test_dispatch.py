@@ -912,12 +912,13 @@ def test_a_compensation_naming_an_unregistered_tool_refuses_the_call_before_anyt
     assert made == []
 
 
-@pytest.mark.parametrize("then", ["returned", "unknown", "rejected", "rejected_with_no_reason"])
+@pytest.mark.parametrize("then", ["unknown", "rejected", "rejected_with_no_reason"])
 def test_a_call_whose_step_was_settled_not_executed_meanwhile_answers_with_that_row(
         pg: str, then: str) -> None:
     """Settled as never happened while the call was on the wire (a person's word, or a lookup
-    certain of absence): the answer names the row as it is. A rejected call says why; otherwise
-    the agent calls again, and the same step runs under the same key (R3)."""
+    certain of absence), and the call saw no effect: the answer names the row as it is. A
+    rejected call says why; otherwise the agent calls again, and the same step runs under the
+    same key (R3)."""
     with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
         service = SagaService(saga_log, settling_registry(
             pg, then=then, settle_as=StepStatus.NOT_EXECUTED), Settings(recheck_pause_s=0.01),
@@ -938,9 +939,70 @@ def test_a_call_whose_step_was_settled_not_executed_meanwhile_answers_with_that_
             DispatchOutcome.UNKNOWN, 0, key, status="NOT_EXECUTED", retry_after_s=0.0,
             message=UNKNOWN_MESSAGE + " Call the same tool again in 0.0s or later: by then the "
                                       "harness can be certain.")
-    assert seen.outcome == {"returned": StepStatus.CONFIRMED, "unknown": StepStatus.UNKNOWN,
-                            "rejected": StepStatus.FAILED,
+    assert seen.outcome == {"unknown": StepStatus.UNKNOWN, "rejected": StepStatus.FAILED,
                             "rejected_with_no_reason": StepStatus.FAILED}[then]
+
+
+@pytest.mark.allow_effect_warnings("the re-opened row is warned about")
+def test_a_call_that_returns_its_effect_after_its_step_was_settled_not_executed_reopens_it(
+        pg: str) -> None:
+    """Settled as never happened while the call was on the wire, but the call came back with
+    its effect: the real system's word outranks the log's (R7). The row is re-opened as
+    CONFIRMED with that effect (so an unwind compensates it) and the agent is told CONFIRMED;
+    its next call is a new step, and the booking is never made twice."""
+    made: list[str] = []
+
+    def settle_as_never_happened(other: SagaLog, step: Step) -> None:
+        made.append(step.idempotency_key)
+        assert other.record_outcome(step.run_id, step.writer_epoch, step.step_idx,
+                                    StepStatus.NOT_EXECUTED) is not None
+
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, booking_registry(pg, settle_as_never_happened,
+                                                         then="returned"),
+                              Settings(recheck_pause_s=0.01), sleep=lambda _: None)
+        service.begin_run("r-late")
+        out = service.dispatch("r-late", "book", {"what": "room"})
+        step = saga_log.step("r-late", 0)
+        [seen] = saga_log.observations("r-late")
+        again = service.dispatch("r-late", "book", {"what": "room"})
+    key = step_key("r-late", 0, "book")
+    assert (again.outcome, again.step_idx) == ("CONFIRMED", 1)
+    assert out == DispatchResult(DispatchOutcome.CONFIRMED, 0, key, {"id": "B-1", "what": "room"},
+                                 "B-1", "", "CONFIRMED")
+    assert step is not None and (step.status, step.external_ref, step.result, step.error) == (
+        StepStatus.CONFIRMED, "B-1", {"id": "B-1", "what": "room"},
+        "reopened: its effect was observed after it was settled NOT_EXECUTED")
+    assert (seen.outcome, seen.external_ref) == (StepStatus.CONFIRMED, "B-1")
+    assert made == [key, step_key("r-late", 1, "book")]
+
+
+@pytest.mark.allow_effect_warnings("the re-opened row is warned about")
+def test_a_step_settled_not_executed_whose_effect_a_late_call_saw_is_not_sent_again(
+        dispatcher: SagaService, ledger: str) -> None:
+    """A job settled the step as never happened; then a call of a fenced writer came back and
+    recorded that it did happen. The agent's next call of the tool re-opens the row as
+    CONFIRMED from that observation and sends nothing (R7): re-sent under its key, the step
+    would happen twice wherever the real system no longer dedupes it."""
+    began = dispatcher.begin_run("r-seen")
+    epoch = began.run.owner_epoch
+    key = step_key("r-seen", 0, "create_ticket")
+    saga_log = dispatcher.saga_log
+    intended = saga_log.record_intent(
+        "r-seen", epoch, 0, tool="create_ticket", tool_class="compensatable", key=key,
+        args={"summary": "a", "order_id": "1"}, compensation=None, audience=["support_team"])
+    assert intended is not None
+    assert saga_log.record_outcome("r-seen", epoch, 0, StepStatus.NOT_EXECUTED) is not None
+    saga_log.record_observation(intended, epoch - 1, StepStatus.CONFIRMED, external_ref="T-late",
+                                result={"id": "T-late"}, error=None)
+    out = dispatcher.dispatch("r-seen", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert out == DispatchResult(DispatchOutcome.CONFIRMED, 0, key, {"id": "T-late"}, "T-late",
+                                 "already happened: a late call observed its effect",
+                                 "CONFIRMED")
+    assert rows(ledger) == [(0, "create_ticket", "CONFIRMED", key)]
+    assert calls(ledger, "create_ticket") == []
+    then = dispatcher.dispatch("r-seen", "create_ticket", {"summary": "b", "order_id": "2"})
+    assert (then.outcome, then.step_idx) == ("CONFIRMED", 1)
 
 
 def test_an_irreversible_call_with_no_compensation_is_written_with_none(
