@@ -242,7 +242,7 @@ dispatcher, remote steps (the agent in another process) with the sidecar."""
 def _peers(out: dict[str, Any], args: argparse.Namespace, dsn: str,
            progress: Callable[[str], None]) -> None:
     for name in PEERS:
-        out[f"{name}_p50_ms"] = out[f"{name}_p99_ms"] = None
+        out[f"{name}_p50_ms"] = out[f"{name}_p99_ms"] = out[f"{name}_phases_ms"] = None
     out["peers_measured"] = []
     out["peers_errors"] = {}
     out["peers_labels"] = {name: label for name, (_, _, label) in PEERS.items()}
@@ -262,13 +262,14 @@ def _peers(out: dict[str, Any], args: argparse.Namespace, dsn: str,
             progress(f"peer: {name} ({peer_calls} steps)")
             try:
                 # each driver bounds itself (start-up 60 s + 1 s a step); this is the backstop
-                sample = env.run(script, dsn, str(peer_calls), *extra,
-                                 timeout=90.0 + peer_calls)
+                found = env.run(script, dsn, str(peer_calls), *extra,
+                                timeout=90.0 + peer_calls)
             except Exception as exc:  # a peer that cannot run is reported, not fatal
                 logger.warning("peer %s not measured: %s", name, exc)
                 out["peers_errors"][name] = str(exc)[-500:]
                 continue
-            _put(out, name, sample)
+            _put(out, name, found.sample)
+            out[f"{name}_phases_ms"] = found.phases_ms or None
             out["peers_measured"].append(name)
     finally:  # the names of the first round, kept for existing readers of the JSON
         out["temporal_activity_ms"] = out["temporal_durable_activity_p50_ms"]
@@ -364,6 +365,8 @@ def render(out: dict[str, Any]) -> str:
                      for kind, count in (out.get("operator_idle_requests") or {}).items())
     for name, label in out.get("peers_labels", {}).items():
         lines.append(f"peer {name}: {label}")
+        phases = out.get(f"{name}_phases_ms") or {}
+        lines.extend(f"  {pair}: {ms:.2f} ms (median)" for pair, ms in phases.items())
     for name, error in out.get("peers_errors", {}).items():
         lines.append(f"peer {name} not measured: {error.splitlines()[-1] if error else ''}")
     return "\n".join(lines)

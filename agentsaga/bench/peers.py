@@ -34,6 +34,13 @@ NPM_PACKAGES = _pins(NPM_REQUIREMENTS)
 
 
 @dataclass(frozen=True)
+class PeerRun:
+    sample: Sample
+    phases_ms: dict[str, float]
+    """Median ms between the peer's own records of a step (empty: the peer gives none)."""
+
+
+@dataclass(frozen=True)
 class PeerEnv:
     root: Path
     """e.g. bench/.venv-peers; npm packages go to its `npm/` folder."""
@@ -76,13 +83,15 @@ class PeerEnv:
             env.pop(name, None)
         return env
 
-    def run(self, script: str, *args: str, timeout: float = 300.0) -> Sample:
-        """Run a peer script; it prints {"latencies_ms": [...]} as its last line."""
+    def run(self, script: str, *args: str, timeout: float = 300.0) -> PeerRun:
+        """Run a peer script; it prints {"latencies_ms": [...]} as its last line, and may add
+        "phases_ms" (where a step's time goes, by the peer's own records)."""
         done = subprocess.run([str(self.python), str(SCRIPTS / script), *args], env=self._env(),
                               capture_output=True, text=True, timeout=timeout, cwd=self.root)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
         if done.returncode != 0 or not lines:
             tail = (done.stderr or done.stdout)[-1500:]
             raise RuntimeError(f"{script} failed ({done.returncode}):\n{tail}")
-        latencies = json.loads(lines[-1])["latencies_ms"]
-        return Sample.of([float(x) for x in latencies])
+        found = json.loads(lines[-1])
+        return PeerRun(Sample.of([float(x) for x in found["latencies_ms"]]),
+                       {str(k): float(v) for k, v in found.get("phases_ms", {}).items()})
