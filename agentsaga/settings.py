@@ -67,8 +67,11 @@ class ConnectorSettings:
         "AGENTSAGA_WAREHOUSE_URL", None, "the warehouse API's address")
     http_tools: str | None = variable(
         "AGENTSAGA_HTTP_TOOLS", None, "a YAML/JSON file declaring generic HTTP tools")
-    timeout_s: float = variable(
-        "AGENTSAGA_CONNECTOR_TIMEOUT_S", 10.0, "every connector request's timeout", positive=True)
+    timeout_s: float | None = variable(
+        "AGENTSAGA_CONNECTOR_TIMEOUT_S", None,
+        "every connector request's timeout, and so each tool's `call_timeout_s` (R7); unset: "
+        "each connector's own, Stripe's client default (80 s) for Stripe and 10 s for the others",
+        positive=True)
     time_contracts: str = variable(
         "AGENTSAGA_TIME_CONTRACTS", "",
         "R7: per-tool time contract overrides, JSON: "

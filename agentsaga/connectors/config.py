@@ -16,10 +16,19 @@ from agentsaga.errors import ConfigurationError
 from agentsaga.settings import ConnectorSettings
 from agentsaga.time_contract import parse_overrides
 
+DEFAULT_TIMEOUT_S = 10.0
+"""A connector request's timeout unless AGENTSAGA_CONNECTOR_TIMEOUT_S says otherwise."""
+STRIPE_TIMEOUT_S = 80.0
+"""Stripe's: the timeout Stripe's own client library gives every request (stripe-python's
+`RequestsClient(timeout=80)`, external-apis.md §1). A card network can hold a charge for many
+seconds, and the server commits it whether or not the client still waits: a client that gives up
+sooner turns a slow charge into an unknown one, and its deadline (R7) into a bound the charge
+can outlive."""
+
 
 @dataclass(frozen=True)
 class HttpSettings:
-    timeout_s: float = 10.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     """Every request's timeout (connect, read, write, pool)."""
     search_rate: float = 20.0
     """Search requests per second this process allows itself (Stripe: 20/s on search)."""
@@ -32,6 +41,8 @@ class StripeConfig:
     api_key: str
     api_base: str | None = None
     """None: Stripe's own address."""
+    timeout_s: float = STRIPE_TIMEOUT_S
+    """Every Stripe request's timeout: charge_card's `call_timeout_s`."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +93,16 @@ class ConnectorConfig:
     @classmethod
     def from_settings(cls, s: ConnectorSettings) -> ConnectorConfig:
         """The configured systems; a system needs its URL, and some need more (said here)."""
-        http = HttpSettings(timeout_s=s.timeout_s, search_rate=s.search_rate)
+        http = HttpSettings(timeout_s=DEFAULT_TIMEOUT_S if s.timeout_s is None else s.timeout_s,
+                            search_rate=s.search_rate)
         stripe = None
         if s.stripe_api_key or s.stripe_api_base:
             if not s.stripe_api_key:
                 raise ConfigurationError(
                     "AGENTSAGA_STRIPE_API_BASE is set but no AGENTSAGA_STRIPE_API_KEY(_FILE)")
-            stripe = StripeConfig(api_key=s.stripe_api_key, api_base=s.stripe_api_base)
+            stripe = StripeConfig(api_key=s.stripe_api_key, api_base=s.stripe_api_base,
+                                  timeout_s=STRIPE_TIMEOUT_S if s.timeout_s is None
+                                  else s.timeout_s)
         jira = None
         if s.jira_url:
             if not s.jira_project:

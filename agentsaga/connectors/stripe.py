@@ -129,10 +129,12 @@ class StripeConnector:
         seam: a test passes the world's ManualClock and its `advance`)."""
         base = {"api": config.api_base} if config.api_base else None
         self.http = http
+        self.timeout_s = config.timeout_s
+        """Every request's timeout (the client's), and so charge_card's deadline (R7)."""
         self.client = stripe.StripeClient(
             config.api_key, base_addresses=base,  # type: ignore[arg-type]
             max_network_retries=0,
-            http_client=stripe.HTTPXClient(timeout=http.timeout_s, allow_sync_methods=True),
+            http_client=stripe.HTTPXClient(timeout=config.timeout_s, allow_sync_methods=True),
         )
         self.sleep = sleep
         self.pacer = Pacer(http.search_rate, clock=clock, sleep=sleep)

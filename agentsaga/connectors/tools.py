@@ -48,7 +48,8 @@ from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
 from agentsaga.time_contract import TimeContract
 
 # R7: each system's time contract. `call_timeout_s` is the connector's own client timeout
-# (AGENTSAGA_CONNECTOR_TIMEOUT_S, enforced by its HTTP client); the rest is what the system
+# (AGENTSAGA_CONNECTOR_TIMEOUT_S, enforced by its HTTP client; unset, Stripe's is Stripe's client
+# default, `config.STRIPE_TIMEOUT_S`); the rest is what the system
 # documents (../shared/reference/external-apis.md); AGENTSAGA_TIME_CONTRACTS overrides per tool.
 STRIPE_DEDUPES_S = 24 * 3600.0
 """Stripe keeps an idempotency key at least 24 h (docs.stripe.com/idempotency: keys "can" be
@@ -179,7 +180,7 @@ def register_tickets(registry: Registry, tickets: Tickets,
 
 
 def register_stripe(registry: Registry, stripe: StripeConnector) -> None:
-    timing = TimeContract(stripe.http.timeout_s, STRIPE_LIST_LAG_S, STRIPE_DEDUPES_S)
+    timing = TimeContract(stripe.timeout_s, STRIPE_LIST_LAG_S, STRIPE_DEDUPES_S)
 
     def charge_card(customer_id: str, amount: Amount, idempotency_key: str,
                     currency: Currency = "usd", reason: str = "", order_id: str = "",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentsaga.connectors.config import ConnectorConfig
+from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.connectors.tools import register_all
 from agentsaga.errors import ConfigurationError
 from agentsaga.registry import Registry
@@ -24,6 +26,22 @@ def test_each_connector_declares_its_systems_bounds() -> None:
     # Stripe's lookups are consistent (a list by `created` window, a retrieve by id): no lag
     assert stripe == TimeContract(7.0, 0.0, 24 * 3600.0)
     assert registry.get("capture_payment").timing == stripe
+
+
+def test_unset_stripe_waits_as_long_as_stripes_own_client_and_the_others_ten_seconds() -> None:
+    """A charge the card network holds commits whether or not the client still waits: the
+    deadline is the longest Stripe's own client library waits, not a shorter wish."""
+    env = {k: v for k, v in ENV.items() if k != "AGENTSAGA_CONNECTOR_TIMEOUT_S"}
+    registry = register_all(Registry(), env)
+    assert registry.get("charge_card").timing == TimeContract(80.0, 0.0, 24 * 3600.0)
+    assert registry.get("capture_payment").timing.call_timeout_s == 80.0
+    assert registry.get("create_ticket").timing == TimeContract(10.0, 120.0, 0.0)
+    config = ConnectorConfig.from_env(env)
+    assert config.stripe is not None and config.stripe.timeout_s == 80.0
+    assert config.http.timeout_s == 10.0
+    # the client enforces what the contract says (R7): the SDK's HTTP client is given it
+    http_client = StripeConnector(config.stripe, config.http).client._requestor._client
+    assert getattr(http_client, "_timeout", None) == 80.0
 
 
 def test_configuration_overrides_a_tool_and_keeps_the_rest() -> None:
