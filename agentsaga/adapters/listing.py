@@ -1,5 +1,15 @@
 """The sidecar's tools as its MCP endpoint lists them, and one call through the gRPC client
-answered the way a model should read it (the wording of SYSTEM_PROMPT)."""
+answered the way a model should read it (the wording of SYSTEM_PROMPT), as the MCP endpoint
+answers it:
+
+    CONFIRMED ....................... the tool's result
+    any other outcome ............... its SYSTEM_PROMPT line, with when to call again where the
+                                      sidecar knows (retry-after)
+    a request the sidecar refused ... its refusal's first words (`wording.REFUSALS`) and why:
+                                      bad arguments, an ended run, a run taken over, too many
+                                      calls; nothing was called, and the model can act on it
+    the sidecar lost mid-call ....... OUTCOME UNKNOWN: the call may have happened
+"""
 
 from __future__ import annotations
 
@@ -7,14 +17,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from agentsaga.client import AsyncSagaClient, SagaClient
+from agentsaga.client.codec import ERROR_CODES, maybe_happened
+from agentsaga.errors import ErrorCode
 from agentsaga.v1 import sidecar_pb2 as pb
-from agentsaga.wording import tool_message
+from agentsaga.wording import REFUSALS, tool_message
 
 RUN_HEADER = "Agentsaga-Run-Id"
 AGENT_HEADER = "Agentsaga-Agent"
@@ -48,7 +61,25 @@ def answer(response: pb.DispatchResponse) -> Answer:
             "idempotency_key": response.idempotency_key}
     if response.outcome == pb.CONFIRMED:
         return Answer(response.result_json or "null", outcome, False, meta)
-    return Answer(tool_message(outcome, response.message), outcome, True, meta)
+    retry_after = response.retry_after_s if response.HasField("retry_after_s") else None
+    if retry_after is not None:
+        meta["retry_after_s"] = retry_after
+    return Answer(tool_message(outcome, response.message, retry_after), outcome, True, meta)
+
+
+def refused(exc: grpc.RpcError, *, in_a_tool_call: bool) -> Answer:
+    """A failed request as the model reads it: a refusal (nothing was called), or, for a tool
+    call whose sidecar was lost on the way, an unknown outcome."""
+    call: Any = exc  # the client's Refused or RunTakenOver: code() and details()
+    code: grpc.StatusCode = call.code()
+    details = str(call.details())
+    if in_a_tool_call and maybe_happened(code):
+        outcome = pb.Outcome.Name(pb.UNKNOWN)
+        text = tool_message(outcome, f"the sidecar answered {code.name}: {details}")
+        return Answer(text, outcome, True, {"outcome": outcome, "error": code.name.lower()})
+    kind = ERROR_CODES.get(code, ErrorCode.FAILED_PRECONDITION)
+    return Answer(f"{REFUSALS[kind]}: {details}", "REFUSED", True,
+                  {"outcome": "REFUSED", "error": str(kind)})
 
 
 def _record(value: Any) -> Answer:
@@ -57,6 +88,22 @@ def _record(value: Any) -> Answer:
 
 def call(client: SagaClient, run_id: str, tool: str, args: dict[str, Any]) -> Answer:
     """One call through the blocking gRPC client (the three saga tools included)."""
+    try:
+        return _call(client, run_id, tool, args)
+    except grpc.RpcError as exc:
+        return refused(exc, in_a_tool_call=tool not in SAGA_TOOLS)
+
+
+async def acall(client: AsyncSagaClient, run_id: str, tool: str,
+                args: dict[str, Any]) -> Answer:
+    """The same through the asyncio gRPC client."""
+    try:
+        return await _acall(client, run_id, tool, args)
+    except grpc.RpcError as exc:
+        return refused(exc, in_a_tool_call=tool not in SAGA_TOOLS)
+
+
+def _call(client: SagaClient, run_id: str, tool: str, args: dict[str, Any]) -> Answer:
     if tool == "agentsaga_reach_pivot":
         staged = client.reach_pivot(run_id, list(args.get("plan") or []))
         return _record({"state": staged.state, "planHash": staged.plan_hash})
@@ -69,9 +116,8 @@ def call(client: SagaClient, run_id: str, tool: str, args: dict[str, Any]) -> An
     return answer(client.dispatch_raw(run_id, tool, args))
 
 
-async def acall(client: AsyncSagaClient, run_id: str, tool: str,
-                args: dict[str, Any]) -> Answer:
-    """The same through the asyncio gRPC client."""
+async def _acall(client: AsyncSagaClient, run_id: str, tool: str,
+                 args: dict[str, Any]) -> Answer:
     if tool == "agentsaga_reach_pivot":
         staged = await client.reach_pivot(run_id, list(args.get("plan") or []))
         return _record({"state": staged.state, "planHash": staged.plan_hash})

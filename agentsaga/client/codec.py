@@ -24,6 +24,7 @@ from agentsaga.client.errors import (
     ToolNeedsHuman,
     ToolOutcomeUnknown,
 )
+from agentsaga.errors import ErrorCode
 from agentsaga.v1 import sidecar_pb2 as pb
 
 R = TypeVar("R")
@@ -134,6 +135,25 @@ _MAYBE_HAPPENED = frozenset({
     grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL,
     grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN,
 })
+
+ERROR_CODES: dict[grpc.StatusCode, ErrorCode] = {
+    grpc.StatusCode.NOT_FOUND: ErrorCode.NOT_FOUND,
+    grpc.StatusCode.INVALID_ARGUMENT: ErrorCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION: ErrorCode.FAILED_PRECONDITION,
+    grpc.StatusCode.PERMISSION_DENIED: ErrorCode.PERMISSION_DENIED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ErrorCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.ABORTED: ErrorCode.TAKEN_OVER,
+    grpc.StatusCode.UNAVAILABLE: ErrorCode.UNAVAILABLE,
+    grpc.StatusCode.UNKNOWN: ErrorCode.UNKNOWN,
+}
+"""What kind of refusal each gRPC status of the sidecar is: its STATUS table read back (a test
+checks that they agree)."""
+
+
+def maybe_happened(code: grpc.StatusCode) -> bool:
+    """Whether a tool call that ended with this status may have happened all the same."""
+    return code in _MAYBE_HAPPENED
+
 
 _REFUSED: dict[grpc.StatusCode, type[Refused]] = {
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,

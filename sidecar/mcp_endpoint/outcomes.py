@@ -22,9 +22,9 @@ import mcp_types as types
 
 from agentsaga.calls import DispatchResult
 from agentsaga.client import SYSTEM_PROMPT
-from agentsaga.errors import ErrorCode, SagaError
+from agentsaga.errors import SagaError
 from agentsaga.states import DispatchOutcome
-from agentsaga.wording import tool_message
+from agentsaga.wording import REFUSALS, tool_message
 
 __all__ = ["REFUSALS", "SYSTEM_PROMPT", "internal_error", "refusal", "tool_result"]
 
@@ -36,21 +36,6 @@ META_RETRY_AFTER = "agentsaga.io/retryAfterSeconds"
 META_ERROR = "agentsaga.io/error"
 REFUSED = "REFUSED"
 INTERNAL = "INTERNAL"
-
-REFUSALS: dict[ErrorCode, str] = {
-    ErrorCode.NOT_FOUND: "REFUSED (nothing was called)",
-    ErrorCode.INVALID_ARGUMENT: "REFUSED (nothing was called)",
-    ErrorCode.FAILED_PRECONDITION: "REFUSED (nothing was called or recorded)",
-    ErrorCode.PERMISSION_DENIED: "REFUSED: this sidecar may not serve the run (nothing was "
-                                 "called)",
-    ErrorCode.RESOURCE_EXHAUSTED: "SLOW DOWN: too many calls for this run (nothing was called); "
-                                  "call again in a second",
-    ErrorCode.TAKEN_OVER: "RUN TAKEN OVER: another owner adopted this run; stop calling tools",
-    ErrorCode.UNAVAILABLE: "the saga log is unreachable; nothing was called. Try again later",
-    ErrorCode.UNKNOWN: "OUTCOME UNKNOWN: the saga log refused to record this request; do not "
-                       "retry with new arguments",
-}
-"""Every ErrorCode's headline, the first words a model reads (a test checks none is missing)."""
 
 
 def tool_result(out: DispatchResult) -> types.CallToolResult:
