@@ -1,10 +1,12 @@
 """kopf's settings for agentsaga, applied in a startup handler: our own finalizer and
-annotation prefix (`agentsaga.io`), Events for warnings only, bounded network retries, peering
-priority, and the admission webhook server when `--webhook-port` is given."""
+annotation prefix (`agentsaga.io`), a last-handled configuration that is masked, Events for
+warnings only, bounded network retries, peering priority, and the admission webhook server when
+`--webhook-port` is given."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
@@ -12,13 +14,29 @@ from agentsaga.operator import injection
 from agentsaga.operator.config import FINALIZER, PREFIX
 from agentsaga.operator.context import context
 
+from agentsaga.redact import redact_value
+
+
+class MaskedDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's last-handled configuration (an annotation), masked (`agentsaga.redact`). For a
+    handler of a status field (`status.approval`, `status.settlements`, `status.corrections`)
+    kopf keeps that field in it too, and a person's reason there may quote a card number or a
+    secret: every status write of the operator is masked, and so is this one. kopf compares
+    masked with masked, so its diffs still see every change but one to the secret alone."""
+
+    def build(self, *, body: kopf.Body,
+              extra_fields: Iterable[kopf.FieldSpec] | None = None) -> kopf.BodyEssence:
+        essence: kopf.BodyEssence = redact_value(super().build(body=body,
+                                                               extra_fields=extra_fields))
+        return essence
+
 
 @kopf.on.startup(id="agentsaga-settings")
 def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     ctx = context(memo)
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = MaskedDiffBase(
         prefix=PREFIX, key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.execution.default_backoff = max(1.0, ctx.config.resync_seconds)

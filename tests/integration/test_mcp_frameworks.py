@@ -79,7 +79,7 @@ def test_langchain_tools_answer_a_refused_call_instead_of_raising(
         graph.add_edge(START, "tools")
         node = graph.compile()
 
-        def ask(name: str, args: dict[str, object]) -> ToolMessage:
+        def ask(name: str, args: dict[str, str]) -> ToolMessage:
             message = AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "c"}])
             answer: ToolMessage = node.invoke({"messages": [message]})["messages"][-1]
             return answer

@@ -10,9 +10,9 @@ from typing import Any
 import grpc
 import yaml
 from agentsaga.sidecar.grpc_adapter import STATUS
-from agentsaga.sidecar.mcp_endpoint.outcomes import REFUSALS
 
 from agentsaga import TOOL_CLASSES
+from agentsaga.client.codec import ERROR_CODES
 from agentsaga.errors import ErrorCode
 from agentsaga.states import (
     COMPENSATION_METRIC,
@@ -36,6 +36,7 @@ from agentsaga.states import (
     StepStatus,
 )
 from agentsaga.v1 import sidecar_pb2 as pb
+from agentsaga.wording import REFUSALS
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "agentruns.agentsaga.io.yaml"
 
@@ -86,6 +87,10 @@ def test_every_mapping_covers_its_enum() -> None:
 def test_every_error_code_has_a_grpc_status() -> None:
     assert set(STATUS) == set(ErrorCode)
     assert STATUS[ErrorCode.TAKEN_OVER] is grpc.StatusCode.ABORTED
+
+
+def test_the_client_reads_every_grpc_status_back_as_its_error_code() -> None:
+    assert {status: code for code, status in STATUS.items()} == ERROR_CODES
 
 
 def test_every_error_code_has_an_mcp_refusal() -> None:
