@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args, overload
 
+from agentsaga.argument_types import schema_problem
 from agentsaga.errors import CompensationUnavailable, RegistrationError, UnknownTool
 from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
 from agentsaga.time_contract import TimeContract
@@ -256,6 +257,10 @@ class Registry:
                 f"tool {tool_name!r} must accept the keyword argument idempotency_key= (R4): the "
                 "key has to reach the real system"
             )
+        untyped = (None if isinstance(getattr(fn, "input_schema", None), dict)  # declared
+                   else schema_problem(fn, cls == "pure"))
+        if untyped is not None:
+            raise RegistrationError(f"tool {tool_name!r}: {untyped} (R2)")
         if not (callable(audience) or isinstance(audience, (list, tuple))):
             raise RegistrationError(
                 f"tool {tool_name!r}: audience must be a list of names or a function of the "

@@ -17,48 +17,17 @@ takes any JSON value.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
-import typing
-from collections.abc import Callable
-from typing import Any, NotRequired, Required
+from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
-from typing_extensions import TypedDict
+from pydantic import ValidationError
 
+from agentsaga.argument_types import HARNESS_ARGUMENT, arguments_adapter, signature_schema
 from agentsaga.errors import InvalidArguments
 from agentsaga.redact import clip, redact_value
 from agentsaga.registry import JSON, ToolSpec
 
-HARNESS_ARGUMENT = "idempotency_key"
-
-
-@functools.lru_cache(maxsize=1024)
-def arguments_adapter(fn: Callable[..., Any], pure: bool) -> TypeAdapter[Any] | None:
-    """The pydantic adapter of a tool's arguments, built once per function (None when its
-    signature cannot be read)."""
-    try:
-        signature = inspect.signature(fn)
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except (TypeError, ValueError, NameError):
-        return None
-    fields: dict[str, Any] = {}
-    open_ended = False
-    for name, param in signature.parameters.items():
-        if param.kind == param.VAR_KEYWORD:
-            open_ended = True
-            continue
-        if param.kind == param.VAR_POSITIONAL or (name == HARNESS_ARGUMENT and not pure):
-            continue
-        hint = hints.get(name, Any)
-        fields[name] = Required[hint] if param.default is inspect.Parameter.empty \
-            else NotRequired[hint]
-    config = ConfigDict(strict=True, extra="allow" if open_ended else "forbid",
-                        title=f"{getattr(fn, '__name__', 'tool')} arguments")
-    shape = with_config(config)(TypedDict(f"{getattr(fn, '__name__', 'Tool')}Arguments",
-                                          fields))  # type: ignore[operator]
-    return TypeAdapter(shape)
+__all__ = ["HARNESS_ARGUMENT", "check_arguments", "describe", "input_schema"]
 
 
 def input_schema(spec: ToolSpec) -> JSON:
@@ -66,17 +35,7 @@ def input_schema(spec: ToolSpec) -> JSON:
     declared = getattr(spec.fn, "input_schema", None)
     if isinstance(declared, dict):
         return declared
-    return _schema(spec.fn, spec.cls == "pure")
-
-
-@functools.lru_cache(maxsize=1024)
-def _schema(fn: Callable[..., Any], pure: bool) -> JSON:
-    adapter = arguments_adapter(fn, pure)
-    if adapter is None:
-        return {"type": "object"}
-    schema: JSON = adapter.json_schema()
-    schema.setdefault("required", [])
-    return schema
+    return signature_schema(spec.fn, spec.cls == "pure")
 
 
 def check_arguments(spec: ToolSpec, args: JSON) -> None:
@@ -93,7 +52,7 @@ def check_arguments(spec: ToolSpec, args: JSON) -> None:
     try:
         adapter.validate_json(json.dumps(args), strict=True)
     except ValidationError as exc:
-        properties = _schema(spec.fn, spec.cls == "pure").get("properties") or {}
+        properties = signature_schema(spec.fn, spec.cls == "pure").get("properties") or {}
         problems = [_problem(error, properties) for error in exc.errors()]
         raise InvalidArguments(f"tool {spec.name!r}: " + "; ".join(problems)
                                + ". Nothing was called; call it again with corrected "

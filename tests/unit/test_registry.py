@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -46,6 +47,35 @@ def test_side_effecting_tool_must_accept_the_key() -> None:
 
     with pytest.raises(RegistrationError, match="idempotency_key"):
         Registry().register(no_key, cls="irreversible", lookup=NO_LOOKUP)
+
+
+class Handle:
+    """A type no JSON Schema describes."""
+
+
+def test_a_tool_whose_arguments_have_no_json_schema_is_refused_naming_them() -> None:
+    """Registered, it would break every listing of every tool (MCP tools/list, ListTools): it
+    is refused when it is registered, naming each argument at fault."""
+    def transform(callback: Callable[[int], int], handle: Handle, label: str,
+                  idempotency_key: str) -> None:
+        return None
+
+    registry = Registry()
+    with pytest.raises(RegistrationError) as error:
+        registry.register(transform, cls="irreversible", lookup=NO_LOOKUP)
+    said = str(error.value)
+    assert said.startswith("tool 'transform': no JSON Schema describes 'callback' (")
+    assert "'handle' (Handle)" in said and "'label'" not in said
+    assert "Annotate with JSON types" in said
+    assert "transform" not in registry
+
+
+def test_a_tool_declaring_its_own_schema_is_not_derived() -> None:
+    def upstream(idempotency_key: str, **args: Any) -> None:
+        return None
+
+    upstream.input_schema = {"type": "object"}  # type: ignore[attr-defined]
+    Registry().register(upstream, cls="irreversible", lookup=NO_LOOKUP)
 
 
 def test_two_different_tools_cannot_share_a_name() -> None:
