@@ -27,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name in NEEDS_RUN:
             command.add_argument("run", metavar="RUN", help="the AgentRun's name")
         if name in ("approve", "reject"):
+            command.add_argument(
+                "--plan-hash", required=name == "approve", metavar="HASH",
+                help="the hash of the plan you reviewed (`kubectl agentsaga plan RUN` prints it):"
+                " a plan staged since is not the one you "
+                + ("approve" if name == "approve" else "reject") + ", and nothing is written")
             command.add_argument("--reason", default="", help="why, for the record")
             command.add_argument("--approver", help="your username (default: `kubectl auth "
                                  "whoami`); the admission policy accepts only your own")

@@ -65,8 +65,10 @@ def plan(kube: Kubectl, args: argparse.Namespace) -> str:
         lines += ["", f"decided: {pivot['decision']} by {pivot.get('decidedBy')} at "
                       f"{pivot.get('decidedAt')} ({pivot.get('reason') or 'no reason given'})"]
     elif pivot.get("state") == "AwaitingApproval":
-        lines += ["", f"approve: kubectl agentsaga approve {args.run} --reason '...'",
-                  f"reject:  kubectl agentsaga reject {args.run} --reason '...'"]
+        lines += ["", f"approve: kubectl agentsaga approve {args.run} --plan-hash "
+                      f"{pivot['planHash']} --reason '...'",
+                  f"reject:  kubectl agentsaga reject {args.run} --plan-hash "
+                  f"{pivot['planHash']} --reason '...'"]
     return "\n".join(lines)
 
 
@@ -78,21 +80,34 @@ def reject(kube: Kubectl, args: argparse.Namespace) -> str:
     return _decide(kube, args, "Rejected")
 
 
+VERB = {"Approved": "approve", "Rejected": "reject"}
+
+
 def _decide(kube: Kubectl, args: argparse.Namespace, decision: str) -> str:
-    """The same status patch a human writes by hand: the current plan hash, one's own name."""
+    """The same status patch a human writes by hand: the hash of the plan the person reviewed
+    (`--plan-hash`; a reject may leave it out and reject what is staged), one's own name. The
+    patch carries the reviewed hash, never one read at this moment: a plan the agent staged
+    since is refused here, or by the admission policy and the operator if it comes later."""
     run = kube.agentrun(args.run)
     pivot = (run.get("status") or {}).get("pivot") or {}
     if pivot.get("state") != "AwaitingApproval":
         raise PluginError(f"agentrun {args.run} is not awaiting approval (pivot state: "
                           f"{pivot.get('state') or 'none staged'}); nothing was written")
+    reviewed = args.plan_hash or pivot["planHash"]
+    if reviewed != pivot["planHash"]:
+        raise PluginError(
+            f"agentrun {args.run} now awaits approval of plan {pivot['planHash']}, not of plan "
+            f"{reviewed} that you reviewed: it was staged again since. Review it with `kubectl "
+            f"agentsaga plan {args.run}` and {VERB[decision]} its hash; "
+            "nothing was written")
     approver = args.approver or kube.username()
-    approval = {"planHash": pivot["planHash"], "decision": decision, "approver": approver,
+    approval = {"planHash": reviewed, "decision": decision, "approver": approver,
                 "reason": args.reason}
     kube.run("patch", "agentrun", args.run, "--subresource=status", "--type=merge", "-p",
              json.dumps({"status": {"approval": approval}}))
     condition = "PivotApproved" if decision == "Approved" else "PivotRejected"
     namespace = run["metadata"].get("namespace", "")
-    return (f"agentrun {namespace}/{args.run}: plan {pivot['planHash']} {decision} by "
+    return (f"agentrun {namespace}/{args.run}: plan {reviewed} {decision} by "
             f"{approver}\nthe operator records it; wait with: kubectl wait agentrun/{args.run}"
             f" -n {namespace} --for=condition={condition}")
 

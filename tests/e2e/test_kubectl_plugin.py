@@ -50,7 +50,12 @@ def test_runs_plan_and_approve_through_the_operator(cluster: Cluster) -> None:
     assert commit[2].split()[:4] == ["0", "capture_charge", "compensatable", "finance"]
     assert commit[3].split()[:4] == ["1", "send_email", "irreversible", "customer"]
 
-    approved = kubectl_agentsaga(kube, "approve", RUN, "--reason", "plan reviewed")
+    assert (f"approve: kubectl agentsaga approve {RUN} --plan-hash {plan_hash} --reason '...'"
+            in plan.stdout)
+    unreviewed = kubectl_agentsaga(kube, "approve", RUN, "--reason", "plan reviewed")
+    assert unreviewed.returncode == 2 and "--plan-hash" in unreviewed.stderr
+    approved = kubectl_agentsaga(kube, "approve", RUN, "--plan-hash", plan_hash,
+                                 "--reason", "plan reviewed")
     assert approved.returncode == 0, approved.stderr
     assert f"plan {plan_hash} Approved by {ADMIN}" in approved.stdout
     waited = kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved",
@@ -60,7 +65,7 @@ def test_runs_plan_and_approve_through_the_operator(cluster: Cluster) -> None:
     assert (pivot["decision"], pivot["decidedBy"], pivot["reason"]) == (
         "Approved", ADMIN, "plan reviewed")
 
-    again = kubectl_agentsaga(kube, "approve", RUN)
+    again = kubectl_agentsaga(kube, "approve", RUN, "--plan-hash", plan_hash)
     assert again.returncode == 1
     assert "is not awaiting approval (pivot state: Approved); nothing was written" in (
         again.stderr)
@@ -96,6 +101,31 @@ def test_plan_masks_arguments_and_reject_writes_the_current_hash(kube_with_crds:
     run = json.loads(kube.kubectl("get", "agentrun", "refund-77", "-o", "json").stdout)
     assert run["status"]["approval"] == {"planHash": "9f2c41d7e0b3a6c5", "decision": "Rejected",
                                          "approver": ADMIN, "reason": "wrong customer"}
+
+
+def test_approve_refuses_a_plan_staged_again_after_the_review(kube_with_crds: Kube) -> None:
+    """The approver reviewed plan H1; the agent then staged H2 (another recipient). Approving
+    H1 writes nothing: the plugin never approves a plan its user did not review."""
+    kube = kube_with_crds
+    _staged_by_hand(kube, "refund-78")
+    reviewed = kubectl_agentsaga(kube, "plan", "refund-78")
+    assert "plan hash 9f2c41d7e0b3a6c5" in reviewed.stdout
+    restaged = {"status": {"pivot": {
+        "state": "AwaitingApproval", "planHash": "1111aaaa2222bbbb",
+        "commit": [{"tool": "send_email", "class": "irreversible", "audience": ["customer"],
+                    "args": {"to": "attacker@example.com", "body": "Refunded."}}]}}}
+    patched = kube.kubectl("patch", "agentrun", "refund-78", "--subresource=status",
+                           "--type=merge", "-p", json.dumps(restaged))
+    assert patched.returncode == 0, patched.stderr
+
+    approved = kubectl_agentsaga(kube, "approve", "refund-78", "--plan-hash",
+                                 "9f2c41d7e0b3a6c5", "--reason", "plan reviewed")
+    assert approved.returncode == 1
+    assert ("now awaits approval of plan 1111aaaa2222bbbb, not of plan 9f2c41d7e0b3a6c5 that "
+            "you reviewed") in approved.stderr
+    assert "kubectl agentsaga plan refund-78" in approved.stderr
+    run = json.loads(kube.kubectl("get", "agentrun", "refund-78", "-o", "json").stdout)
+    assert "approval" not in run["status"]  # nothing was written
 
 
 def test_trace_prints_the_trace_id_and_links(kube_with_crds: Kube) -> None:
