@@ -64,9 +64,9 @@ def _record(ctx: Context, run: Obj, approval: Obj) -> tuple[str, str] | None:
     return None
 
 
-def _trust(ctx: Context, approval: Obj) -> tuple[str, str] | None:
-    """A refusal when the API server does not bind approvals to their approver."""
-    why = approval_trust.check(ctx.kube)
+def _trust(ctx: Context, run: Obj, approval: Obj) -> tuple[str, str] | None:
+    """A refusal when the API server does not bind approvals on `run` to their approver."""
+    why = approval_trust.check(ctx.kube, run=run)
     if why is None:
         return None
     return (approval_trust.REASON,
@@ -78,7 +78,8 @@ def decide(ctx: Context, namespace: str, name: str) -> None:
     approval = None if run is None else (run.get("status") or {}).get("approval")
     if run is None or not approval:
         return
-    refused = refusal(run, approval) or _trust(ctx, approval) or _record(ctx, run, approval)
+    refused = (refusal(run, approval) or _trust(ctx, run, approval)
+               or _record(ctx, run, approval))
 
     def mutate(current: Obj) -> Obj | None:
         status = current.get("status") or {}

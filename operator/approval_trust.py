@@ -1,5 +1,6 @@
 """Whether an approval can be trusted: R10's human gate holds only while the API server itself
-binds `status.approval.approver` to the requesting user.
+binds `status.approval.approver` to the requesting user (and a person's settlement of a step,
+only while it binds `status.settlements[*].settler`).
 
 Without a ValidatingAdmissionPolicy that does so, bound with `validationActions: [Deny]`, the
 approver name is free text that anyone allowed to patch `agentruns/status` can fill in (with
@@ -8,12 +9,18 @@ correction — the operator reads the policies and bindings (the chart grants it
 and, when no such pair is installed, records nothing and says why in a condition.
 
 A policy counts when its matchConstraints cover UPDATE of `agentruns/status` in group
-agentsaga.io and one of its validations compares a field to `request.userInfo.username`; a
-binding counts when it names such a policy with `Deny` among its actions.
+agentsaga.io and one of its validations compares the name field (`approver`, `settler`) to
+`request.userInfo.username`; a binding counts when it names such a policy with `Deny` among its
+actions. And both must apply to the AgentRun at hand: a binding whose matchResources select
+other namespaces or labels, or exclude agentruns/status, a policy that fails open
+(`failurePolicy: Ignore`) or whose matchConditions could exempt a person, guards nothing there.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agentsaga.operator.config import GROUP, PLURAL
@@ -23,15 +30,21 @@ from kubernetes.client.exceptions import ApiException
 Obj = dict[str, Any]
 REASON = "ApprovalUntrusted"
 FIX = ("install the chart's admission policy (admissionPolicy.enabled: true, "
-       "admissionPolicy.validationActions: [Deny]) and approve again")
+       "admissionPolicy.validationActions: [Deny]) and write it again")
 
 
 def _covers(values: list[str] | None, wanted: str) -> bool:
     return bool(values) and ("*" in (values or []) or wanted in (values or []))
 
 
-def guards_approvals(policy: Obj) -> bool:
-    """Does this ValidatingAdmissionPolicy bind approvals on AgentRuns to the requester?"""
+APPROVER = "status.approval.approver"
+SETTLER = "status.settlements[*].settler"
+
+
+def guards_approvals(policy: Obj, field: str = APPROVER) -> bool:
+    """Does this ValidatingAdmissionPolicy bind `field` (approvals on AgentRuns, or
+    settlements) to the requester?"""
+    name = field.rsplit(".", 1)[-1]
     spec = policy.get("spec") or {}
     rules = (spec.get("matchConstraints") or {}).get("resourceRules") or []
     matched = any(
@@ -39,32 +52,149 @@ def guards_approvals(policy: Obj) -> bool:
         and any(r in (f"{PLURAL}/status", "*/status", "*/*") for r in rule.get("resources") or [])
         for rule in rules)
     checks_user = any("request.userInfo.username" in (v.get("expression") or "")
-                      and "approver" in (v.get("expression") or "")
+                      and name in (v.get("expression") or "")
                       for v in spec.get("validations") or [])
     return matched and checks_user
 
 
-def untrusted(policies: list[Obj], bindings: list[Obj]) -> str | None:
-    """Why approvals cannot be trusted with these policies and bindings, or None."""
-    guarding = sorted(p["metadata"]["name"] for p in policies if guards_approvals(p))
+def untrusted(policies: list[Obj], bindings: list[Obj], field: str = APPROVER,
+              scope: Scope | None = None) -> str | None:
+    """Why the name in `field` cannot be trusted with these policies and bindings, or None.
+    With `scope` (the AgentRun at hand), a policy and a binding count only where they apply to
+    it: a selector or an exclusion that leaves its namespace or its labels out, a match
+    condition that could exempt a person, or `failurePolicy: Ignore` makes them not count."""
+    guarding = sorted(p["metadata"]["name"] for p in policies if guards_approvals(p, field))
     if not guarding:
-        return ("no ValidatingAdmissionPolicy binds status.approval.approver to the requesting "
-                f"user, so the approver's name is unchecked: {FIX}")
+        return (f"no ValidatingAdmissionPolicy binds {field} to the requesting user, so the "
+                f"name there is unchecked: {FIX}")
     denying = [b for b in bindings
                if (b.get("spec") or {}).get("policyName") in guarding
                and "Deny" in ((b.get("spec") or {}).get("validationActions") or [])]
     if not denying:
         return (f"ValidatingAdmissionPolicy {', '.join(guarding)} is not bound with "
-                f"validationActions Deny (Warn and Audit refuse nothing): {FIX}")
-    return None
+                f"validationActions Deny (Warn and Audit refuse nothing), so the name in "
+                f"{field} is unchecked: {FIX}")
+    if scope is None:
+        return None
+    by_name = {p["metadata"]["name"]: p for p in policies}
+    gaps = []
+    for binding in denying:
+        policy = by_name[binding["spec"]["policyName"]]
+        gap = (_policy_gap(policy, scope)
+               or _selection_gap((binding.get("spec") or {}).get("matchResources") or {},
+                                 scope))
+        if gap is None:
+            return None
+        gaps.append(f"{binding['metadata']['name']}: {gap}")
+    return (f"no Deny binding of ValidatingAdmissionPolicy {', '.join(guarding)} applies to "
+            f"AgentRuns in namespace {scope.namespace} ({'; '.join(gaps)}), so the name in "
+            f"{field} is unchecked there: {FIX}")
 
 
-def check(kube: KubeApi) -> str | None:
-    """Read the cluster's policies now: None when approvals can be trusted, else why not."""
+def check(kube: KubeApi, field: str = APPROVER, run: Obj | None = None) -> str | None:
+    """Read the cluster's policies now: None when the name in `field` can be trusted (for
+    `run`, the AgentRun at hand, when given), else why not."""
     try:
         policies, bindings = kube.admission_policies()
     except ApiException as exc:
         return (f"the operator cannot read ValidatingAdmissionPolicies ({exc.status} "
                 f"{exc.reason}), so it cannot tell whether approvers are who they say: grant "
                 "it get/list on validatingadmissionpolicies and their bindings (the chart does)")
-    return untrusted(policies, bindings)
+    scope = None if run is None else Scope.of(kube, run)
+    return untrusted(policies, bindings, field, scope)
+
+
+# -- where a policy and its binding apply ----------------------------------------------------
+
+
+@dataclass
+class Scope:
+    """The AgentRun an approval is written to: its namespace, its labels, and its namespace's
+    labels (read only when a selector asks; None when they cannot be read)."""
+
+    namespace: str
+    labels: dict[str, str]
+    namespace_labels: Callable[[], dict[str, str] | None]
+
+    @classmethod
+    def of(cls, kube: KubeApi, run: Obj) -> Scope:
+        metadata = run.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "")
+        read: list[dict[str, str] | None] = []
+
+        def namespace_labels() -> dict[str, str] | None:
+            if not read:
+                read.append(kube.namespace_labels(namespace))
+            return read[0]
+        return cls(namespace, dict(metadata.get("labels") or {}), namespace_labels)
+
+
+_EXEMPTS_A_SERVICE_ACCOUNT = re.compile(
+    r"^\s*request\.userInfo\.username\s*!=\s*(['\"])system:serviceaccount:[^'\"]+\1\s*$")
+
+
+def _policy_gap(policy: Obj, scope: Scope) -> str | None:
+    spec = policy.get("spec") or {}
+    if spec.get("failurePolicy", "Fail") != "Fail":
+        return (f"policy {policy['metadata']['name']} has failurePolicy "
+                f"{spec.get('failurePolicy')}: a request it fails to evaluate passes")
+    for condition in spec.get("matchConditions") or []:
+        if not _EXEMPTS_A_SERVICE_ACCOUNT.match(str(condition.get("expression") or "")):
+            return (f"policy {policy['metadata']['name']} has matchCondition "
+                    f"{condition.get('name')!r}, which could exempt a person (only "
+                    "`request.userInfo.username != 'system:serviceaccount:...'` is understood)")
+    return _selection_gap(spec.get("matchConstraints") or {}, scope, policy_level=True)
+
+
+def _selection_gap(match: Obj, scope: Scope, *, policy_level: bool = False) -> str | None:
+    """Why `match` (a policy's matchConstraints or a binding's matchResources) leaves the
+    AgentRun's status out, or None when it covers it."""
+    where = "matchConstraints" if policy_level else "matchResources"
+    if not policy_level and match.get("resourceRules") and not any(
+            _rule_covers(rule) for rule in match["resourceRules"]):
+        return f"its {where}.resourceRules leave out agentruns/status"
+    if any(_rule_covers(rule) for rule in match.get("excludeResourceRules") or []):
+        return f"its {where}.excludeResourceRules take agentruns/status out"
+    objects = match.get("objectSelector") or {}
+    if not selects(objects, scope.labels):
+        return f"its {where}.objectSelector does not select this AgentRun's labels"
+    namespaces = match.get("namespaceSelector") or {}
+    if namespaces.get("matchLabels") or namespaces.get("matchExpressions"):
+        labels = scope.namespace_labels()
+        if labels is None:
+            return (f"its {where}.namespaceSelector needs namespace {scope.namespace}'s labels, "
+                    "which the operator cannot read (grant it get on namespaces)")
+        if not selects(namespaces, labels):
+            return f"its {where}.namespaceSelector does not select namespace {scope.namespace}"
+    return None
+
+
+def _rule_covers(rule: Obj) -> bool:
+    """Whether a resource rule names UPDATE of agentsaga.io's agentruns/status (an exclusion
+    that names only some AgentRuns, `resourceNames`, counts too: it may name this one)."""
+    return (_covers(rule.get("apiGroups"), GROUP) and _covers(rule.get("operations"), "UPDATE")
+            and any(r in (f"{PLURAL}/status", "*/status", "*/*", f"{PLURAL}/*", "*")
+                    for r in rule.get("resources") or []))
+
+
+def selects(selector: Obj, labels: dict[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels, matchExpressions) against `labels`; an empty
+    selector selects everything."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = expression.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False  # not understood: not taken as selecting
+    return True

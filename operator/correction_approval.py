@@ -30,7 +30,7 @@ def decide(ctx: Context, namespace: str, name: str, step: str, approval: Obj) ->
     run = ctx.kube.get_run(namespace, name)
     if run is None or ctx.saga_log is None:
         return
-    untrusted = approval_trust.check(ctx.kube)
+    untrusted = approval_trust.check(ctx.kube, run=run)
     if untrusted is not None:
         refused: str | None = (f"correction approval by {approval.get('approver')!r} not "
                                f"recorded: {untrusted}")

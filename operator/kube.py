@@ -111,6 +111,14 @@ class KubeApi:
             _preload_content=False)) or {}
         return list(policies.get("items") or []), list(bindings.get("items") or [])
 
+    def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """The namespace's labels; None when it cannot be read (no RBAC, gone)."""
+        try:
+            found = _raw(lambda: self.core.read_namespace(namespace, _preload_content=False))
+        except ApiException:
+            return None
+        return None if found is None else dict((found.get("metadata") or {}).get("labels") or {})
+
     # -- pods and Jobs ---------------------------------------------------------------------
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:

@@ -6,8 +6,10 @@ approval (the approver role; the admission policy binds `settler` to the request
         "reason":"delivery report","stepKey":"<the step's key>"}}}}'
 
 The operator records it in the saga log once (`agentsaga.human_settlement.settle`: the step
-key must be the step's, the step UNKNOWN), marks the entry `Recorded` (or removes it, with a
-`StepsSettled=False` condition saying why), and when nothing waits for a person any more and
+key must be the step's, the step UNKNOWN), and only while the API server binds the settler's
+name to the requesting user, as for an approval (`approval_trust`: the admission policy bound
+with Deny); it marks the entry `Recorded` (or removes it, with a `StepsSettled=False` condition
+saying why), and when nothing waits for a person any more and
 the run's last reconcile or unwind Job stopped for one, starts that Job again. It never talks to
 a real system itself.
 """
@@ -18,7 +20,7 @@ import logging
 from typing import Any
 
 import kopf
-from agentsaga.operator import job_manifests, run_facts, run_jobs
+from agentsaga.operator import approval_trust, job_manifests, run_facts, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj, generation, parse, run_id, stamp, with_condition
@@ -41,6 +43,8 @@ def record(ctx: Context, namespace: str, name: str, step: str, entry: Obj) -> No
     elif not entry.get("stepKey"):
         refused = (f"the settlement of step {step} names no stepKey: copy the step's key from "
                    "`agentsaga log --run RUN` (it guards against settling the wrong step)")
+    elif (why := approval_trust.check(ctx.kube, approval_trust.SETTLER, run)) is not None:
+        refused = f"not recorded: {why}"
     else:
         try:
             human_settlement.settle(

@@ -219,3 +219,34 @@ def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
     theirs = cluster.wait_run(RUN, lambda o: True)  # default's own AgentRun is untouched
     assert theirs["status"]["pivot"]["state"] == "AwaitingApproval"
     assert theirs["status"]["pod"]["namespace"] == "default"
+
+
+def test_no_approval_is_recorded_where_the_deny_binding_does_not_apply(
+        cluster: Cluster) -> None:
+    """The binding is narrowed to namespaces labelled `policed`, which this one is not: there
+    the approver's name goes unchecked, so the operator records no approval, and says which
+    binding leaves the namespace out. Labelled, the namespace is covered again."""
+    plan_hash = staged_run(cluster)
+    binding = "saga-agentsaga-approval"
+    policed = {"namespaceSelector": {"matchLabels": {"policed": "true"}}}
+    cluster.kube.patch(ADMISSION, "validatingadmissionpolicybindings", None, binding,
+                       {"spec": {"matchResources": policed}})
+    approve(cluster, plan_hash)
+    untrusted = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])
+    condition = next(c for c in untrusted["status"]["conditions"]
+                     if c["type"] == "PivotApproved")
+    assert (condition["status"], condition["reason"]) == ("False", "ApprovalUntrusted")
+    assert "applies to AgentRuns in namespace default" in condition["message"]
+    assert untrusted["status"]["pivot"]["state"] == "AwaitingApproval"
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        record = saga_log.require_run(logged(RUN)).pivot
+    assert record is not None and (record.state, record.decision) == (
+        "AwaitingApproval", "")  # nothing recorded
+
+    labelled = cluster.kube.kubectl("label", "namespace", "default", "policed=true")
+    assert labelled.returncode == 0, labelled.stderr
+    approve(cluster, plan_hash)
+    approved = cluster.wait_run(RUN, lambda o: (o["status"].get("pivot") or {}).get("state")
+                                == "Approved")
+    assert approved["status"]["pivot"]["decidedBy"] == "alice"
+

@@ -24,6 +24,7 @@ from sagatest.plugin_tools import kubectl_agentsaga
 
 Obj = dict[str, Any]
 RUN = "sms-3001"
+ADMISSION = "admissionregistration.k8s.io/v1"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 
@@ -86,6 +87,22 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
     assert refused["status"]["awaitingHuman"] == "1"
 
     assert refused["status"]["humanSteps"]["1"]["stepKey"] == key
+
+    # bound in Warn only, the admission policy checks no settler's name: nothing is recorded
+    binding = "saga-agentsaga-approval"
+    cluster.kube.patch(ADMISSION, "validatingadmissionpolicybindings", None, binding,
+                       {"spec": {"validationActions": ["Warn", "Audit"]}})
+    settle(cluster, 1, outcome="NotHappened", settler="alice", reason="not in the SMS log",
+           stepKey=key)
+    warned = cluster.wait_run(RUN, lambda o: "not bound with validationActions Deny" in (
+        (condition(o, "StepsSettled") or {}).get("message") or ""))
+    assert "status.settlements[*].settler" in (condition(warned, "StepsSettled") or {})["message"]
+    assert "1" not in (warned["status"].get("settlements") or {})  # consumed, not recorded
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        unsettled = saga_log.step(logged(RUN), 1)
+    assert unsettled is not None and unsettled.status == "UNKNOWN"
+    cluster.kube.patch(ADMISSION, "validatingadmissionpolicybindings", None, binding,
+                       {"spec": {"validationActions": ["Deny"]}})
     settled = kubectl_agentsaga(cluster.kube, "settle", RUN, "1", "--not-happened", "--reason",
                                 "not in the SMS log")
     assert settled.returncode == 0, settled.stderr
