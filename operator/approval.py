@@ -87,6 +87,12 @@ def decide(ctx: Context, namespace: str, name: str) -> None:
             return None  # a newer approval arrived: its own event decides it
         if refused is not None:
             reason, message = refused
+            decided = (status.get("pivot") or {}).get("decision")
+            if decided and reason == "StaleApproval":
+                # the plan was decided already (an approval sent twice, a late rejection):
+                # consumed, and the decision's conditions stand
+                return {"approval": None, "observedGeneration": generation(current),
+                        "message": f"{message}; it stays {decided}"}
             return {"approval": None, "observedGeneration": generation(current),
                     "conditions": with_condition(current, "PivotApproved", False, reason,
                                                  message)}

@@ -88,6 +88,20 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
     assert record is not None and (record.state, record.decided_by) == ("Approved", "alice")
     assert cluster.jobs() == []
 
+    # the same approval sent again, then a late rejection: consumed, and the plan stays approved
+    for decision in ("Approved", "Rejected"):
+        approve(cluster, plan_hash, decision)
+        after = cluster.wait_run(RUN, lambda o: "approval" not in o["status"]
+                                 and "it stays Approved" in o["status"].get("message", ""))
+        approved_now = next(c for c in after["status"]["conditions"]
+                            if c["type"] == "PivotApproved")
+        assert (approved_now["status"], approved_now["reason"]) == ("True", "Approved")
+        assert after["status"]["pivot"]["state"] == "Approved"
+    waited = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved",
+                                  "--timeout=15s")
+    assert waited.returncode == 0, waited.stderr
+    assert cluster.jobs() == []  # a late rejection unwinds nothing
+
 
 def test_no_approval_is_recorded_while_the_api_server_does_not_check_approvers(
         cluster: Cluster) -> None:
