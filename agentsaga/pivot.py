@@ -23,6 +23,7 @@ from agentsaga.errors import InvalidArguments, PivotError, RunEnded
 from agentsaga.registry import JSON, Registry, ToolSpec
 from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog, Step
+from agentsaga.tool_schema import CALL_AGAIN, check_arguments
 
 Policy = Literal["refuse", "count"]
 
@@ -126,8 +127,9 @@ def staged_steps(steps: list[Step]) -> list[JSON]:
 
 
 def commit_steps(plan: list[JSON], registry: Registry, key: str) -> list[JSON]:
-    """Validate the commit plan against the registry: known, side-effecting tools, object args;
-    each step's arguments digested under the run's `key`."""
+    """Validate the commit plan against the registry: known, side-effecting tools, arguments
+    the tool takes (typed, as its call will be checked); each step's arguments digested under
+    the run's `key`."""
     checked: list[JSON] = []
     for index, item in enumerate(plan):
         tool, args = item.get("tool"), item.get("args", {})
@@ -138,6 +140,12 @@ def commit_steps(plan: list[JSON], registry: Registry, key: str) -> list[JSON]:
         spec = registry.get(tool)
         if spec.cls == "pure":
             raise InvalidArguments(f"commit step {index}: {tool} is pure and needs no approval")
+        try:  # typed as the call will be (R2): an approved step that cannot run helps nobody
+            check_arguments(spec, args)
+        except InvalidArguments as exc:
+            raise InvalidArguments(
+                f"commit step {index}: {str(exc).removesuffix(CALL_AGAIN)} Nothing was staged; "
+                "reach the pivot again with corrected arguments.") from None
         checked.append({"tool": tool, "args": args, "argsDigest": args_digest(args, key),
                         "class": spec.cls, "audience": spec.audience(args)})
     return checked

@@ -27,7 +27,9 @@ from agentsaga.errors import InvalidArguments
 from agentsaga.redact import clip, redact_value
 from agentsaga.registry import JSON, ToolSpec
 
-__all__ = ["HARNESS_ARGUMENT", "check_arguments", "describe", "input_schema"]
+__all__ = ["CALL_AGAIN", "HARNESS_ARGUMENT", "check_arguments", "describe", "input_schema"]
+
+CALL_AGAIN = " Nothing was called; call it again with corrected arguments."
 
 
 def input_schema(spec: ToolSpec) -> JSON:
@@ -55,8 +57,7 @@ def check_arguments(spec: ToolSpec, args: JSON) -> None:
         properties = signature_schema(spec.fn, spec.cls == "pure").get("properties") or {}
         problems = [_problem(error, properties) for error in exc.errors()]
         raise InvalidArguments(f"tool {spec.name!r}: " + "; ".join(problems)
-                               + ". Nothing was called; call it again with corrected "
-                                 "arguments.") from None
+                               + "." + CALL_AGAIN) from None
 
 
 def _problem(error: Any, properties: JSON) -> str:

@@ -138,24 +138,36 @@ def test_the_plan_shown_to_the_approver_is_bounded_in_size(service: SagaService)
         "reason": "too long"}
 
 
-def test_a_failed_step_and_a_step_without_arguments_are_staged_as_they_are(
+def test_a_failed_step_is_staged_as_it_is_and_commit_steps_are_typed_as_their_calls(
         service: SagaService, ledger: str) -> None:
-    """A step that made no effect shows an empty externalRef; a commit step given no `args` is
-    staged with none (its call is admitted only with none); the run's digest key is 32 random
-    bytes, base64url."""
+    """A step that made no effect shows an empty externalRef; a commit step whose arguments its
+    call would refuse (none given, a wrong type, the harness's key) is refused at staging, so an
+    approved plan never holds a step that cannot run; the run's digest key is 32 random bytes,
+    base64url."""
     service.begin_run(RUN)
     add_fault(ledger, "create_ticket", "reject")
     assert service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"}).outcome == (
         "FAILED")
     receipt = {"customer_id": "c", "amount": 5, "receipt": True}
-    record = service.reach_pivot(RUN, [{"tool": "create_draft"},
+    for step, says in (({"tool": "create_draft"}, "argument 'body' is missing"),
+                       ({"tool": "send_email", "args": {"to": 5, "body": "b"}},
+                        "argument 'to' must be a string"),
+                       ({"tool": "capture_charge",
+                         "args": {"charge_ref": "C-1", "idempotency_key": "mine"}},
+                        "idempotency_key is set by the harness")):
+        with pytest.raises(InvalidArguments) as refused:
+            service.reach_pivot(RUN, [{"tool": "charge_card", "args": receipt}, step])
+        assert str(refused.value).startswith("commit step 1: ")
+        assert says in str(refused.value) and "Nothing was staged" in str(refused.value)
+        assert service.saga_log.require_run(RUN).pivot is None
+    record = service.reach_pivot(RUN, [{"tool": "create_draft", "args": {"body": "b"}},
                                        {"tool": "charge_card", "args": receipt}])
     assert record.staged == [{"step": 0, "tool": "create_ticket", "class": "compensatable",
                               "status": "FAILED", "audience": ["support_team"],
                               "externalRef": ""}]
-    assert record.commit == [{"tool": "create_draft", "args": {}, "class": "reversible",
-                              "audience": ["agent"],
-                              "argsDigest": args_digest({}, record.digest_key)},
+    assert record.commit == [{"tool": "create_draft", "args": {"body": "b"},
+                              "class": "reversible", "audience": ["agent"],
+                              "argsDigest": args_digest({"body": "b"}, record.digest_key)},
                              {"tool": "charge_card", "args": receipt, "class": "compensatable",
                               "audience": ["customer"],  # R9: from the step's own arguments
                               "argsDigest": args_digest(receipt, record.digest_key)}]
