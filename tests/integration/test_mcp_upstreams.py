@@ -15,6 +15,7 @@ from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 import sagatest
 from agentsaga.connectors.mcp import declarations
 from agentsaga.connectors.mcp.registration import register_upstreams
+from agentsaga.errors import CompensationUnavailable
 from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
@@ -76,4 +77,33 @@ def test_an_http_upstream_gets_the_key_in_the_idempotency_key_header(
     finally:
         serving.stop()
 
+
+def test_a_compensation_that_could_not_be_filled_in_at_unwind_refuses_the_call(
+        tmp_path: Path, saga_log: SagaLog) -> None:
+    """A value that reads the forward result and an argument the call was not given: found
+    missing only at unwind time, it would leave the effect uncompensated for good. The call is
+    refused before anything is written or sent (R6); given the argument, it goes through, its
+    compensation stored to be filled in at unwind time."""
+    app = build().streamable_http_app(streamable_http_path=PATH, json_response=True)
+    serving = serve_app(app, "127.0.0.1", 0)
+    try:
+        path = tmp_path / "upstreams.yaml"
+        path.write_text(UPSTREAMS.format(transport=f'url: "{serving.url}"',
+                                         key="{header: Idempotency-Key}").replace(
+            "(was {args.name})", "(was {args.name}, tag {args.tag})"))
+        registry = register_upstreams(Registry(), declarations.load(path))[0]
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+        service.begin_run("comp-run")
+        with pytest.raises(CompensationUnavailable) as refused:
+            service.dispatch("comp-run", "create_thing", {"name": "x"})
+        assert "{args.tag} has no value here" in str(refused.value)
+        assert saga_log.steps("comp-run") == [] and _state(registry)["things"] == []
+        out = service.dispatch("comp-run", "create_thing", {"name": "x", "tag": "t"})
+        assert out.outcome == "CONFIRMED"
+        [step] = saga_log.steps("comp-run")
+        assert step.compensation is not None
+        assert step.compensation["args"]["name_was"]["$deferred"] == (
+            "{result.name} (was {args.name}, tag {args.tag})")
+    finally:
+        serving.stop()
 

@@ -8,7 +8,9 @@ and compensation from its declaration, and goes into the same Registry as Python
 A compensation is built before the call (R6) from what is known then (`args`, `key`); a lone
 `{ref}` becomes `ref(key)`, which unwind resolves to the step's external id; other values that
 read `ref` or `result` are filled in when the compensation runs, from the forward step's
-effect found again by its declared lookup (R7).
+effect found again by its declared lookup (R7), and what they read of the call itself is
+checked before it, like the rest: a compensation that could not be filled in then is refused
+now.
 """
 
 from __future__ import annotations
@@ -167,6 +169,10 @@ class UpstreamTool:
                 if value.strip() in ("{ref}", "{{ ref }}", "{{ref}}"):
                     return ref(key)
                 if names & {"ref", "result"}:
+                    # what it reads of this call (its arguments, its key) must be there now:
+                    # found missing at unwind time, it would leave the effect uncompensated
+                    templates.render_text(value, {**now, "ref": templates.LATER,
+                                                  "result": templates.LATER})
                     return {DEFERRED: value, "of": {"tool": self.name, "key": key,
                                                     "args": args}}
                 return templates.render_text(value, now)

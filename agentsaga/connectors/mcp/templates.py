@@ -29,6 +29,24 @@ class TemplateError(ValueError):
     """A template that cannot be parsed or filled in."""
 
 
+class _Later:
+    """A value known only later (a compensation's `ref` and `result`, before the forward call
+    has happened): any part of it reads as itself, and it renders as nothing. Filling a
+    template with it checks every other part now."""
+
+    def __getattr__(self, name: str) -> _Later:
+        return self
+
+    def __getitem__(self, key: object) -> _Later:
+        return self
+
+    def __str__(self) -> str:
+        return ""
+
+
+LATER = _Later()
+
+
 def is_jinja(text: str) -> bool:
     return "{{" in text or "{%" in text
 
@@ -60,6 +78,8 @@ def check_template(value: Any) -> None:
 def _dig(context: Mapping[str, Any], path: str) -> Any:
     value: Any = context
     for part in path.split("."):
+        if isinstance(value, _Later):
+            return value
         if isinstance(value, Mapping) and part in value:
             value = value[part]
         elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
