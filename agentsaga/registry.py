@@ -97,6 +97,9 @@ LookupFn: TypeAlias = Callable[[str], "Effect | JSON | None"]
 LookupManyFn: TypeAlias = Callable[[Sequence[str]], "Mapping[str, Effect | JSON]"]
 LookupStepsFn: TypeAlias = Callable[[Sequence[LookupContext]], "Mapping[str, Effect | JSON]"]
 CompensateFn: TypeAlias = Callable[[JSON, str], "Compensation | None"]
+ArgumentsCheck: TypeAlias = Callable[[JSON], None]
+"""A check of a tool's arguments together (a constraint between them), after their types:
+raises ValueError saying what is wrong and what it must be."""
 AudienceSpec: TypeAlias = "Sequence[str] | Callable[[JSON], Iterable[str]]"
 
 
@@ -118,6 +121,8 @@ class ToolSpec:
     """R7: its time contract (the connector's defaults, overridden by configuration)."""
     lookup_steps: LookupStepsFn | None = None
     """R7: the lookup reconcile prefers, given each step's `LookupContext` (keyed by key)."""
+    check: ArgumentsCheck | None = None
+    """R2: the arguments checked together before the intent (after their types)."""
 
     @property
     def logged(self) -> bool:
@@ -215,6 +220,7 @@ class Registry:
         commit_step: bool = False,
         timing: TimeContract = DEFAULT_TIMING,
         lookup_steps: LookupStepsFn | None = None,
+        check: ArgumentsCheck | None = None,
     ) -> ToolSpec:
         """Register `fn` as a tool; every R1 violation raises `RegistrationError` naming it."""
         tool_name = name or getattr(fn, "__name__", None)
@@ -280,6 +286,7 @@ class Registry:
             commit_step=commit_step,
             timing=timing,
             lookup_steps=lookup_steps,
+            check=check,
         )
         self._tools[tool_name] = spec
         return spec
@@ -290,7 +297,8 @@ class Registry:
              lookup: LookupFn | NoLookup | None = None,
              lookup_many: LookupManyFn | None = None, description: str | None = None,
              commit_step: bool = False, timing: TimeContract = DEFAULT_TIMING,
-             lookup_steps: LookupStepsFn | None = None) -> F: ...
+             lookup_steps: LookupStepsFn | None = None,
+             check: ArgumentsCheck | None = None) -> F: ...
 
     @overload
     def tool(self, fn: None = None, *, cls: str | None = None, name: str | None = None,
@@ -298,7 +306,8 @@ class Registry:
              lookup: LookupFn | NoLookup | None = None,
              lookup_many: LookupManyFn | None = None, description: str | None = None,
              commit_step: bool = False, timing: TimeContract = DEFAULT_TIMING,
-             lookup_steps: LookupStepsFn | None = None) -> Callable[[F], F]: ...
+             lookup_steps: LookupStepsFn | None = None,
+             check: ArgumentsCheck | None = None) -> Callable[[F], F]: ...
 
     def tool(
         self,
@@ -314,6 +323,7 @@ class Registry:
         commit_step: bool = False,
         timing: TimeContract = DEFAULT_TIMING,
         lookup_steps: LookupStepsFn | None = None,
+        check: ArgumentsCheck | None = None,
     ) -> F | Callable[[F], F]:
         """Decorator form of `register`: `@registry.tool(cls="compensatable", ...)`, or
         `registry.tool(fn, cls=...)`; returns the function unchanged."""
@@ -331,6 +341,7 @@ class Registry:
                 commit_step=commit_step,
                 timing=timing,
                 lookup_steps=lookup_steps,
+                check=check,
             )
             return f
 

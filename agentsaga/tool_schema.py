@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from agentsaga.argument_types import HARNESS_ARGUMENT, arguments_adapter, signature_schema
 from agentsaga.errors import InvalidArguments
-from agentsaga.redact import clip, redact_value
+from agentsaga.redact import clip, redact_text, redact_value
 from agentsaga.registry import JSON, ToolSpec
 
 __all__ = ["CALL_AGAIN", "HARNESS_ARGUMENT", "check_arguments", "describe", "input_schema"]
@@ -49,15 +49,21 @@ def check_arguments(spec: ToolSpec, args: JSON) -> None:
     if isinstance(getattr(spec.fn, "input_schema", None), dict):
         return  # checked by the server that declared it
     adapter = arguments_adapter(spec.fn, spec.cls == "pure")
-    if adapter is None:
-        return
-    try:
-        adapter.validate_json(json.dumps(args), strict=True)
-    except ValidationError as exc:
-        properties = signature_schema(spec.fn, spec.cls == "pure").get("properties") or {}
-        problems = [_problem(error, properties) for error in exc.errors()]
-        raise InvalidArguments(f"tool {spec.name!r}: " + "; ".join(problems)
-                               + "." + CALL_AGAIN) from None
+    if adapter is not None:
+        try:
+            adapter.validate_json(json.dumps(args), strict=True)
+        except ValidationError as exc:
+            properties = signature_schema(spec.fn, spec.cls == "pure").get("properties") or {}
+            problems = [_problem(error, properties) for error in exc.errors()]
+            raise InvalidArguments(f"tool {spec.name!r}: " + "; ".join(problems)
+                                   + "." + CALL_AGAIN) from None
+    if spec.check is not None:  # the arguments together, once each is of its type
+        try:
+            spec.check(args)
+        except ValueError as exc:
+            # masked: the message reaches the agent, and may reach a log or a span
+            said = redact_text(str(exc))
+            raise InvalidArguments(f"tool {spec.name!r}: {said}." + CALL_AGAIN) from None
 
 
 def _problem(error: Any, properties: JSON) -> str:

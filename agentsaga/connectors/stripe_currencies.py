@@ -11,7 +11,8 @@ rates and checks only that the amount is positive (docs/contracts.md).
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 
@@ -66,8 +67,19 @@ Currency = Annotated[str, AfterValidator(supported), WithJsonSchema({
     "description": "a currency Stripe supports, lowercase ISO 4217 (usd, eur, gbp, ...)"})]
 """A charge's currency: one of Stripe's supported presentment currencies, lowercase."""
 
+def at_least_the_minimum(args: Mapping[str, Any]) -> None:
+    """A charge's `amount` against the minimum of its `currency` (usd when none is given):
+    below it Stripe refuses the charge, so it is refused before the intent, with the minimum."""
+    amount, currency = args.get("amount"), args.get("currency", "usd")
+    minimum = MINIMUM.get(str(currency))
+    if isinstance(amount, int) and minimum is not None and amount < minimum:
+        raise ValueError(
+            f"argument 'amount' must be at least {minimum} for {currency} "
+            f"({display(minimum, str(currency))}, Stripe's minimum charge), got {amount}")
+
+
 Amount = Annotated[int, Field(ge=1, le=MAXIMUM, description=(
     "in the currency's smallest unit (cents for usd, yen for jpy), at least Stripe's minimum "
     "for the currency (usd 50)"))]
 """A charge's amount: an integer of the currency's smallest unit; below the currency's minimum
-Stripe itself answers 400 (nothing happens: FAILED)."""
+(`at_least_the_minimum`, checked with the currency) the charge is refused before the intent."""

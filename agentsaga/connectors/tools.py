@@ -31,7 +31,7 @@ from agentsaga.connectors.config import ConnectorConfig
 from agentsaga.connectors.email import EmailConnector
 from agentsaga.connectors.jira import JiraTickets
 from agentsaga.connectors.stripe import StripeConnector
-from agentsaga.connectors.stripe_currencies import Amount, Currency
+from agentsaga.connectors.stripe_currencies import Amount, Currency, at_least_the_minimum
 from agentsaga.connectors.warehouse import WarehouseConnector
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import Rejected
@@ -215,7 +215,8 @@ def register_stripe(registry: Registry, stripe: StripeConnector) -> None:
 
     registry.register(charge_card, cls="compensatable", audience=payer, compensate=undo_charge,
                       lookup=stripe.find, lookup_many=stripe.find_many,
-                      lookup_steps=stripe.find_charges, timing=timing)
+                      lookup_steps=stripe.find_charges, timing=timing,
+                      check=at_least_the_minimum)
     registry.register(capture_payment, cls="compensatable", audience=payer,
                       compensate=lambda a, k: Compensation(
                           "cancel_or_refund_payment", {"payment": str(a["payment_intent"])}),

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import grpc
 import pytest
 import stripe
 
 from agentsaga import pivot
-from agentsaga.client import SagaClient, ToolFailed
+from agentsaga.client import Refused, SagaClient, ToolFailed
 from agentsaga.demo.world import connector_env
 from agentsaga.store import SagaLog
 from agentsaga.world import World
@@ -36,21 +37,38 @@ def failed_rows(log: SagaLog, run_id: str) -> list[tuple[str, str]]:
     return [(s.tool, s.status) for s in log.steps(run_id) if s.status == "FAILED"]
 
 
-@pytest.mark.parametrize(("args", "reason"), [
-    # a currency Stripe does not take never gets this far (test_typed_arguments.py)
-    ({"currency": "huf"},
-     "(code amount_too_small, param amount): Amount must be at least 175.00 huf"),
-    ({"amount": 30}, "(code amount_too_small, param amount): Amount must be at least $0.50 usd"),
+@pytest.mark.parametrize(("args", "minimum"), [
+    # a currency Stripe does not take never gets this far either (test_typed_arguments.py)
+    ({"currency": "huf"}, "at least 17500 for huf (175.00 huf, Stripe's minimum charge), got 500"),
+    ({"amount": 30}, "at least 50 for usd ($0.50 usd, Stripe's minimum charge), got 30"),
+    ({"amount": 49, "currency": "jpy"}, "at least 50 for jpy (¥50 jpy, Stripe's minimum charge)"),
 ])
-def test_a_charge_stripe_refuses_is_failed_with_the_reason(
+def test_a_charge_below_stripes_minimum_is_refused_before_the_intent(
         world: World, agent: SagaClient, saga_log: SagaLog, args: dict[str, object],
-        reason: str) -> None:
+        minimum: str) -> None:
+    """Stripe would refuse it (amount_too_small): it is refused before anything is written or
+    sent, naming the minimum of the currency."""
+    agent.begin_run("r1")
+    with pytest.raises(Refused) as caught:
+        agent.dispatch("r1", "charge_card", {"customer_id": "cus_1", "amount": 500, **args})
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"tool 'charge_card': argument 'amount' must be {minimum}" in caught.value.details()
+    assert saga_log.steps("r1") == []
+    assert world.truth()["payment_intents"] == []
+    assert world.truth()["calls"].get("POST /v1/payment_intents", 0) == 0
+
+
+def test_a_charge_stripe_refuses_is_failed_with_the_reason(
+        world: World, agent: SagaClient, saga_log: SagaLog) -> None:
+    """A declined card: Stripe answers 402, nothing is authorised, the agent reads why."""
     agent.begin_run("r1")
     with pytest.raises(ToolFailed) as caught:
-        agent.dispatch("r1", "charge_card", {"customer_id": "cus_1", "amount": 500, **args})
-    assert reason in str(caught.value)
+        agent.dispatch("r1", "charge_card", {"customer_id": "cus_1", "amount": 500,
+                                             "payment_method": "pm_card_chargeDeclined"})
+    assert "card_declined" in str(caught.value) and "Your card was declined" in str(caught.value)
     assert failed_rows(saga_log, "r1") == [("charge_card", "FAILED")]
-    assert world.truth()["payment_intents"] == []
+    assert [pi["status"] for pi in world.truth()["payment_intents"]] == [
+        "requires_payment_method"]  # nothing authorised
 
 
 def test_capture_of_a_canceled_hold_and_an_over_refund_are_failed_with_the_reason(

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from agentsaga import NO_LOOKUP, Compensation, RegistrationError, Registry
-from agentsaga.errors import CompensationUnavailable, UnknownTool
+from agentsaga.errors import CompensationUnavailable, InvalidArguments, UnknownTool
 from agentsaga.keys import run_id_problem
+from agentsaga.tool_schema import check_arguments
 
 
 def effect(idempotency_key: str, **args: Any) -> dict[str, Any]:
@@ -76,6 +77,29 @@ def test_a_tool_declaring_its_own_schema_is_not_derived() -> None:
 
     upstream.input_schema = {"type": "object"}  # type: ignore[attr-defined]
     Registry().register(upstream, cls="irreversible", lookup=NO_LOOKUP)
+
+
+def test_a_tools_check_of_its_arguments_together_refuses_before_the_intent() -> None:
+    """`check=`: a constraint between arguments, after their types; what it says reaches the
+    agent masked, naming the tool."""
+    def refund(order_id: str, card: str, idempotency_key: str) -> None:
+        return None
+
+    def same_card(args: dict[str, Any]) -> None:
+        if not str(args["order_id"]).startswith("O-"):
+            raise ValueError(f"order {args['order_id']!r} was not paid with {args['card']}")
+
+    registry = Registry()
+    registry.register(refund, cls="irreversible", lookup=NO_LOOKUP, check=same_card)
+    spec = registry.get("refund")
+    check_arguments(spec, {"order_id": "O-1", "card": "4242424242424242"})
+    with pytest.raises(InvalidArguments) as refused:
+        check_arguments(spec, {"order_id": "X-1", "card": "4242424242424242"})
+    said = str(refused.value)
+    assert said.startswith("tool 'refund': order 'X-1' was not paid with [card ****4242].")
+    assert "Nothing was called" in said
+    with pytest.raises(InvalidArguments, match="argument 'card' must be a string"):
+        check_arguments(spec, {"order_id": "X-1", "card": 4})  # the types first
 
 
 def test_two_different_tools_cannot_share_a_name() -> None:
