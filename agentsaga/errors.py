@@ -131,6 +131,10 @@ class DecisionError(SagaError):
     hash, a decision already taken, no approver. Nothing was recorded."""
 
 
+class RunUnsettled(SagaError):
+    """A run asked to end as Succeeded while a step's outcome is unknown; nothing changed."""
+
+
 class PivotError(DecisionError):
     """A pivot request (stage, approve, reject) that cannot be honoured: a stale plan hash, a
     run not awaiting approval, an unresolved step. Nothing was recorded."""

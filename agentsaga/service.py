@@ -37,9 +37,16 @@ from agentsaga.calls import (
     ToolInfo,
 )
 from agentsaga.dispatch import Dispatcher, RunPolicy
-from agentsaga.errors import PermissionDenied, PivotError, RateLimited, RunEnded, RunNotFound
+from agentsaga.errors import (
+    PermissionDenied,
+    PivotError,
+    RateLimited,
+    RunEnded,
+    RunNotFound,
+    RunUnsettled,
+)
 from agentsaga.rate_limit import RunRateLimiter
-from agentsaga.reconcile import Reconciler
+from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import JSON, Registry
 from agentsaga.requests import end_state, log_run_id, parse_args, parse_plan
 from agentsaga.settings import Settings
@@ -169,8 +176,28 @@ class SagaService:
                     f"run {run_id!r} requires a pivot (spec.pivot.required) and has no "
                     "approved plan; it cannot succeed without one. Stage the plan with "
                     "ReachPivot, or end the run as Failed.")
+            if call.state == RunState.SUCCEEDED:
+                self._check_all_settled(run_id)
             self.saga_log.set_run_state(run_id, epoch, call.state, end=True)
             return self.saga_log.require_run(run_id)
+
+    def _check_all_settled(self, run_id: str) -> None:
+        """A run succeeds only when every step's outcome is known (R5, R7): ended Succeeded
+        over an unknown one, nobody would ever settle it, though it may not have happened."""
+        unsettled = [s for s in self.saga_log.steps(run_id) if not s.settled]
+        if not unsettled:
+            return
+        step = unsettled[-1]
+        waiting = {w.step_idx for w in self.saga_log.settlements(run_id, waiting_only=True)}
+        if step.step_idx in waiting:
+            then = (f"only a person can settle it ({settle_command(run_id, step.step_idx)}); "
+                    "end the run once they have, or end it as Failed")
+        else:
+            then = (f"call {step.tool} again to settle it, or end the run as Failed (its unwind "
+                    "settles it)")
+        raise RunUnsettled(
+            f"run {run_id!r} cannot succeed: step {step.step_idx} ({step.tool}) has an unknown "
+            f"outcome; {then}. Nothing was changed.")
 
     # -- ownership (R12) -------------------------------------------------------------------
 

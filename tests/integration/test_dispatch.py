@@ -26,6 +26,7 @@ from agentsaga.errors import (
     LogUnavailable,
     PivotError,
     RunEnded,
+    RunUnsettled,
 )
 from agentsaga.human_settlement import settle
 from agentsaga.service import SagaService
@@ -1037,3 +1038,36 @@ def test_the_intent_waits_for_the_wal_flush_and_the_outcome_need_not(
     with psycopg.connect(ledger) as conn:
         assert conn.execute("SELECT op, mode FROM commit_modes").fetchall() == [
             ("INSERT", "on"), ("UPDATE", "off")]
+
+
+def test_a_run_cannot_succeed_while_a_step_is_unknown(dispatcher: SagaService,
+                                                     ledger: str) -> None:
+    """Ended Succeeded over an unknown step, nobody would ever settle it (R5, R7): refused,
+    saying what to do, and nothing changes; as Failed, its unwind settles it."""
+    dispatcher.begin_run("r-end")
+    add_fault(ledger, "create_ticket", "unknown_after_commit")
+    unknown = dispatcher.dispatch("r-end", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert unknown.outcome == "UNKNOWN"
+    with pytest.raises(RunUnsettled) as refused:
+        dispatcher.end_run("r-end", "Succeeded")
+    assert str(refused.value) == (
+        "run 'r-end' cannot succeed: step 0 (create_ticket) has an unknown outcome; call "
+        "create_ticket again to settle it, or end the run as Failed (its unwind settles it). "
+        "Nothing was changed.")
+    assert dispatcher.saga_log.require_run("r-end").state == RunState.RUNNING
+    settled = dispatcher.dispatch("r-end", "create_ticket", {"summary": "a", "order_id": "1"})
+    assert settled.outcome == "CONFIRMED"
+    assert dispatcher.end_run("r-end", "Succeeded").state == RunState.SUCCEEDED
+
+
+def test_a_run_waiting_for_a_person_says_so_when_asked_to_succeed(dispatcher: SagaService,
+                                                                  ledger: str) -> None:
+    dispatcher.begin_run("r-human")
+    dispatcher.saga_log.set_policy("r-human", {"irreversibleBeforePivot": "count"})
+    add_fault(ledger, "send_email", "unknown_after_commit")
+    out = dispatcher.dispatch("r-human", "send_email", {"to": "a@example.com", "body": "b"})
+    assert out.outcome == "NEEDS_HUMAN"
+    with pytest.raises(RunUnsettled, match=r"only a person can settle it \(agentsaga settle "
+                                           r"--run r-human --step 0"):
+        dispatcher.end_run("r-human", "Succeeded")
+    assert dispatcher.end_run("r-human", "Failed").state == RunState.FAILED
