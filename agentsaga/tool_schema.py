@@ -11,8 +11,8 @@ by pydantic from the signature's type hints, offered by every front end (gRPC Li
 Strict, in JSON mode: the arguments arrived as JSON, so a string is never read as a number and
 1999.5 is never cut to 1999, while what JSON has no type for (an enum, a date) is read from its
 JSON form. A tool that declares its schema (an upstream MCP tool carries the one its server
-listed) is offered with it and checked by its own server; an argument without a type hint
-takes any JSON value.
+listed) is offered with it and checked against it the same way, by the `jsonschema` library;
+an argument without a type hint takes any JSON value.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
 from pydantic import ValidationError
 
 from agentsaga.argument_types import HARNESS_ARGUMENT, arguments_adapter, signature_schema
@@ -46,8 +47,13 @@ def check_arguments(spec: ToolSpec, args: JSON) -> None:
     if HARNESS_ARGUMENT in args and spec.cls != "pure":
         raise InvalidArguments(f"{HARNESS_ARGUMENT} is set by the harness, never by the agent "
                                "(R3)")
-    if isinstance(getattr(spec.fn, "input_schema", None), dict):
-        return  # checked by the server that declared it
+    declared = getattr(spec.fn, "input_schema", None)
+    if isinstance(declared, dict):  # an upstream MCP tool: the schema its server listed
+        problems = declared_problems(declared, args)
+        if problems:
+            raise InvalidArguments(f"tool {spec.name!r}: " + "; ".join(problems)
+                                   + "." + CALL_AGAIN)
+        return
     adapter = arguments_adapter(spec.fn, spec.cls == "pure")
     if adapter is not None:
         try:
@@ -64,6 +70,23 @@ def check_arguments(spec: ToolSpec, args: JSON) -> None:
             # masked: the message reaches the agent, and may reach a log or a span
             said = redact_text(str(exc))
             raise InvalidArguments(f"tool {spec.name!r}: {said}." + CALL_AGAIN) from None
+
+
+def declared_problems(schema: JSON, args: JSON) -> list[str]:
+    """What `args` break of a schema a tool's server declared (JSON Schema, validated by the
+    `jsonschema` library, the dialect its `$schema` names); none when the schema itself cannot
+    be read (its server then checks alone)."""
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
+    except jsonschema.SchemaError:
+        return []
+    problems = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.path) or "(arguments)"
+        # masked before it is cut: the message quotes the value, and reaches the agent
+        problems.append(f"argument {where!r}: {clip(redact_text(error.message), 120)}")
+    return problems
 
 
 def _problem(error: Any, properties: JSON) -> str:

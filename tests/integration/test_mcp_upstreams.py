@@ -15,7 +15,7 @@ from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 import sagatest
 from agentsaga.connectors.mcp import declarations
 from agentsaga.connectors.mcp.registration import register_upstreams
-from agentsaga.errors import CompensationUnavailable
+from agentsaga.errors import CompensationUnavailable, InvalidArguments
 from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
@@ -107,3 +107,29 @@ def test_a_compensation_that_could_not_be_filled_in_at_unwind_refuses_the_call(
     finally:
         serving.stop()
 
+
+
+def test_an_upstream_tools_arguments_are_checked_against_its_listed_schema_before_the_intent(
+        tmp_path: Path, saga_log: SagaLog) -> None:
+    """R2 for a tool whose schema its server lists: a mistyped or missing argument is refused
+    naming it, before anything is written or sent; the value quoted is masked."""
+    app = build().streamable_http_app(streamable_http_path=PATH, json_response=True)
+    serving = serve_app(app, "127.0.0.1", 0)
+    try:
+        registry = _registry(tmp_path, f'url: "{serving.url}"', "{header: Idempotency-Key}")
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+        service.begin_run("schema-run")
+        for args, says in (({"name": 5}, "argument 'name': 5 is not of type 'string'"),
+                           ({"tag": "t"}, "argument '(arguments)': 'name' is a required"),
+                           ({"name": "x", "tag": 4242424242424242},
+                            "argument 'tag': [card ****4242] is not of type 'string'")):
+            with pytest.raises(InvalidArguments) as refused:
+                service.dispatch("schema-run", "create_thing", args)
+            assert str(refused.value).startswith("tool 'create_thing': ")
+            assert says in str(refused.value)
+            assert "4242424242424242" not in str(refused.value)
+        assert saga_log.steps("schema-run") == [] and _state(registry)["things"] == []
+        assert service.dispatch("schema-run", "create_thing", {"name": "x"}).outcome == (
+            "CONFIRMED")
+    finally:
+        serving.stop()
