@@ -4,6 +4,7 @@ call's result, found again by the declared lookup."""
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,12 @@ from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 import sagatest
 from agentsaga.connectors.mcp import declarations
 from agentsaga.connectors.mcp.registration import register_upstreams
-from agentsaga.errors import CompensationUnavailable, InvalidArguments
+from agentsaga.errors import (
+    CompensationUnavailable,
+    ConfigurationError,
+    InvalidArguments,
+    Rejected,
+)
 from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
@@ -133,3 +139,27 @@ def test_an_upstream_tools_arguments_are_checked_against_its_listed_schema_befor
             "CONFIRMED")
     finally:
         serving.stop()
+
+
+def test_an_upstream_that_cannot_be_reached_says_why_and_a_call_to_it_sent_nothing(
+        tmp_path: Path) -> None:
+    """Nothing listens: registering says which upstream and the connection's own error (not a
+    task group's), and a call is Rejected (nothing went out: FAILED, not UNKNOWN)."""
+    from agentsaga.connectors.mcp.upstream import Upstream
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = tmp_path / "upstreams.yaml"
+    path.write_text(UPSTREAMS.format(transport=f'url: "http://127.0.0.1:{port}/mcp"',
+                                     key="{header: Idempotency-Key}"))
+    doc = declarations.load(path)
+    with pytest.raises(ConfigurationError) as refused:
+        register_upstreams(Registry(), doc)
+    said = str(refused.value)
+    assert said.startswith(f"cannot connect to the MCP upstream 'things' at "
+                           f"http://127.0.0.1:{port}/mcp: ConnectError: ")
+    assert "ExceptionGroup" not in said and "TaskGroup" not in said
+    with pytest.raises(Rejected, match="nothing was sent, call again once it is back"):
+        Upstream("things", doc.upstreams["things"]).call("create_thing", {"name": "x"},
+                                                         timeout=5)

@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from agentsaga.connectors.mcp.declarations import UpstreamDeclaration
-from agentsaga.errors import ConfigurationError, OutcomeUnknown
+from agentsaga.errors import ConfigurationError, OutcomeUnknown, Rejected
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -91,14 +91,21 @@ class Upstream:
                                      env=self.decl.env)
 
     async def _hold(self, ready: asyncio.Future[Client], closed: asyncio.Event) -> None:
+        """The session, held open until `closed`. Its failure goes to whoever waits for it to
+        open (`ready`); once open, a broken session is seen by the calls on it, and the next
+        `client()` opens another (this task is done)."""
         try:
             async with Client(self._target()) as client:
                 ready.set_result(client)
                 await closed.wait()
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
             if not ready.done():
                 ready.set_exception(exc)
-            raise
+            else:
+                log.info("the session with MCP upstream %r ended: %s", self.name,
+                            _innermost(exc))
 
     async def _open(self) -> Client:
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
@@ -114,9 +121,10 @@ class Upstream:
             try:
                 self._client = self.loop.run(self._open(), self.decl.connect_timeout_s)
             except Exception as exc:
+                cause = _innermost(exc)
                 raise ConfigurationError(
                     f"cannot connect to the MCP upstream {self.name!r} at {self.where}: "
-                    f"{type(exc).__name__}: {exc}") from exc
+                    f"{type(cause).__name__}: {cause}") from exc
             return self._client
 
     def list_tools(self) -> list[types.Tool]:
@@ -134,7 +142,8 @@ class Upstream:
              meta: dict[str, Any] | None = None,
              headers: dict[str, str] | None = None) -> types.CallToolResult:
         """The tool's result (isError included). A transport failure, a timeout or a broken
-        session after the request may have gone out is OutcomeUnknown (R5)."""
+        session after the request may have gone out is OutcomeUnknown (R5); no session at all
+        (the upstream cannot be reached) is Rejected: nothing went out."""
         try:
             if headers:
                 return self.loop.run(self._call_with_headers(tool, args, meta, headers, timeout),
@@ -143,7 +152,7 @@ class Upstream:
             return self.loop.run(client.call_tool(tool, args, read_timeout_seconds=timeout,
                                                   meta=_meta(meta)), timeout + 1.0)
         except ConfigurationError as exc:  # not connected: nothing went out
-            raise OutcomeUnknown(str(exc)) from exc
+            raise Rejected(f"{exc}; nothing was sent, call again once it is back") from exc
         except Exception as exc:
             self._drop()
             raise OutcomeUnknown(f"{self.name}.{tool}: {type(exc).__name__}: {exc}") from exc
@@ -164,3 +173,11 @@ class Upstream:
 
     def close(self) -> None:
         self._drop()
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """What a task group's error is about: its first error, unwrapped (anyio wraps a
+    connection refused in an ExceptionGroup of one)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
