@@ -50,6 +50,7 @@ from agentsaga.reconcile import Reconciler, no_lookup_why, settle_command
 from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import Run, SagaLog, Step
+from agentsaga.unwind import compensation_problem
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +152,13 @@ class Dispatcher:
                 "which is not registered in this process, so an unwind could never run it; "
                 "the call was refused and nothing was written or sent. Register "
                 f"{compensation.tool!r} in the same tools module (--tools)")
+        unrunnable = (None if compensation is None
+                      else compensation_problem(self.registry, compensation.to_json()))
+        if unrunnable is not None:
+            raise CompensationUnavailable(
+                f"tool {spec.name!r}: its compensation could not run as it would be written "
+                f"({unrunnable}), so an unwind could never undo the call; the call was refused "
+                "and nothing was written or sent. Fix the tool's compensate= function")
         audience = spec.audience(args)  # R9
         comp_json = None if compensation is None else compensation.to_json()
         if retry_of is not None:  # the row keeps what was first sent (R11)

@@ -8,6 +8,7 @@ The rows were reconciled first (R7, `agentsaga.reconcile`).
                                                        compensation under its own key ->
                                                        DONE + COMPENSATED (+ a Silent or
                                                        Proposed correction by audience)
+    its arguments are ones its tool refuses .......... comp FAILED, reported (never called)
     the compensation is rejected ..................... comp FAILED, reported
     its outcome is unknown ........................... stays INTENDED: the next unwind
                                                        calls it again under the same key
@@ -15,17 +16,23 @@ The rows were reconciled first (R7, `agentsaga.reconcile`).
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agentsaga import corrections, crashpoints, telemetry
-from agentsaga.errors import OutcomeUnknown, Rejected, UnknownTool
+from agentsaga.errors import InvalidArguments, OutcomeUnknown, Rejected, UnknownTool
 from agentsaga.keys import compensation_key
-from agentsaga.registry import Registry, as_effect
+from agentsaga.registry import JSON, Registry, as_effect
 from agentsaga.settle_report import SettleReport
 from agentsaga.states import UNSETTLED, CompensationStatus, StepStatus
 from agentsaga.store import SagaLog, Step
+from agentsaga.tool_schema import CALL_AGAIN, check_arguments
+
+DEFERRED_MARK = '"$deferred"'
+"""How an upstream's value filled in at unwind time shows in a stored compensation."""
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +93,15 @@ class Unwinder:
             return
         comp_key = compensation_key(step.run_id, step.step_idx, step.tool)
         args = resolve_refs(comp.get("args") or {}, refs)
+        try:  # never called with arguments its tool refuses: a person decides (R6)
+            if DEFERRED_MARK not in json.dumps(args):  # filled in by the tool itself
+                check_arguments(spec, args)
+        except InvalidArguments as exc:
+            why = f"compensation {comp_tool} cannot run: {str(exc).removesuffix(CALL_AGAIN)}"
+            self.saga_log.record_compensation(step.run_id, epoch, step.step_idx,
+                                              CompensationStatus.FAILED, error=why)
+            report.failed.append({**entry, "compensation": comp_tool, "why": why})
+            return
         # R8: the intent to compensate is durable before the call; a restart re-runs it
         self.saga_log.record_compensation(step.run_id, epoch, step.step_idx,
                                           CompensationStatus.INTENDED, comp_key=comp_key)
@@ -116,7 +132,7 @@ class Unwinder:
                                    "correction": str(correction.state)})
 
 
-def resolve_refs(value: Any, refs: dict[str, str | None]) -> Any:
+def resolve_refs(value: Any, refs: Mapping[str, str | None]) -> Any:
     """Replace `ref(key)` placeholders with that step's external id (None if it has none)."""
     if isinstance(value, dict):
         if set(value) == {"$ref"}:
@@ -125,5 +141,28 @@ def resolve_refs(value: Any, refs: dict[str, str | None]) -> Any:
     if isinstance(value, list):
         return [resolve_refs(v, refs) for v in value]
     return value
+
+
+class _AnyId(dict[str, str]):
+    """Every key's external id, as a stand-in: what an id will be (a string) is all that is
+    known before the call."""
+
+    def get(self, key: str, default: Any = None) -> str:
+        return "id-of-" + key
+
+
+def compensation_problem(registry: Registry, compensation: JSON) -> str | None:
+    """Why the compensation could not run as it is written (its tool would refuse its
+    arguments), checked before the forward call (R6) with each `ref(key)` taken as an id; None
+    when it can, or when part of it is filled in only at unwind time (an upstream's deferred
+    value: its own tool checks it then)."""
+    if DEFERRED_MARK in json.dumps(compensation.get("args") or {}):
+        return None
+    try:
+        check_arguments(registry.get(str(compensation["tool"])),
+                        resolve_refs(compensation.get("args") or {}, _AnyId()))
+    except InvalidArguments as exc:
+        return str(exc).removesuffix(CALL_AGAIN).rstrip(".")
+    return None
 
 

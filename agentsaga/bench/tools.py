@@ -10,7 +10,7 @@ registry = Registry()
 
 
 def _undo(args: dict[str, Any], key: str) -> Compensation:
-    return Compensation("noop", {"undo": key})
+    return Compensation("noop", {"n": -1})
 
 
 def _nothing(key: str) -> None:

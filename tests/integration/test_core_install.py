@@ -21,9 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "agentsaga", "sidecar", "operator")
 # Packages of the extras that the core's own dependencies need, and which of those bring them:
 # they come with the core, but only through them, never as agentsaga's own requirement. aiohttp
-# is the HTTP stack of kopf and of the kubernetes client; jsonschema (a test tool here: CRD
-# schemas) is what the MCP SDK validates tool arguments with.
-BROUGHT_BY = {"aiohttp": {"kopf", "kubernetes", "aiohttp-retry"}, "jsonschema": {"mcp"}}
+# is the HTTP stack of kopf and of the kubernetes client.
+BROUGHT_BY = {"aiohttp": {"kopf", "kubernetes", "aiohttp-retry"}}
 
 pytestmark = [pytest.mark.install, pytest.mark.timeout(900)]
 

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejected, step_key
+from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejected, ref, step_key
 from agentsaga.calls import DispatchResult
 from agentsaga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.errors import (
@@ -1004,6 +1004,38 @@ def test_a_step_settled_not_executed_whose_effect_a_late_call_saw_is_not_sent_ag
     assert calls(ledger, "create_ticket") == []
     then = dispatcher.dispatch("r-seen", "create_ticket", {"summary": "b", "order_id": "2"})
     assert (then.outcome, then.step_idx) == ("CONFIRMED", 1)
+
+
+def test_a_compensation_its_tool_would_refuse_refuses_the_call_before_anything_is_written(
+        pg: str) -> None:
+    """R6: built before the call, the compensation is checked as its own call will be (a
+    `ref(key)` taken as an id): one its tool would refuse could never undo the call."""
+    registry = Registry()
+    made: list[str] = []
+
+    @registry.tool(cls="compensatable", lookup=lambda key: None,
+                   compensate=lambda args, key: Compensation(
+                       "refund", {"payment": ref(key), "amount": "all"}))
+    def charge(amount: int, idempotency_key: str) -> dict[str, str]:
+        made.append(idempotency_key)
+        return {"id": "ch_1"}
+
+    @registry.tool(cls="irreversible", lookup=NO_LOOKUP)
+    def refund(payment: str, idempotency_key: str, amount: int | None = None) -> None:
+        raise AssertionError("not called here")
+
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0.01))
+        service.begin_run("r-badcomp")
+        with pytest.raises(CompensationUnavailable) as refused:
+            service.dispatch("r-badcomp", "charge", {"amount": 500})
+        assert saga_log.steps("r-badcomp") == []
+    assert str(refused.value) == (
+        "tool 'charge': its compensation could not run as it would be written (tool 'refund': "
+        "argument 'amount' must be an integer or null, got \"all\" (Input should be a valid "
+        "integer)), so an unwind could never undo the call; the call was refused and nothing "
+        "was written or sent. Fix the tool's compensate= function")
+    assert made == []
 
 
 def test_an_irreversible_call_with_no_compensation_is_written_with_none(

@@ -382,8 +382,8 @@ def test_a_compensation_with_an_unknown_outcome_is_pending_and_logged(
 def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_on(
         saga_log: SagaLog, registry: Registry, caplog: pytest.LogCaptureFixture) -> None:
     """Rows written by an older release: a compensation naming a tool this process does not
-    have fails with why; one whose arguments the tool does not take is pending (maybe), logged
-    as a warning; the steps before them are still unwound."""
+    have fails with why; one whose arguments the tool does not take fails too, never called
+    (a person decides); the steps before them are still unwound."""
     run = saga_log.begin_run("r16").run
     stored = [{"tool": "close_ticket", "args": {"by_key": "nothing"}},
               {"tool": "no_such_tool", "args": {}},
@@ -400,16 +400,18 @@ def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_o
         registry.get("no_such_tool")
     with caplog.at_level(logging.INFO, logger="agentsaga.unwind"):
         report = unwind_run(saga_log, registry, "r16", "job", recheck_pause_s=0.01)
-    [pending] = report.pending
-    assert pending["why"].startswith("TypeError: ") and "colour" in pending["why"]
-    assert (pending["step_idx"], pending["compensation"]) == (2, "close_ticket")
-    assert report.failed == [{"step_idx": 1, "tool": "create_ticket", "why": str(unknown.value)}]
+    why = ("compensation close_ticket cannot run: tool 'close_ticket': argument 'colour' is not "
+           "an argument of this tool (it takes: by_key, reason, ticket).")
+    assert report.pending == []
+    assert report.failed == [
+        {"step_idx": 2, "tool": "create_ticket", "compensation": "close_ticket", "why": why},
+        {"step_idx": 1, "tool": "create_ticket", "why": str(unknown.value)}]
     assert report.skipped == [{"step_idx": 0, "tool": "create_ticket",
                                "why": "compensated before"}]
-    [logged] = [r for r in caplog.records if r.name == "agentsaga.unwind"]
-    assert (logged.levelno, logged.getMessage()) == (
-        logging.WARNING, "compensation close_ticket outcome unknown: "
-        + pending["why"].removeprefix("TypeError: "))
+    assert [r for r in caplog.records if r.name == "agentsaga.unwind"] == []
+    step = saga_log.step("r16", 2)
+    assert step is not None and (step.comp_status, step.error) == (
+        CompensationStatus.FAILED, why)
 
 
 def test_references_in_a_compensations_arguments_become_the_steps_external_ids() -> None:
