@@ -38,6 +38,7 @@ from agentsaga.errors import (  # noqa: E402
     RequestError,
     RunEnded,
     RunNotFound,
+    RunUnsettled,
     SagaError,
     SettlementError,
     ToolError,
@@ -57,6 +58,7 @@ from agentsaga.registry import (  # noqa: E402
     register,
     tool,
 )
+from agentsaga.time_contract import TimeContract  # noqa: E402
 
 __all__ = [
     "NO_LOOKUP",
@@ -84,8 +86,10 @@ __all__ = [
     "RequestError",
     "RunEnded",
     "RunNotFound",
+    "RunUnsettled",
     "SagaError",
     "SettlementError",
+    "TimeContract",
     "ToolError",
     "ToolNeedsHuman",
     "ToolSpec",

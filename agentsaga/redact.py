@@ -111,8 +111,8 @@ def redact_optional(text: str | None) -> str | None:
 
 def redact_value(value: Any) -> Any:
     """A JSON value with `redact_text` applied to every string (keys included) and a card
-    number given as a JSON number masked; the value of a secret-named key (`password`,
-    `api_key`, `authorization`, ...) becomes `[redacted]`."""
+    number given as a JSON number (an integer, or a float with no fraction) masked; the value
+    of a secret-named key (`password`, `api_key`, `authorization`, ...) becomes `[redacted]`."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
@@ -120,6 +120,10 @@ def redact_value(value: Any) -> Any:
                 else redact_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_value(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) > 10**12:
+        value = int(value)  # 4242424242424242.0: a card number written as a float
+        masked = redact_text(str(value))
+        return masked if masked != str(value) else float(value)
     if isinstance(value, int) and not isinstance(value, bool) and value > 10**12:
         masked = redact_text(str(value))
         return masked if masked != str(value) else value

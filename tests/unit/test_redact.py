@@ -73,10 +73,12 @@ def test_json_values_are_masked_string_by_string() -> None:
     value = {"card": "\uff14\uff12\uff14\uff12 \uff14\uff12\uff14\uff12 \uff14\uff12\uff14\uff12"
                      " \uff14\uff12\uff14\uff12",
              "password": "x", "pan": 4242424242424242, "order": 1182,
+             "as_float": 4242424242424242.0, "amount": 1500.0, "big": 1.5e15,
              "nested": ["Bearer abcdefghijkl"]}
     assert redact_value(value) == {
         "card": "[card ****4242]", "password": "[redacted]", "pan": "[card ****4242]",
-        "order": 1182, "nested": ["Bearer [redacted]"]}
+        "order": 1182, "as_float": "[card ****4242]", "amount": 1500.0, "big": 1.5e15,
+        "nested": ["Bearer [redacted]"]}
 
 
 def test_hex_digests_are_never_taken_for_card_numbers() -> None:
