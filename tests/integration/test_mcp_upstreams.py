@@ -39,6 +39,15 @@ def saga_log(pg: str) -> Iterator[SagaLog]:
     log.close()
 
 
+@pytest.fixture
+def things_url() -> Iterator[str]:
+    """The test upstream over HTTP, served in this process."""
+    app = build().streamable_http_app(streamable_http_path=PATH, json_response=True)
+    serving = serve_app(app, "127.0.0.1", 0)
+    yield serving.url
+    serving.stop()
+
+
 def _registry(tmp_path: Path, transport: str, key: str) -> Registry:
     path = tmp_path / "upstreams.yaml"
     path.write_text(UPSTREAMS.format(transport=transport, key=key))
@@ -70,75 +79,59 @@ def test_a_stdio_upstream_is_keyed_by_argument_and_unwound_from_its_found_result
 
 
 def test_an_http_upstream_gets_the_key_in_the_idempotency_key_header(
-        tmp_path: Path, saga_log: SagaLog) -> None:
-    app = build().streamable_http_app(streamable_http_path=PATH, json_response=True)
-    serving = serve_app(app, "127.0.0.1", 0)
-    try:
-        registry = _registry(tmp_path, f'url: "{serving.url}"', "{header: Idempotency-Key}")
-        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
-        service.begin_run("header-run")
-        out = service.dispatch("header-run", "create_thing", {"name": "x", "tag": "t"})
-        assert out.outcome == "CONFIRMED"
-        assert _state(registry)["things"][0]["key_header"] == out.key
-    finally:
-        serving.stop()
+        tmp_path: Path, saga_log: SagaLog, things_url: str) -> None:
+    registry = _registry(tmp_path, f'url: "{things_url}"', "{header: Idempotency-Key}")
+    service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+    service.begin_run("header-run")
+    out = service.dispatch("header-run", "create_thing", {"name": "x", "tag": "t"})
+    assert out.outcome == "CONFIRMED"
+    assert _state(registry)["things"][0]["key_header"] == out.key
 
 
 def test_a_compensation_that_could_not_be_filled_in_at_unwind_refuses_the_call(
-        tmp_path: Path, saga_log: SagaLog) -> None:
+        tmp_path: Path, saga_log: SagaLog, things_url: str) -> None:
     """A value that reads the forward result and an argument the call was not given: found
     missing only at unwind time, it would leave the effect uncompensated for good. The call is
     refused before anything is written or sent (R6); given the argument, it goes through, its
     compensation stored to be filled in at unwind time."""
-    app = build().streamable_http_app(streamable_http_path=PATH, json_response=True)
-    serving = serve_app(app, "127.0.0.1", 0)
-    try:
-        path = tmp_path / "upstreams.yaml"
-        path.write_text(UPSTREAMS.format(transport=f'url: "{serving.url}"',
-                                         key="{header: Idempotency-Key}").replace(
-            "(was {args.name})", "(was {args.name}, tag {args.tag})"))
-        registry = register_upstreams(Registry(), declarations.load(path))[0]
-        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
-        service.begin_run("comp-run")
-        with pytest.raises(CompensationUnavailable) as refused:
-            service.dispatch("comp-run", "create_thing", {"name": "x"})
-        assert "{args.tag} has no value here" in str(refused.value)
-        assert saga_log.steps("comp-run") == [] and _state(registry)["things"] == []
-        out = service.dispatch("comp-run", "create_thing", {"name": "x", "tag": "t"})
-        assert out.outcome == "CONFIRMED"
-        [step] = saga_log.steps("comp-run")
-        assert step.compensation is not None
-        assert step.compensation["args"]["name_was"]["$deferred"] == (
-            "{result.name} (was {args.name}, tag {args.tag})")
-    finally:
-        serving.stop()
-
+    path = tmp_path / "upstreams.yaml"
+    path.write_text(UPSTREAMS.format(transport=f'url: "{things_url}"',
+                                     key="{header: Idempotency-Key}").replace(
+        "(was {args.name})", "(was {args.name}, tag {args.tag})"))
+    registry = register_upstreams(Registry(), declarations.load(path))[0]
+    service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+    service.begin_run("comp-run")
+    with pytest.raises(CompensationUnavailable) as refused:
+        service.dispatch("comp-run", "create_thing", {"name": "x"})
+    assert "{args.tag} has no value here" in str(refused.value)
+    assert saga_log.steps("comp-run") == [] and _state(registry)["things"] == []
+    out = service.dispatch("comp-run", "create_thing", {"name": "x", "tag": "t"})
+    assert out.outcome == "CONFIRMED"
+    [step] = saga_log.steps("comp-run")
+    assert step.compensation is not None
+    assert step.compensation["args"]["name_was"]["$deferred"] == (
+        "{result.name} (was {args.name}, tag {args.tag})")
 
 
 def test_an_upstream_tools_arguments_are_checked_against_its_listed_schema_before_the_intent(
-        tmp_path: Path, saga_log: SagaLog) -> None:
+        tmp_path: Path, saga_log: SagaLog, things_url: str) -> None:
     """R2 for a tool whose schema its server lists: a mistyped or missing argument is refused
     naming it, before anything is written or sent; the value quoted is masked."""
-    app = build().streamable_http_app(streamable_http_path=PATH, json_response=True)
-    serving = serve_app(app, "127.0.0.1", 0)
-    try:
-        registry = _registry(tmp_path, f'url: "{serving.url}"', "{header: Idempotency-Key}")
-        service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
-        service.begin_run("schema-run")
-        for args, says in (({"name": 5}, "argument 'name': 5 is not of type 'string'"),
-                           ({"tag": "t"}, "argument '(arguments)': 'name' is a required"),
-                           ({"name": "x", "tag": 4242424242424242},
-                            "argument 'tag': [card ****4242] is not of type 'string'")):
-            with pytest.raises(InvalidArguments) as refused:
-                service.dispatch("schema-run", "create_thing", args)
-            assert str(refused.value).startswith("tool 'create_thing': ")
-            assert says in str(refused.value)
-            assert "4242424242424242" not in str(refused.value)
-        assert saga_log.steps("schema-run") == [] and _state(registry)["things"] == []
-        assert service.dispatch("schema-run", "create_thing", {"name": "x"}).outcome == (
-            "CONFIRMED")
-    finally:
-        serving.stop()
+    registry = _registry(tmp_path, f'url: "{things_url}"', "{header: Idempotency-Key}")
+    service = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+    service.begin_run("schema-run")
+    for args, says in (({"name": 5}, "argument 'name': 5 is not of type 'string'"),
+                       ({"tag": "t"}, "argument '(arguments)': 'name' is a required"),
+                       ({"name": "x", "tag": 4242424242424242},
+                        "argument 'tag': [card ****4242] is not of type 'string'")):
+        with pytest.raises(InvalidArguments) as refused:
+            service.dispatch("schema-run", "create_thing", args)
+        assert str(refused.value).startswith("tool 'create_thing': ")
+        assert says in str(refused.value)
+        assert "4242424242424242" not in str(refused.value)
+    assert saga_log.steps("schema-run") == [] and _state(registry)["things"] == []
+    assert service.dispatch("schema-run", "create_thing", {"name": "x"}).outcome == (
+        "CONFIRMED")
 
 
 def test_an_upstream_that_cannot_be_reached_says_why_and_a_call_to_it_sent_nothing(
