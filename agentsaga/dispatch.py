@@ -16,7 +16,9 @@
         no lookup can tell ............................. NEEDS_HUMAN: stop, a person settles it
     otherwise ............................................. a new step: next index, its key
     gate (pivot, approval) ................................ NEEDS_APPROVAL, no row (R6, R10)
-    compensation + audience built, INTENDED committed ..... then the call (R2, R6, R9)
+    compensation + audience built, INTENDED committed ..... then the call (R2, R6, R9); a
+                                                            compensation its tool would refuse
+                                                            refuses the call, nothing written
     the call: result -> CONFIRMED, Rejected -> FAILED, anything else -> UNKNOWN (R5)
     the call returned, but its writer was fenced or
     its row settled by someone else ...................... what it saw is recorded as an
@@ -152,15 +154,14 @@ class Dispatcher:
                 "which is not registered in this process, so an unwind could never run it; "
                 "the call was refused and nothing was written or sent. Register "
                 f"{compensation.tool!r} in the same tools module (--tools)")
-        unrunnable = (None if compensation is None
-                      else compensation_problem(self.registry, compensation.to_json()))
+        comp_json = None if compensation is None else compensation.to_json()
+        unrunnable = None if comp_json is None else compensation_problem(self.registry, comp_json)
         if unrunnable is not None:
             raise CompensationUnavailable(
                 f"tool {spec.name!r}: its compensation could not run as it would be written "
                 f"({unrunnable}), so an unwind could never undo the call; the call was refused "
                 "and nothing was written or sent. Fix the tool's compensate= function")
         audience = spec.audience(args)  # R9
-        comp_json = None if compensation is None else compensation.to_json()
         if retry_of is not None:  # the row keeps what was first sent (R11)
             intended = self.saga_log.re_intend(run_id, epoch, step_idx, args=args,
                                                compensation=comp_json, audience=audience,

@@ -5,7 +5,8 @@ by pydantic from the signature's type hints, offered by every front end (gRPC Li
     check_arguments   a missing or unknown argument, a float where an int is annotated, a
                       string where a number is, a value outside a Literal or a constraint ...
                       -> InvalidArguments naming the argument and what it must be; nothing
-                      is written and nothing called
+                      is written and nothing called; then the tool's own check of its
+                      arguments together (`check=`, e.g. Stripe's minimum per currency)
     input_schema      the JSON Schema of the arguments (without the harness's idempotency_key)
 
 Strict, in JSON mode: the arguments arrived as JSON, so a string is never read as a number and

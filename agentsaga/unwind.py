@@ -164,5 +164,3 @@ def compensation_problem(registry: Registry, compensation: JSON) -> str | None:
     except InvalidArguments as exc:
         return str(exc).removesuffix(CALL_AGAIN).rstrip(".")
     return None
-
-

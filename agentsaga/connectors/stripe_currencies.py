@@ -67,6 +67,7 @@ Currency = Annotated[str, AfterValidator(supported), WithJsonSchema({
     "description": "a currency Stripe supports, lowercase ISO 4217 (usd, eur, gbp, ...)"})]
 """A charge's currency: one of Stripe's supported presentment currencies, lowercase."""
 
+
 def at_least_the_minimum(args: Mapping[str, Any]) -> None:
     """A charge's `amount` against the minimum of its `currency` (usd when none is given):
     below it Stripe refuses the charge, so it is refused before the intent, with the minimum."""

@@ -105,7 +105,7 @@ class Upstream:
                 ready.set_exception(exc)
             else:
                 log.info("the session with MCP upstream %r ended: %s", self.name,
-                            _innermost(exc))
+                         _innermost(exc))
 
     async def _open(self) -> Client:
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
