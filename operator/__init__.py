@@ -9,6 +9,8 @@
     run_binding          the only writer to the Kubernetes API for runs: LISTENs to the saga log,
                          creates or adopts each run's AgentRun, binds its pod and epoch, and
                          copies the AgentRun's spec policy into the log
+    late_effects         an effect a late call saw after its run ended: an unwind Job again
+                         (an unwound run), or a condition for a person
     approval             the pivot approval a human patches into status.approval (R10)
     correction_approval  a correction's approval in status.corrections.<step>.approval (R9)
     settlements          a person's settlement of a step in status.settlements.<step> (R7)

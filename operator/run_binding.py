@@ -1,5 +1,6 @@
 """The operator is the only writer to the Kubernetes API: it learns of runs from the saga log
-and binds their AgentRuns (the sidecar holds no Kubernetes credentials).
+and binds their AgentRuns (the sidecar holds no Kubernetes credentials), and acts on the
+effects a late call found after a run ended (`late_effects`).
 
 A run that begins or changes owner in the log is announced on the Postgres channel
 `agentsaga_runs` (a trigger, migration 007); the operator LISTENs, and binds what no
@@ -19,16 +20,22 @@ them per AGENTSAGA_OPERATOR_RESYNC_SECONDS). For each run with a namespace (a si
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import threading
 from typing import Any
 
 import kopf
+from agentsaga.operator import late_effects
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.run_walk import OpenRunWalk
-from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
+from agentsaga.operator.status import (
+    Obj,
+    agentrun_name,
+    generation,
+    run_id,
+    stamp,
+    with_condition,
+)
 
 from agentsaga import telemetry
 from agentsaga.keys import split_log_run_id
@@ -36,18 +43,8 @@ from agentsaga.store import Run
 
 logger = logging.getLogger(__name__)
 
-_DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 POLICY_FIELDS = ("irreversibleBeforePivot", "pivot", "onOrphan", "orphanGracePeriodSeconds")
 """The AgentRun spec fields copied into the log (`saga_runs.policy`)."""
-
-
-def agentrun_name(run_id: str) -> str:
-    """The AgentRun's name: the run id if it is a valid object name, else a stable derived
-    one (the run id itself is always in `spec.runId`)."""
-    if len(run_id) <= 253 and _DNS1123.fullmatch(run_id):
-        return run_id
-    base = re.sub(r"[^a-z0-9]+", "-", run_id.lower()).strip("-")[:40] or "run"
-    return f"{base}-{hashlib.sha256(run_id.encode()).hexdigest()[:10]}"
 
 
 def bind(ctx: Context, run: Run) -> Obj | None:
@@ -140,16 +137,21 @@ def follow_log(ctx: Context, stop: threading.Event) -> None:
     if saga_log is None:
         return
     walk = OpenRunWalk(saga_log, ctx.config)
+    sweep = True  # the late effects of ended runs: once per LISTEN connection
     while not stop.is_set():
         try:
             for run in walk.round():
                 if not _bind_quietly(ctx, run):
                     walk.failed.add(run.run_id)
+            if sweep:
+                late_effects.sweep(ctx)
+                sweep = False
             saga_log.listen_runs(lambda run_id: _bind_id(ctx, run_id, walk), stop.is_set,
                                  timeout=ctx.config.resync_seconds)
         except Exception as exc:  # Postgres or the API went away: resync once they are back
             logger.warning("following the saga log: %s", exc)
             walk.lost()
+            sweep = True
             stop.wait(min(5.0, ctx.config.resync_seconds))
 
 
@@ -157,6 +159,8 @@ def _bind_id(ctx: Context, run_id: str, walk: OpenRunWalk) -> None:
     run = None if ctx.saga_log is None else ctx.saga_log.run(run_id)
     if run is not None and not _bind_quietly(ctx, run):
         walk.failed.add(run_id)
+    if run is not None and not run.open:  # an ended run announced: a late call's effect?
+        late_effects.act_quietly(ctx, run_id)
 
 
 def _bind_quietly(ctx: Context, run: Run) -> bool:

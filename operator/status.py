@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,3 +73,15 @@ def with_condition(body: Mapping[str, Any], type_: str, status: bool | str, reas
 
 def phase(body: Mapping[str, Any]) -> str:
     return str((body.get("status") or {}).get("phase") or "")
+
+
+_DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def agentrun_name(run_id: str) -> str:
+    """The AgentRun's name: the run id if it is a valid object name, else a stable derived
+    one (the run id itself is always in `spec.runId`)."""
+    if len(run_id) <= 253 and _DNS1123.fullmatch(run_id):
+        return run_id
+    base = re.sub(r"[^a-z0-9]+", "-", run_id.lower()).strip("-")[:40] or "run"
+    return f"{base}-{hashlib.sha256(run_id.encode()).hexdigest()[:10]}"

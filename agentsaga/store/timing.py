@@ -189,6 +189,22 @@ class TimingStatements(StoreBase):
             ).fetchall()
         return {r[2]: Observation(r[0], r[1], r[2], StepStatus(r[3]), *r[4:]) for r in rows}
 
+    def late_effects(self, run_ids: Sequence[str] | None = None) -> list[str]:
+        """Ended runs holding a step settled NOT_EXECUTED whose effect a call observed after
+        all (of `run_ids`, or of the whole log): each owes a reconcile or unwind that re-opens
+        the step (R7), which nothing runs once the run has ended (the operator starts it)."""
+        where = "" if run_ids is None else " AND o.run_id = ANY(%s)"
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT o.run_id FROM saga_observations o"
+                " JOIN saga_log l ON l.run_id = o.run_id AND l.step_idx = o.step_idx"
+                " AND l.idempotency_key = o.idempotency_key"
+                " JOIN saga_runs r ON r.run_id = o.run_id"
+                " WHERE o.outcome = 'CONFIRMED' AND l.status = 'NOT_EXECUTED'"
+                f" AND r.ended_at IS NOT NULL{where} ORDER BY o.run_id",
+                () if run_ids is None else (list(run_ids),)).fetchall()
+        return [str(r[0]) for r in rows]
+
     def reopen(self, run_id: str, epoch: int, step_idx: int, *, external_ref: str | None,
                result: Any) -> Step | None:
         """A step settled NOT_EXECUTED whose effect was observed after all: CONFIRMED with what

@@ -15,7 +15,7 @@ from agentsaga.errors import Fenced
 from agentsaga.keys import step_key
 from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import Effect, LookupContext
-from agentsaga.states import StepStatus
+from agentsaga.states import RunState, StepStatus
 from agentsaga.store import SagaLog
 from sagatest.traced import Traced
 
@@ -356,3 +356,27 @@ def test_a_row_no_lookup_can_settle_is_handed_to_a_person_once(pg: str) -> None:
             "no_lookup", why, StepStatus.UNKNOWN, why, True)
     assert [(w.step_idx, w.step_key, w.why) for w in waiting] == [
         (0, step_key(run, 0, "charge"), why)]
+
+
+def test_the_log_names_the_ended_runs_whose_never_happened_step_a_late_call_saw(
+        pg: str) -> None:
+    """What the operator acts on once a run has ended: a step settled NOT_EXECUTED with a
+    CONFIRMED observation. Not an open run (its own reconcile re-opens it), not a call that saw
+    no effect, not a step the log holds as CONFIRMED already."""
+    runs = seed(pg, 5)
+    with SagaLog(pg).open(migrate=False) as saga_log:
+        for run, outcome, settled, ended in (
+                (runs[0], StepStatus.CONFIRMED, StepStatus.NOT_EXECUTED, True),
+                (runs[1], StepStatus.CONFIRMED, StepStatus.NOT_EXECUTED, False),
+                (runs[2], StepStatus.UNKNOWN, StepStatus.NOT_EXECUTED, True),
+                (runs[3], StepStatus.CONFIRMED, StepStatus.CONFIRMED, True),
+                (runs[4], StepStatus.CONFIRMED, StepStatus.NOT_EXECUTED, True)):
+            step = saga_log.record_outcome(run, 1, 0, settled)
+            assert step is not None
+            saga_log.record_observation(step, 1, outcome, external_ref="ref-late",
+                                        result={"id": "ref-late"}, error=None)
+            if ended:
+                saga_log.set_run_state(run, 1, RunState.UNWOUND, end=True)
+        assert saga_log.late_effects() == [runs[0], runs[4]]
+        assert saga_log.late_effects([runs[1], runs[4]]) == [runs[4]]
+        assert saga_log.late_effects([]) == []
