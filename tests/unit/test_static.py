@@ -36,7 +36,9 @@ def test_public_api_is_pinned() -> None:
     # LogUnavailable), the two refusals agents meet (PermissionDenied, RateLimited) and the
     # code each error declares for a front end (ErrorCode); a settlement a person cannot
     # record (SettlementError) and the agent's "only a person can settle this" (ToolNeedsHuman);
-    # what reconcile hands a lookup that needs more than the key (LookupContext)
+    # what reconcile hands a lookup that needs more than the key (LookupContext); a tool's
+    # time contract (TimeContract, for `timing=`) and a run asked to succeed over an unknown
+    # step (RunUnsettled)
     assert sorted(agentsaga.__all__) == sorted([
         "NO_LOOKUP", "TOOL_CLASSES", "Compensation", "CompensationUnavailable",
         "ConfigurationError", "CorrectionError", "DatabaseUnavailable", "DecisionError",
@@ -44,7 +46,8 @@ def test_public_api_is_pinned() -> None:
         "LookupContext",
         "OutcomeUnknown", "PermissionDenied", "PivotError", "RateLimited", "Registry",
         "RegistrationError", "Rejected",
-        "RequestError", "RunEnded", "RunNotFound", "SagaError", "SettlementError", "ToolError",
+        "RequestError", "RunEnded", "RunNotFound", "RunUnsettled", "SagaError",
+        "SettlementError", "TimeContract", "ToolError",
         "ToolNeedsHuman", "ToolSpec",
         "UnknownTool", "compensation_key", "default_registry", "ref", "register", "step_key",
         "tool",
