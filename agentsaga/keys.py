@@ -26,7 +26,7 @@ def run_id_problem(run_id: str) -> str | None:
         return "run id is empty; pass the id of the agent run (e.g. the AgentRun's name)"
     if len(run_id) > MAX_RUN_ID_LENGTH:
         return f"run id is {len(run_id)} characters long; at most {MAX_RUN_ID_LENGTH} are allowed"
-    if not RUN_ID_PATTERN.match(run_id):
+    if not RUN_ID_PATTERN.fullmatch(run_id):  # `$` alone would let a final newline in
         return (
             f"run id {run_id[:64]!r} has characters outside [A-Za-z0-9._:-] or starts/ends with "
             "punctuation; use a name such as 'refund-1182'"

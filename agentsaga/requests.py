@@ -67,6 +67,8 @@ def loads(text: str, limit: int, what: str) -> Any:
         raise InvalidArguments(f"{what} are not valid JSON: {exc}") from None
     except RecursionError:
         raise InvalidArguments(f"{what} are nested too deeply to be read") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise InvalidArguments(f"{what} cannot be read: {exc}") from None
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
         raise InvalidArguments(f"{what} contain a lone UTF-16 surrogate (\\ud800-\\udfff "
                                "without its pair), which is not text; send valid Unicode")

@@ -302,7 +302,8 @@ class SagaService:
         wait at once; one more wait is refused (RESOURCE_EXHAUSTED) rather than starve the
         others."""
         run_id = self.log_id(run_id)
-        self.saga_log.require_run(run_id)
+        # a sidecar serves the runs of its own pod: another pod's plan is not shown here
+        self.check_bound(self.saga_log.require_run(run_id))
         bounded = min(max(0.0, timeout), self.settings.await_decision_max_s)
         if not self._waiters.acquire(blocking=False):
             raise RateLimited(

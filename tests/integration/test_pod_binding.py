@@ -53,6 +53,12 @@ def test_a_second_pod_cannot_adopt_a_run_bound_to_a_live_pod(sidecar_factory: Fa
         assert "alive as far as the operator knows" in (refused.value.details() or "")
     assert binding(ledger, "payments/bound") == ("agent-a", "uid-a", "payments", 1)  # kept
     first.dispatch("bound", "create_ticket", {"summary": "still mine", "order_id": "1"})
+    first.reach_pivot("bound", [{"tool": "send_email",
+                                 "args": {"to": "a@example.com", "body": "the plan"}}])
+    # nor is the bound run's staged plan shown to the other pod
+    with pytest.raises(grpc.RpcError) as hidden:
+        second.stub.AwaitDecision(pb.AwaitDecisionRequest(run_id="bound", timeout_seconds=0.1))
+    assert hidden.value.code() is grpc.StatusCode.PERMISSION_DENIED
 
     # the operator saw pod a go (evicted): now b adopts, and a is fenced (R12)
     with SagaLog(with_user(ledger, roles.OPERATOR), min_size=1, max_size=1).open(

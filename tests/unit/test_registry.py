@@ -137,7 +137,7 @@ def test_compensation_that_cannot_be_built_refuses() -> None:
 
 
 @pytest.mark.parametrize("run_id", ["", "x" * 129, "a b", "-leading", "trailing-", "runé",
-                                    "a/b", "x'; DROP TABLE saga_log;--"])
+                                    "a/b", "x'; DROP TABLE saga_log;--", "refund-1\n"])
 def test_malformed_run_ids_are_explained(run_id: str) -> None:
     assert run_id_problem(run_id)
 
