@@ -21,7 +21,15 @@ import logging
 
 from agentsaga.operator import run_jobs
 from agentsaga.operator.context import Context
-from agentsaga.operator.status import Obj, agentrun_name, generation, phase, run_id, with_condition
+from agentsaga.operator.status import (
+    Obj,
+    agentrun_name,
+    condition,
+    generation,
+    phase,
+    run_id,
+    with_condition,
+)
 
 from agentsaga.keys import split_log_run_id
 from agentsaga.states import RunPhase, RunState
@@ -71,8 +79,7 @@ def act(ctx: Context, log_run_id: str) -> None:
                f"`agentsaga unwind --run {log_run_id}` compensates the whole run")
 
     def mutate(current: Obj) -> Obj | None:
-        shown = next((c for c in (current.get("status") or {}).get("conditions") or []
-                      if c.get("type") == CONDITION), None)
+        shown = condition(current, CONDITION)
         if shown is not None and shown.get("status") == "True" or phase(current) not in (
                 RunPhase.SUCCEEDED, RunPhase.FAILED):
             return None
