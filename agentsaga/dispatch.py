@@ -53,6 +53,7 @@ from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import Run, SagaLog, Step
 from agentsaga.unwind import compensation_problem
+from agentsaga.waiting import waiting
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,8 @@ class Dispatcher:
     def call_pure(self, spec: ToolSpec, args: JSON) -> DispatchResult:
         """R2: a pure tool is called with no row."""
         try:
-            effect = as_effect(_jsonable(spec.fn(**args)))
+            with waiting():
+                effect = as_effect(_jsonable(spec.fn(**args)))
         except Rejected as exc:
             return DispatchResult(DispatchOutcome.FAILED, message=str(exc))
         except Exception as exc:  # a pure tool has no effect: any failure is just a failure
@@ -200,7 +202,9 @@ class Dispatcher:
         error: str | None = None
         try:
             crashpoints.reach(f"after_intent:{spec.name}")
-            effect = as_effect(_jsonable(spec.fn(**args, idempotency_key=step.idempotency_key)))
+            with waiting():  # the real system's time, not this process's
+                effect = as_effect(_jsonable(
+                    spec.fn(**args, idempotency_key=step.idempotency_key)))
             crashpoints.reach(f"after_call:{spec.name}")
             outcome = StepStatus.CONFIRMED
         except Rejected as exc:

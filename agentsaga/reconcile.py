@@ -39,6 +39,7 @@ from agentsaga import crashpoints, telemetry
 from agentsaga.registry import Effect, LookupContext, Registry, ToolSpec, as_effect
 from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog, Step
+from agentsaga.waiting import waiting
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +201,8 @@ class Reconciler:
             for start in range(0, len(rows), self.batch):
                 chunk = [s.idempotency_key for s in rows[start:start + self.batch]]
                 try:
-                    answers.update(self._look_up(spec, rows[start:start + self.batch]))
+                    with waiting():
+                        answers.update(self._look_up(spec, rows[start:start + self.batch]))
                 except Exception as exc:  # a lookup that fails leaves its rows UNKNOWN (R7)
                     logger.warning("lookup of %d %s keys failed: %s", len(chunk), spec.name, exc,
                                    extra={"tool": spec.name})

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from agentsaga import pivot, telemetry
+from agentsaga import pivot, telemetry, waiting
 from agentsaga.calls import (
     BeganRun,
     DispatchCall,
@@ -67,7 +67,7 @@ class SagaService:
     """The runs this process serves, and every action on them."""
 
     def __init__(self, saga_log: SagaLog, registry: Registry, settings: Settings, *,
-                 sleep: Callable[[float], None] = time.sleep,
+                 sleep: Callable[[float], None] = waiting.sleep,
                  interceptors: Sequence[Interceptor] = (), on_begin: OnBegin | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.saga_log = saga_log
@@ -91,7 +91,7 @@ class SagaService:
         self._waiters = threading.BoundedSemaphore(max(1, settings.workers // 2))
         self.interceptors = tuple(interceptors)
         self._epochs: dict[str, int] = {}
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[str, waiting.WaitingLock] = {}
         self._guard = threading.Lock()
 
     # -- bounds ----------------------------------------------------------------------------
@@ -227,11 +227,11 @@ class SagaService:
             return RunPolicy(self.settings.irreversible_before_pivot)
         return RunPolicy.from_spec(run.policy)
 
-    def run_lock(self, run_id: str) -> threading.Lock:
+    def run_lock(self, run_id: str) -> waiting.WaitingLock:
         """One action at a time on a run in this process: a dispatch, a reconcile, an unwind,
         staging the pivot, ending the run (an unwind must not settle a call in flight)."""
         with self._guard:
-            return self._locks.setdefault(run_id, threading.Lock())
+            return self._locks.setdefault(run_id, waiting.WaitingLock())
 
     # -- dispatch --------------------------------------------------------------------------
 

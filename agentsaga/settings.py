@@ -204,7 +204,14 @@ class Settings:
         "AGENTSAGA_TOOLS", (),
         "the tools modules: dotted names (the current directory is searched too) or files such "
         "as ./mytools.py, comma-separated")
-    workers: int = variable("AGENTSAGA_WORKERS", 32, "gRPC worker threads", minimum=1)
+    workers: int = variable(
+        "AGENTSAGA_WORKERS", 32,
+        "the most RPCs a sidecar runs at once, each on its own thread (a tool call holds one "
+        "for its whole length)", minimum=1)
+    hot_workers: int = variable(
+        "AGENTSAGA_HOT_WORKERS", 8,
+        "the threads that take RPCs while calls are quick; more (up to AGENTSAGA_WORKERS) "
+        "start only while every one of them is held by a slow call", minimum=1)
     grpc_experiments: str = variable(
         "AGENTSAGA_GRPC_EXPERIMENTS", grpc_tuning.DEFAULT,
         "`GRPC_EXPERIMENTS` for the sidecar and the client when it is not set (empty: grpc's "

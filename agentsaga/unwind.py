@@ -30,6 +30,7 @@ from agentsaga.settle_report import SettleReport
 from agentsaga.states import UNSETTLED, CompensationStatus, StepStatus
 from agentsaga.store import SagaLog, Step
 from agentsaga.tool_schema import CALL_AGAIN, check_arguments
+from agentsaga.waiting import waiting
 
 DEFERRED_MARK = '"$deferred"'
 """How an upstream's value filled in at unwind time shows in a stored compensation."""
@@ -106,7 +107,8 @@ class Unwinder:
         self.saga_log.record_compensation(step.run_id, epoch, step.step_idx,
                                           CompensationStatus.INTENDED, comp_key=comp_key)
         try:
-            effect = as_effect(spec.fn(**args, idempotency_key=comp_key))
+            with waiting():
+                effect = as_effect(spec.fn(**args, idempotency_key=comp_key))
         except Rejected as exc:
             self.saga_log.record_compensation(step.run_id, epoch, step.step_idx,
                                               CompensationStatus.FAILED,

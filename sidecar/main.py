@@ -158,11 +158,12 @@ def run(args: argparse.Namespace) -> int:
     telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
     registry = build_registry(settings)  # a broken tools module is reported at once
     # the port before the database: a taken port is reported at once, not after the wait
-    bound = bind(settings.listen, workers=settings.workers)
+    bound = bind(settings.listen, workers=settings.workers, hot_workers=settings.hot_workers)
     try:
         saga_log = open_log(settings)
     except BaseException:
         bound.server.stop(None)
+        bound.workers.shutdown(wait=False)
         raise
     telemetry.observe_log(saga_log)
     service = build_service(saga_log, settings, registry)

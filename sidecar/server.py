@@ -3,11 +3,11 @@ services, on a TCP port or a unix socket."""
 
 from __future__ import annotations
 
-from concurrent import futures
 from dataclasses import dataclass
 
 import grpc
 from agentsaga.sidecar.grpc_adapter import SidecarServicer
+from agentsaga.sidecar.worker_pool import WorkerPool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -36,18 +36,24 @@ class Serving:
     health: health.HealthServicer
     port: int
     address: str
+    workers: WorkerPool
 
     def stop(self, grace: float = 2.0) -> None:
+        """New RPCs refused at once, those in flight cancelled after `grace`; returns once
+        every call has returned (a tool call's outcome recorded)."""
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        self.workers.shutdown(wait=True)
 
 
-def bind(listen: str, *, workers: int = 32) -> Serving:
+def bind(listen: str, *, workers: int = 32, hot_workers: int = 8) -> Serving:
     """Take `listen` (host:port, port 0 for any, or unix:/path) before anything else, so that a
     taken port is reported at once, not after the wait for Postgres. Nothing is served until
-    `start`; health says NOT_SERVING until then."""
+    `start`; health says NOT_SERVING until then. RPCs run on at most `workers` threads, of which
+    `hot_workers` take work while calls are quick (`worker_pool`)."""
+    pool = WorkerPool(hot=min(hot_workers, workers), most=workers, name="sidecar")
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sidecar"),
+        pool,  # grpc calls only `submit`
         # no SO_REUSEPORT: a second sidecar on a taken port must fail, not share it
         options=[("grpc.max_receive_message_length", 8 << 20), ("grpc.so_reuseport", 0)],
         interceptors=telemetry.server_interceptors(),  # `traceparent` from the agent
@@ -58,12 +64,13 @@ def bind(listen: str, *, workers: int = 32) -> Serving:
         port = 0
     if port == 0:
         server.stop(None)
+        pool.shutdown(wait=False)
         raise ConfigurationError(_bind_failure(listen))
     health_servicer = health.HealthServicer()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     address = listen if listen.startswith("unix:") else f"{listen.rsplit(':', 1)[0]}:{port}"
-    return Serving(server, health_servicer, port, address)
+    return Serving(server, health_servicer, port, address, pool)
 
 
 def start(bound: Serving, servicer: SidecarServicer) -> Serving:
@@ -80,6 +87,7 @@ def start(bound: Serving, servicer: SidecarServicer) -> Serving:
     return bound
 
 
-def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32) -> Serving:
+def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32,
+          hot_workers: int = 8) -> Serving:
     """Bind `listen` and serve `servicer` there at once."""
-    return start(bind(listen, workers=workers), servicer)
+    return start(bind(listen, workers=workers, hot_workers=hot_workers), servicer)

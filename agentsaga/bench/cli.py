@@ -33,6 +33,7 @@ from agentsaga.bench import (
     overhead,
     reconcile_scale,
     throughput,
+    worker_pool,
 )
 from agentsaga.bench.peers import PeerEnv
 from agentsaga.bench.processes import BenchDatabase, Sidecar, bench_database, start_sidecar
@@ -135,7 +136,7 @@ def _measure(args: argparse.Namespace, database: BenchDatabase,
         progress("throughput through one sidecar")
         peak = out["sidecar_rss_idle_mb"]
         for level in CONCURRENCY:
-            result, rss = throughput.measure(sidecar, level, args.seconds)
+            result, rss = throughput.measure(sidecar, throughput.Load(level), args.seconds)
             out[f"throughput_{level}_per_s"] = result.per_s
             peak = max(peak, rss)
         out["throughput_per_s"] = max(out[f"throughput_{c}_per_s"] for c in CONCURRENCY)
@@ -145,6 +146,8 @@ def _measure(args: argparse.Namespace, database: BenchDatabase,
             sidecar.stop()
     out.update(outcome_commit.measure(dsn, args.calls, args.seconds, CONCURRENCY,
                                       1 if args.quick else 2, progress))
+    out.update(worker_pool.measure(dsn, args.calls, args.seconds, CONCURRENCY[-1],
+                                   2 if args.quick else 4, progress))
     progress("the MCP path: an upstream MCP tool directly and through the sidecar")
     mcp = mcp_overhead.measure(dsn, args.calls)
     _put(out, "mcp_direct", mcp.direct)
@@ -335,6 +338,16 @@ def render(out: dict[str, Any]) -> str:
         + ", ".join(f"{c} runs {out[f'throughput_{c}_runs_async']:.0f}/"
                     f"{out[f'throughput_{c}_runs_group']:.0f}/s" for c in CONCURRENCY)
         + f" (group {out['group_vs_async_throughput_32']:.2f}x async at 32 runs)")
+    runs = CONCURRENCY[-1]
+    lines.append(
+        f"worker threads, side by side: {out['hot_workers']:.0f} hot (the default) against all "
+        f"{out['workers']:.0f}: {runs} runs {out[f'throughput_{runs}_runs_hot']:.0f}/"
+        f"{out[f'throughput_{runs}_runs_all']:.0f}/s "
+        f"({out[f'hot_vs_all_throughput_{runs}']:.2f}x), with a tool waiting "
+        f"{worker_pool.SLOW_TOOL_MS} ms {out[f'slow_throughput_{runs}_runs_hot']:.0f}/"
+        f"{out[f'slow_throughput_{runs}_runs_all']:.0f}/s "
+        f"({out[f'hot_vs_all_slow_throughput_{runs}']:.2f}x); sequential p50 "
+        f"{out['sidecar_dispatch_hot_p50_ms']:.3f}/{out['sidecar_dispatch_all_p50_ms']:.3f} ms")
     lines.append(f"sidecar RSS: idle {out['sidecar_rss_idle_mb']:.1f} MiB, under load "
                  f"{out['sidecar_rss_mb']:.1f} MiB; start-up to SERVING {out['startup_s']:.2f} s")
     extra = (f" (extrapolated from {out['reconcile_unbatched_sample_rows']} rows)"

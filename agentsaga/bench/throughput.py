@@ -6,11 +6,21 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from agentsaga.bench.overhead import run_id
 from agentsaga.bench.processes import Sidecar
 from agentsaga.client import AsyncSagaClient
+
+
+@dataclass(frozen=True)
+class Load:
+    """`runs` concurrent runs, each dispatching `tool` with `args` over and over."""
+
+    runs: int
+    tool: str = "noop"
+    args: dict[str, Any] = field(default_factory=lambda: {"n": 1})
 
 
 @dataclass(frozen=True)
@@ -24,10 +34,10 @@ class Throughput:
         return self.dispatches / self.seconds
 
 
-async def _load(address: str, concurrency: int, seconds: float) -> Throughput:
+async def _load(address: str, load: Load, seconds: float) -> Throughput:
     client = AsyncSagaClient(address, timeout=60)
     try:
-        runs = [run_id(f"tp{concurrency}") for _ in range(concurrency)]
+        runs = [run_id(f"tp{load.runs}") for _ in range(load.runs)]
         await asyncio.gather(*(client.begin_run(r) for r in runs))
         for r in runs:  # warm every run's path once
             await client.dispatch(r, "noop", {"n": 0})
@@ -37,18 +47,18 @@ async def _load(address: str, concurrency: int, seconds: float) -> Throughput:
         async def worker(rid: str) -> None:
             nonlocal done
             while time.perf_counter() < deadline:
-                await client.dispatch(rid, "noop", {"n": 1})
+                await client.dispatch(rid, load.tool, load.args)
                 done += 1
 
         start = time.perf_counter()
         await asyncio.gather(*(worker(r) for r in runs))
-        return Throughput(concurrency, done, time.perf_counter() - start)
+        return Throughput(load.runs, done, time.perf_counter() - start)
     finally:
         await client.close()
 
 
-def measure(sidecar: Sidecar, concurrency: int, seconds: float) -> tuple[Throughput, float]:
-    """Dispatches/s at `concurrency` runs for `seconds`, and the peak RSS (MiB) seen meanwhile."""
+def measure(sidecar: Sidecar, load: Load, seconds: float) -> tuple[Throughput, float]:
+    """Dispatches/s under `load` for `seconds`, and the peak RSS (MiB) seen meanwhile."""
     peak = sidecar.rss_mb()
     stop = threading.Event()
 
@@ -60,7 +70,7 @@ def measure(sidecar: Sidecar, concurrency: int, seconds: float) -> tuple[Through
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        result = asyncio.run(_load(sidecar.address, concurrency, seconds))
+        result = asyncio.run(_load(sidecar.address, load, seconds))
     finally:
         stop.set()
         sampler.join()

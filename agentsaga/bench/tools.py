@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from agentsaga.registry import Compensation, Registry
@@ -27,5 +28,12 @@ def pure_noop(n: int = 0) -> dict[str, Any]:
     return {"n": n}
 
 
+def slow_noop(idempotency_key: str, ms: int = 20) -> dict[str, Any]:
+    """A side-effecting tool that waits `ms` milliseconds, as a call to a real system does."""
+    time.sleep(ms / 1000)
+    return {"id": idempotency_key}
+
+
 registry.register(noop, cls="compensatable", compensate=_undo, lookup=_nothing)
+registry.register(slow_noop, cls="compensatable", compensate=_undo, lookup=_nothing)
 registry.register(pure_noop, cls="pure")

@@ -25,7 +25,10 @@ KEYS = ("direct_p50_ms", "sidecar_dispatch_p50_ms", "sidecar_dispatch_p99_ms", "
         "operator_rss_mb", "eviction_to_job_s", "sidecar_dispatch_async_p50_ms",
         "sidecar_dispatch_group_p50_ms", "sidecar_dispatch_group_p99_ms",
         "throughput_1_runs_group", "throughput_32_runs_async", "throughput_32_runs_group",
-        "group_vs_async_p50", "group_vs_async_throughput_32")
+        "group_vs_async_p50", "group_vs_async_throughput_32", "sidecar_dispatch_hot_p50_ms",
+        "sidecar_dispatch_all_p50_ms", "throughput_32_runs_hot", "throughput_32_runs_all",
+        "slow_throughput_32_runs_hot", "slow_throughput_32_runs_all",
+        "hot_vs_all_throughput_32", "hot_vs_all_slow_throughput_32")
 PEERS = ("dbos_step_p50_ms", "restate_inhandler_step_p50_ms", "restate_remote_step_p50_ms",
          "temporal_durable_activity_p50_ms", "temporal_activity_ms", "restate_step_ms")
 

@@ -239,3 +239,38 @@ def test_unwind_waits_for_the_call_in_flight_and_compensates_it(sidecar_factory:
     assert report.settled
     [ticket] = effects(ledger, "ticket")
     assert ticket["closed"] is True  # compensated, not left open as "never executed"
+
+
+def test_calls_held_by_a_slow_system_do_not_wait_for_a_hot_thread(sidecar_factory: Factory,
+                                                                  ledger: str) -> None:
+    """One thread takes RPCs while calls are quick (AGENTSAGA_HOT_WORKERS=1); three calls held
+    by the real system run at once all the same, each on its own thread, and a health check
+    still answers while they are held (AGENTSAGA_WORKERS=4)."""
+    import threading
+
+    from sagatest.ledger_tools import release
+    from sagatest.world_fixtures import poll_until
+
+    sidecar = sidecar_factory(ledger, TOOLS, env={"AGENTSAGA_WORKERS": "4",
+                                                  "AGENTSAGA_HOT_WORKERS": "1"})
+    agent = sidecar.client()
+    runs = [f"held-{i}" for i in range(3)]
+    for run in runs:
+        agent.begin_run(run)
+    add_fault(ledger, "create_ticket", "held_commit", times=3)
+    held = [threading.Thread(target=agent.dispatch, args=(
+        run, "create_ticket", {"summary": run, "order_id": "1"})) for run in runs]
+    for call in held:
+        call.start()
+    poll_until(lambda: len(calls(ledger, "create_ticket")) == 3, timeout=30)  # all three held
+    assert effects(ledger, "ticket") == []
+    health = health_pb2_grpc.HealthStub(grpc.insecure_channel(sidecar.address))
+    assert health.Check(health_pb2.HealthCheckRequest(service=""), timeout=30).status == \
+        health_pb2.HealthCheckResponse.SERVING
+    for _ in runs:
+        release(ledger, "create_ticket")
+    for call in held:
+        call.join(timeout=60)
+        assert not call.is_alive()
+    assert sorted(t["body"]["summary"] for t in effects(ledger, "ticket")) == runs
+    assert [status for _, _, status in log_rows(ledger)] == ["CONFIRMED"] * 3
