@@ -20,6 +20,7 @@ from sagatest.chart_tools import (
     CHART,
     EXAMPLE_VALUES,
     FULL_VALUES,
+    MINIMAL_VALUES,
     crd_schema,
     find,
     helm,
@@ -36,7 +37,7 @@ CR_SCHEMAS = {
         CHART.parents[1] / "tests" / "crds" / "monitoring.coreos.com_prometheusrules.yaml",
 }
 VALUE_SETS = {
-    "default": [],
+    "minimal": ["-f", str(MINIMAL_VALUES)],
     "full": ["-f", str(FULL_VALUES)],
     "example": ["-f", str(EXAMPLE_VALUES)],
 }
@@ -319,8 +320,43 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     assert not find(off, "MutatingWebhookConfiguration") and not find(off, "Secret")
 
 
+def test_an_injected_sidecar_without_tools_is_refused() -> None:
+    bare = helm("template", "x", str(CHART), check=False)
+    assert bare.returncode != 0
+    assert "the injected sidecar would have no tools and exit at start" in bare.stderr
+    for what in ("connectors.stripe.apiKeySecret.name", "sidecar.mcp.upstreams", "sidecar.tools"):
+        assert what in bare.stderr, what
+    # the connectors ConfigMap's settings alone (no key, no URL) configure no connector either
+    assert helm("template", "x", str(CHART), "--set", "connectors.stripe.apiBase=https://s.example",
+                "--set", "connectors.jira.email=a@example.com", check=False).returncode != 0
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--set", "connectors.stripe.apiKeySecret.name=stripe-credentials"],
+        ["--set", "connectors.zendesk.url=https://acme.zendesk.com"],
+        ["--set", "connectors.jira.url=https://acme.atlassian.net",
+         "--set", "connectors.jira.project=SUP"],
+        ["--set", "connectors.email.url=https://mail.example", "--set",
+         "connectors.email.from=support@example.com"],
+        ["--set", "sidecar.mcp.upstreams.tickets.url=http://tickets:9000/mcp"],
+        ["--set", "sidecar.tools={refund_tools,agentsaga.connectors.tools}"],
+        ["--set", "sidecar.extraEnv[0].name=AGENTSAGA_WAREHOUSE_URL",
+         "--set", "sidecar.extraEnv[0].value=http://warehouse"],
+        ["--set", "injection.enabled=false"],
+    ],
+    ids=["stripe", "zendesk", "jira", "email", "mcp", "own-module", "extra-env", "no-webhook"],
+)
+def test_a_sidecar_with_tools_or_without_the_webhook_renders(flags: list[str]) -> None:
+    docs = render(*flags, base=None)
+    injecting = find(docs, "MutatingWebhookConfiguration")
+    assert bool(injecting) == ("injection.enabled=false" not in flags)
+
+
 def test_sidecar_probe_refuses_grpc_with_a_loopback_listener() -> None:
-    result = helm("template", "x", str(CHART), "--set", "sidecar.probe.type=grpc", check=False)
+    result = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), "--set",
+                  "sidecar.probe.type=grpc", check=False)
     assert result.returncode != 0
     assert "not loopback" in result.stderr
     grpc = sidecar_template(render("-f", str(FULL_VALUES)))["container"]
@@ -358,9 +394,12 @@ def test_manual_sidecar_template_renders_the_webhook_container(tmp_path: Path) -
 
 
 def test_notes_explain_listing_and_approving() -> None:
-    notes = helm("template", "saga", str(CHART), "--show-only", "templates/NOTES.txt", check=False)
+    minimal = ("-f", str(MINIMAL_VALUES))
+    notes = helm("template", "saga", str(CHART), *minimal, "--show-only", "templates/NOTES.txt",
+                 check=False)
     # NOTES.txt is not a manifest; render it through `helm install --dry-run` instead
-    result = helm("install", "saga", str(CHART), "--dry-run=client", "-n", "agentsaga-system")
+    result = helm("install", "saga", str(CHART), *minimal, "--dry-run=client", "-n",
+                  "agentsaga-system")
     text = result.stdout
     assert notes.returncode != 0 or "kubectl get agentruns" in notes.stdout
     assert "kubectl get agentruns" in text

@@ -57,6 +57,27 @@ The sidecar container, in one place. Three consumers render the very same contai
 {{- end }}
 {{- end }}
 
+{{/* With the webhook, every injected sidecar needs tools, or it exits at start ("no tools"):
+agentsaga.connectors.tools registers only the connectors that are configured
+(agentsaga/connectors/config.py). Refused unless sidecar.tools names another module, a shipped
+connector is configured (in connectors or by sidecar.extraEnv), or sidecar.mcp.upstreams
+declares upstream tools. */}}
+{{- define "agentsaga.requireSidecarTools" -}}
+{{- $sidecar := .Values.sidecar }}
+{{- $c := .Values.connectors }}
+{{- $ownModules := without $sidecar.tools "agentsaga.connectors.tools" }}
+{{- $configured := or $c.stripe.apiKeySecret.name $c.jira.url $c.zendesk.url $c.email.url }}
+{{- $connectorVariables := list "AGENTSAGA_STRIPE_API_KEY" "AGENTSAGA_STRIPE_API_KEY_FILE" "AGENTSAGA_JIRA_URL" "AGENTSAGA_ZENDESK_URL" "AGENTSAGA_EMAIL_URL" "AGENTSAGA_WAREHOUSE_URL" "AGENTSAGA_HTTP_TOOLS" }}
+{{- range $sidecar.extraEnv }}
+{{- if has .name $connectorVariables }}
+{{- $configured = true }}
+{{- end }}
+{{- end }}
+{{- if not (or $ownModules $configured $sidecar.mcp.upstreams) }}
+{{- fail (printf "the injected sidecar would have no tools and exit at start: sidecar.tools is %s, which registers only the shipped connectors that are configured, and none is. Configure one (connectors.stripe.apiKeySecret.name, connectors.zendesk.url, connectors.jira.url with connectors.jira.project, or connectors.email.url with connectors.email.from; credentials from existing Secrets in the agent namespaces), or declare upstream MCP servers in sidecar.mcp.upstreams, or name your own tools module in sidecar.tools (built into the sidecar image)" (toJson $sidecar.tools)) }}
+{{- end }}
+{{- end }}
+
 {{- define "agentsaga.sidecarProbeHandler" -}}
 {{- $probe := .Values.sidecar.probe }}
 {{- $port := regexFind "[0-9]+$" .Values.sidecar.listen | int }}
