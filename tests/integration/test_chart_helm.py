@@ -14,6 +14,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from agentsaga.operator.approval_trust import selects
 
 from agentsaga.connectors.mcp import declarations
 from sagatest.chart_tools import (
@@ -281,12 +282,12 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     assert webhook["failurePolicy"] == "Fail"
     assert webhook["reinvocationPolicy"] == "Never"
     assert webhook["rules"][0]["operations"] == ["CREATE"]
-    # the API server calls the webhook for opted-in pods only, outside its own and system namespaces
+    # the API server calls the webhook for opted-in pods only, in the agent namespaces
     assert webhook["objectSelector"]["matchLabels"] == {"agentsaga.io/inject": "true"}
     assert webhook["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["agentsaga-system"]},
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-         "values": ["agentsaga-system", "kube-system", "kube-public", "kube-node-lease"]},
+         "values": ["kube-system", "kube-public", "kube-node-lease"]},
     ]
     # the operator's pods roll when the certificate they serve changes
     deployment = one(docs, "Deployment")
@@ -318,6 +319,59 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     assert one(full, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Fail"
     off = render("--set", "injection.enabled=false")
     assert not find(off, "MutatingWebhookConfiguration") and not find(off, "Secret")
+
+
+def injected_namespaces(*args: str) -> set[str]:
+    """Of a few namespaces, those whose pods the rendered webhook is called for (its
+    namespaceSelector against each namespace's kubernetes.io/metadata.name label)."""
+    webhook = one(render(*args), "MutatingWebhookConfiguration")["webhooks"][0]
+    candidates = ("agentsaga-system", "support-agents", "billing", "default", "kube-system",
+                  "kube-public", "kube-node-lease")
+    return {name for name in candidates
+            if selects(webhook["namespaceSelector"], {"kubernetes.io/metadata.name": name})}
+
+
+def test_webhook_injects_in_every_agent_namespace_and_no_system_namespace() -> None:
+    # default: the release namespace is the agent namespace
+    assert injected_namespaces() == {"agentsaga-system"}
+    # the two-namespace install of docs/deploy.md: never in the release namespace
+    assert injected_namespaces("--set", "sidecar.namespaces={support-agents}") == {
+        "support-agents"}
+    assert injected_namespaces("--set", "sidecar.namespaces={support-agents,billing}") == {
+        "support-agents", "billing"}
+    assert injected_namespaces(
+        "--set", "sidecar.namespaces={support-agents,agentsaga-system}") == {
+        "support-agents", "agentsaga-system"}
+    # a selector of your own replaces the agent namespaces, never the exclusions
+    everywhere = ["--set", "injection.namespaceSelector.matchExpressions[0].key=team",
+                  "--set", "injection.namespaceSelector.matchExpressions[0].operator=DoesNotExist"]
+    assert injected_namespaces(*everywhere) == {
+        "agentsaga-system", "support-agents", "billing", "default"}
+    assert injected_namespaces("--set", "sidecar.namespaces={support-agents}", *everywhere) == {
+        "support-agents", "billing", "default"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--set", "sidecar.namespaces={support-agents,kube-system}"],
+         "sidecar.namespaces names kube-system, a system namespace"),
+        (["--set", "sidecar.namespaces={kube-node-lease}"],
+         "sidecar.namespaces names kube-node-lease, a system namespace"),
+        (["--namespace", "kube-public"],
+         "sidecar.namespaces is empty, so agent pods would run in the release namespace "
+         "kube-public, a system namespace"),
+    ],
+    ids=["kube-system", "kube-node-lease", "release-namespace"],
+)
+def test_a_system_namespace_for_agents_is_refused(flags: list[str], message: str) -> None:
+    result = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), *flags, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    assert "sidecar.namespaces to the namespaces of your agent pods" in result.stderr
+    off = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), *flags,
+               "--set", "injection.enabled=false", check=False)
+    assert off.returncode != 0 and message in off.stderr
 
 
 def test_an_injected_sidecar_without_tools_is_refused() -> None:
