@@ -17,6 +17,7 @@ import yaml
 from agentsaga.operator.approval_trust import selects
 
 from agentsaga.connectors.mcp import declarations
+from agentsaga.settings import Settings
 from sagatest.chart_tools import (
     CHART,
     EXAMPLE_VALUES,
@@ -409,12 +410,35 @@ def test_a_sidecar_with_tools_or_without_the_webhook_renders(flags: list[str]) -
 
 
 def test_sidecar_probe_refuses_grpc_with_a_loopback_listener() -> None:
-    result = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), "--set",
-                  "sidecar.probe.type=grpc", check=False)
-    assert result.returncode != 0
-    assert "not loopback" in result.stderr
+    for listen in ("127.0.0.1:50051", "localhost:50051", "[::1]:50051"):
+        result = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), "--set",
+                      "sidecar.probe.type=grpc", "--set", f"sidecar.listen={listen}", check=False)
+        assert result.returncode != 0
+        assert f"not loopback ({listen})" in result.stderr, result.stderr
+        assert "set sidecar.listen=0.0.0.0:50051" in result.stderr
     grpc = sidecar_template(render("-f", str(FULL_VALUES)))["container"]
     assert grpc["readinessProbe"]["grpc"] == {"port": 50052}
+
+
+def sidecar_env(*args: str) -> dict[str, Any]:
+    container = sidecar_template(render(*args))["container"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_the_sidecar_is_allowed_to_serve_the_pod_ip_exactly_when_it_listens_there() -> None:
+    assert "AGENTSAGA_ALLOW_REMOTE" not in sidecar_env()
+    assert "AGENTSAGA_ALLOW_REMOTE" not in sidecar_env(
+        "--set", "sidecar.listen=localhost:50051", "--set", "sidecar.mcp.listen=127.0.0.1:8765")
+    grpc = sidecar_env("--set", "sidecar.listen=0.0.0.0:50051", "--set", "sidecar.probe.type=grpc")
+    assert grpc["AGENTSAGA_ALLOW_REMOTE"] == "true"
+    assert grpc["AGENTSAGA_LISTEN"] == "0.0.0.0:50051"
+    assert sidecar_env("-f", str(FULL_VALUES))["AGENTSAGA_ALLOW_REMOTE"] == "true"
+    # the MCP endpoint is held to the same check by the sidecar
+    mcp = sidecar_env("--set", "sidecar.mcp.listen=0.0.0.0:8765")
+    assert mcp["AGENTSAGA_ALLOW_REMOTE"] == "true"
+    # the rendered variable is one the sidecar reads
+    allowed = Settings.from_env({"AGENTSAGA_ALLOW_REMOTE": grpc["AGENTSAGA_ALLOW_REMOTE"]})
+    assert allowed.allow_remote
 
 
 def test_manual_sidecar_template_renders_the_webhook_container(tmp_path: Path) -> None:

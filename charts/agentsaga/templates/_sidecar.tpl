@@ -57,6 +57,21 @@ The sidecar container, in one place. Three consumers render the very same contai
 {{- end }}
 {{- end }}
 
+{{/* "true" when the host:port address given is loopback (127.0.0.0/8, [::1], localhost), the
+addresses the sidecar serves without --allow-remote; else empty. */}}
+{{- define "agentsaga.isLoopback" -}}
+{{- if regexMatch "^(127\\.[0-9.]+|\\[::1\\]|localhost):[0-9]+$" . }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the sidecar listens (gRPC or MCP) on an address other than loopback, so that it
+must be started with AGENTSAGA_ALLOW_REMOTE; else empty. */}}
+{{- define "agentsaga.sidecarListensRemotely" -}}
+{{- $sidecar := .Values.sidecar }}
+{{- if not (include "agentsaga.isLoopback" $sidecar.listen) }}true
+{{- else if and $sidecar.mcp.listen (not (include "agentsaga.isLoopback" $sidecar.mcp.listen)) }}true
+{{- end }}
+{{- end }}
+
 {{/* With the webhook, every injected sidecar needs tools, or it exits at start ("no tools"):
 agentsaga.connectors.tools registers only the connectors that are configured
 (agentsaga/connectors/config.py). Refused unless sidecar.tools names another module, a shipped
@@ -82,8 +97,8 @@ declares upstream tools. */}}
 {{- $probe := .Values.sidecar.probe }}
 {{- $port := regexFind "[0-9]+$" .Values.sidecar.listen | int }}
 {{- if eq $probe.type "grpc" }}
-{{- if regexMatch "^(127\\.|localhost:|\\[::1\\]:)" .Values.sidecar.listen }}
-{{- fail "sidecar.probe.type=grpc needs a sidecar.listen address the kubelet can reach (it dials the pod IP), not loopback; use sidecar.probe.type=exec" }}
+{{- if include "agentsaga.isLoopback" .Values.sidecar.listen }}
+{{- fail (printf "sidecar.probe.type=grpc needs a sidecar.listen address the kubelet can reach (it dials the pod IP), not loopback (%s): set sidecar.listen=0.0.0.0:%d (the chart then sets AGENTSAGA_ALLOW_REMOTE=true: the sidecar serves the pod's IP), or use sidecar.probe.type=exec" .Values.sidecar.listen $port) }}
 {{- end }}
 grpc:
   port: {{ $port }}
@@ -119,6 +134,12 @@ env:
     value: {{ include "agentsaga.sidecarTools" . | quote }}
   - name: AGENTSAGA_LISTEN
     value: {{ .Values.sidecar.listen | quote }}
+  {{- if include "agentsaga.sidecarListensRemotely" . }}
+  # not loopback: the sidecar serves the pod's IP (which it refuses unless allowed), and whatever
+  # reaches the pod may call its tools
+  - name: AGENTSAGA_ALLOW_REMOTE
+    value: "true"
+  {{- end }}
   # the sidecar writes only the saga log (it has no Kubernetes client at all): its pod mounts no
   # token and its ServiceAccount has no role; the operator is the only writer of AgentRuns
   {{- with .Values.sidecar.mcp.listen }}
