@@ -90,7 +90,7 @@ class McpSettings:
     listen: str = variable(
         "AGENTSAGA_MCP_LISTEN", "",
         "the sidecar's MCP endpoint (Streamable HTTP at `/mcp`): host:port, loopback unless "
-        "`--allow-remote`; unset: off")
+        "`--allow-remote` or `AGENTSAGA_ALLOW_REMOTE`; unset: off")
     upstreams: str | None = variable(
         "AGENTSAGA_MCP_UPSTREAMS", None,
         "the upstreams file: upstream MCP servers and their tools' saga declarations (the "
@@ -200,6 +200,11 @@ class Settings:
         "`sync` waits for the flush; INTENDED rows are always durable (R2)")
     listen: str = variable(
         "AGENTSAGA_LISTEN", "127.0.0.1:50051", "the sidecar's address: host:port or unix:/path")
+    allow_remote: bool = variable(
+        "AGENTSAGA_ALLOW_REMOTE", False,
+        "let the sidecar listen (gRPC and MCP) on a non-loopback address, as `--allow-remote` "
+        "does: whoever reaches the pod's IP can then call its tools; the chart sets it when "
+        "`sidecar.listen` or `sidecar.mcp.listen` is not loopback")
     tools: tuple[str, ...] = variable(
         "AGENTSAGA_TOOLS", (),
         "the tools modules: dotted names (the current directory is searched too) or files such "

@@ -45,7 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "offers (default: AGENTSAGA_MCP_UPSTREAMS)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow listening on a non-loopback address (the agent and the "
-                        "sidecar normally share the pod's loopback)")
+                        "sidecar normally share the pod's loopback; default: "
+                        "AGENTSAGA_ALLOW_REMOTE, else off)")
 
 
 def check_listen(listen: str, allow_remote: bool) -> None:
@@ -72,7 +73,8 @@ def check_listen(listen: str, allow_remote: bool) -> None:
     if not loopback:
         raise ConfigurationError(
             f"refusing to listen on {listen!r}: not a loopback address. The agent reaches the "
-            "sidecar on localhost; pass --allow-remote to serve other hosts on purpose."
+            "sidecar on localhost; pass --allow-remote (or set AGENTSAGA_ALLOW_REMOTE=true) to "
+            "serve other hosts on purpose."
         )
 
 
@@ -152,9 +154,10 @@ def serve_mcp_endpoint(service: SagaService) -> MCPServing:
 
 def run(args: argparse.Namespace) -> int:
     settings = build_settings(args)
-    check_listen(settings.listen, args.allow_remote)
+    allow_remote = args.allow_remote or settings.allow_remote
+    check_listen(settings.listen, allow_remote)
     if settings.mcp.listen:
-        check_listen(settings.mcp.listen, args.allow_remote)
+        check_listen(settings.mcp.listen, allow_remote)
     telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
     registry = build_registry(settings)  # a broken tools module is reported at once
     # the port before the database: a taken port is reported at once, not after the wait

@@ -14,12 +14,15 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from agentsaga.operator.approval_trust import selects
 
 from agentsaga.connectors.mcp import declarations
+from agentsaga.settings import Settings
 from sagatest.chart_tools import (
     CHART,
     EXAMPLE_VALUES,
     FULL_VALUES,
+    MINIMAL_VALUES,
     crd_schema,
     find,
     helm,
@@ -36,7 +39,7 @@ CR_SCHEMAS = {
         CHART.parents[1] / "tests" / "crds" / "monitoring.coreos.com_prometheusrules.yaml",
 }
 VALUE_SETS = {
-    "default": [],
+    "minimal": ["-f", str(MINIMAL_VALUES)],
     "full": ["-f", str(FULL_VALUES)],
     "example": ["-f", str(EXAMPLE_VALUES)],
 }
@@ -280,12 +283,12 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     assert webhook["failurePolicy"] == "Fail"
     assert webhook["reinvocationPolicy"] == "Never"
     assert webhook["rules"][0]["operations"] == ["CREATE"]
-    # the API server calls the webhook for opted-in pods only, outside its own and system namespaces
+    # the API server calls the webhook for opted-in pods only, in the agent namespaces
     assert webhook["objectSelector"]["matchLabels"] == {"agentsaga.io/inject": "true"}
     assert webhook["namespaceSelector"]["matchExpressions"] == [
         {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["agentsaga-system"]},
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-         "values": ["agentsaga-system", "kube-system", "kube-public", "kube-node-lease"]},
+         "values": ["kube-system", "kube-public", "kube-node-lease"]},
     ]
     # the operator's pods roll when the certificate they serve changes
     deployment = one(docs, "Deployment")
@@ -319,12 +322,123 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     assert not find(off, "MutatingWebhookConfiguration") and not find(off, "Secret")
 
 
-def test_sidecar_probe_refuses_grpc_with_a_loopback_listener() -> None:
-    result = helm("template", "x", str(CHART), "--set", "sidecar.probe.type=grpc", check=False)
+def injected_namespaces(*args: str) -> set[str]:
+    """Of a few namespaces, those whose pods the rendered webhook is called for (its
+    namespaceSelector against each namespace's kubernetes.io/metadata.name label)."""
+    webhook = one(render(*args), "MutatingWebhookConfiguration")["webhooks"][0]
+    candidates = ("agentsaga-system", "support-agents", "billing", "default", "kube-system",
+                  "kube-public", "kube-node-lease")
+    return {name for name in candidates
+            if selects(webhook["namespaceSelector"], {"kubernetes.io/metadata.name": name})}
+
+
+def test_webhook_injects_in_every_agent_namespace_and_no_system_namespace() -> None:
+    # default: the release namespace is the agent namespace
+    assert injected_namespaces() == {"agentsaga-system"}
+    # the two-namespace install of docs/deploy.md: never in the release namespace
+    assert injected_namespaces("--set", "sidecar.namespaces={support-agents}") == {
+        "support-agents"}
+    assert injected_namespaces("--set", "sidecar.namespaces={support-agents,billing}") == {
+        "support-agents", "billing"}
+    assert injected_namespaces(
+        "--set", "sidecar.namespaces={support-agents,agentsaga-system}") == {
+        "support-agents", "agentsaga-system"}
+    # a selector of your own replaces the agent namespaces, never the exclusions
+    everywhere = ["--set", "injection.namespaceSelector.matchExpressions[0].key=team",
+                  "--set", "injection.namespaceSelector.matchExpressions[0].operator=DoesNotExist"]
+    assert injected_namespaces(*everywhere) == {
+        "agentsaga-system", "support-agents", "billing", "default"}
+    assert injected_namespaces("--set", "sidecar.namespaces={support-agents}", *everywhere) == {
+        "support-agents", "billing", "default"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--set", "sidecar.namespaces={support-agents,kube-system}"],
+         "sidecar.namespaces names kube-system, a system namespace"),
+        (["--set", "sidecar.namespaces={kube-node-lease}"],
+         "sidecar.namespaces names kube-node-lease, a system namespace"),
+        (["--namespace", "kube-public"],
+         "sidecar.namespaces is empty, so agent pods would run in the release namespace "
+         "kube-public, a system namespace"),
+    ],
+    ids=["kube-system", "kube-node-lease", "release-namespace"],
+)
+def test_a_system_namespace_for_agents_is_refused(flags: list[str], message: str) -> None:
+    result = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), *flags, check=False)
     assert result.returncode != 0
-    assert "not loopback" in result.stderr
+    assert message in result.stderr, result.stderr
+    assert "sidecar.namespaces to the namespaces of your agent pods" in result.stderr
+    off = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), *flags,
+               "--set", "injection.enabled=false", check=False)
+    assert off.returncode != 0 and message in off.stderr
+
+
+def test_an_injected_sidecar_without_tools_is_refused() -> None:
+    bare = helm("template", "x", str(CHART), check=False)
+    assert bare.returncode != 0
+    assert "the injected sidecar would have no tools and exit at start" in bare.stderr
+    for what in ("connectors.stripe.apiKeySecret.name", "sidecar.mcp.upstreams", "sidecar.tools"):
+        assert what in bare.stderr, what
+    # the connectors ConfigMap's settings alone (no key, no URL) configure no connector either
+    assert helm("template", "x", str(CHART), "--set", "connectors.stripe.apiBase=https://s.example",
+                "--set", "connectors.jira.email=a@example.com", check=False).returncode != 0
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--set", "connectors.stripe.apiKeySecret.name=stripe-credentials"],
+        ["--set", "connectors.zendesk.url=https://acme.zendesk.com"],
+        ["--set", "connectors.jira.url=https://acme.atlassian.net",
+         "--set", "connectors.jira.project=SUP"],
+        ["--set", "connectors.email.url=https://mail.example", "--set",
+         "connectors.email.from=support@example.com"],
+        ["--set", "sidecar.mcp.upstreams.tickets.url=http://tickets:9000/mcp"],
+        ["--set", "sidecar.tools={refund_tools,agentsaga.connectors.tools}"],
+        ["--set", "sidecar.extraEnv[0].name=AGENTSAGA_WAREHOUSE_URL",
+         "--set", "sidecar.extraEnv[0].value=http://warehouse"],
+        ["--set", "injection.enabled=false"],
+    ],
+    ids=["stripe", "zendesk", "jira", "email", "mcp", "own-module", "extra-env", "no-webhook"],
+)
+def test_a_sidecar_with_tools_or_without_the_webhook_renders(flags: list[str]) -> None:
+    docs = render(*flags, base=None)
+    injecting = find(docs, "MutatingWebhookConfiguration")
+    assert bool(injecting) == ("injection.enabled=false" not in flags)
+
+
+def test_sidecar_probe_refuses_grpc_with_a_loopback_listener() -> None:
+    for listen in ("127.0.0.1:50051", "localhost:50051", "[::1]:50051"):
+        result = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), "--set",
+                      "sidecar.probe.type=grpc", "--set", f"sidecar.listen={listen}", check=False)
+        assert result.returncode != 0
+        assert f"not loopback ({listen})" in result.stderr, result.stderr
+        assert "set sidecar.listen=0.0.0.0:50051" in result.stderr
     grpc = sidecar_template(render("-f", str(FULL_VALUES)))["container"]
     assert grpc["readinessProbe"]["grpc"] == {"port": 50052}
+
+
+def sidecar_env(*args: str) -> dict[str, Any]:
+    container = sidecar_template(render(*args))["container"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_the_sidecar_is_allowed_to_serve_the_pod_ip_exactly_when_it_listens_there() -> None:
+    assert "AGENTSAGA_ALLOW_REMOTE" not in sidecar_env()
+    assert "AGENTSAGA_ALLOW_REMOTE" not in sidecar_env(
+        "--set", "sidecar.listen=localhost:50051", "--set", "sidecar.mcp.listen=127.0.0.1:8765")
+    grpc = sidecar_env("--set", "sidecar.listen=0.0.0.0:50051", "--set", "sidecar.probe.type=grpc")
+    assert grpc["AGENTSAGA_ALLOW_REMOTE"] == "true"
+    assert grpc["AGENTSAGA_LISTEN"] == "0.0.0.0:50051"
+    assert sidecar_env("-f", str(FULL_VALUES))["AGENTSAGA_ALLOW_REMOTE"] == "true"
+    # the MCP endpoint is held to the same check by the sidecar
+    mcp = sidecar_env("--set", "sidecar.mcp.listen=0.0.0.0:8765")
+    assert mcp["AGENTSAGA_ALLOW_REMOTE"] == "true"
+    # the rendered variable is one the sidecar reads
+    allowed = Settings.from_env({"AGENTSAGA_ALLOW_REMOTE": grpc["AGENTSAGA_ALLOW_REMOTE"]})
+    assert allowed.allow_remote
 
 
 def test_manual_sidecar_template_renders_the_webhook_container(tmp_path: Path) -> None:
@@ -358,9 +472,12 @@ def test_manual_sidecar_template_renders_the_webhook_container(tmp_path: Path) -
 
 
 def test_notes_explain_listing_and_approving() -> None:
-    notes = helm("template", "saga", str(CHART), "--show-only", "templates/NOTES.txt", check=False)
+    minimal = ("-f", str(MINIMAL_VALUES))
+    notes = helm("template", "saga", str(CHART), *minimal, "--show-only", "templates/NOTES.txt",
+                 check=False)
     # NOTES.txt is not a manifest; render it through `helm install --dry-run` instead
-    result = helm("install", "saga", str(CHART), "--dry-run=client", "-n", "agentsaga-system")
+    result = helm("install", "saga", str(CHART), *minimal, "--dry-run=client", "-n",
+                  "agentsaga-system")
     text = result.stdout
     assert notes.returncode != 0 or "kubectl get agentruns" in notes.stdout
     assert "kubectl get agentruns" in text

@@ -1,6 +1,7 @@
 """The sidecar's address and log as a first user meets them: a taken port is an error naming
-it (no silent sharing through SO_REUSEPORT), `--listen foo` is not host:port, and log lines say
-which run, step and tool they are about."""
+it (no silent sharing through SO_REUSEPORT), `--listen foo` is not host:port, an address other
+than loopback is served only when allowed, and log lines say which run, step and tool they are
+about."""
 
 from __future__ import annotations
 
@@ -47,6 +48,26 @@ def test_listen_that_is_not_host_port_says_so(listen: str, tmp_path: Path) -> No
                      "postgresql://x@127.0.0.1:9/x", cwd=tmp_path)
     assert done.returncode == 2
     assert f"--listen {listen!r} is not host:port" in done.stderr
+
+
+def test_a_non_loopback_listen_is_served_only_when_allowed_by_the_environment(
+        sidecar_factory: Factory, ledger: str) -> None:
+    """The pod's IP (0.0.0.0: every address, as the kubelet's gRPC probe needs) is refused
+    unless AGENTSAGA_ALLOW_REMOTE (the chart's way of saying `--allow-remote`) is true."""
+    for env in ({}, {"AGENTSAGA_ALLOW_REMOTE": "false"}):
+        refused = agentsaga("sidecar", "--tools", TOOLS, "--dsn", UNREACHABLE, "--listen",
+                            "0.0.0.0:0", cwd=ROOT, env=env)
+        assert refused.returncode == 2, refused.stdout
+        assert "refusing to listen on '0.0.0.0:0': not a loopback address" in refused.stderr
+        assert "AGENTSAGA_ALLOW_REMOTE=true" in refused.stderr
+    sidecar = sidecar_factory(ledger, TOOLS, listen="0.0.0.0:0",
+                              env={"AGENTSAGA_ALLOW_REMOTE": "true"})
+    host, port = sidecar.address.rsplit(":", 1)
+    assert host == "0.0.0.0"
+    sidecar.address = f"127.0.0.1:{port}"
+    client = sidecar.client()
+    client.begin_run("served-on-every-address")
+    assert client.get_run("served-on-every-address").state == "running"
 
 
 def test_sidecar_log_lines_name_run_step_and_tool(sidecar_factory: Factory,

@@ -45,9 +45,26 @@
 {{- printf "%s-sidecar-template" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* The namespaces where agent pods (and so sidecars and reconcile/unwind Jobs) run. */}}
+{{/* The cluster's own namespaces: never an agent namespace, never seen by the webhook (the
+cluster must start while the operator is down). */}}
+{{- define "agentsaga.systemNamespaces" -}}
+{{- toJson (list "kube-system" "kube-public" "kube-node-lease") }}
+{{- end }}
+
+{{/* The namespaces where agent pods (and so sidecars and reconcile/unwind Jobs) run: a system
+namespace is refused. */}}
 {{- define "agentsaga.sidecarNamespaces" -}}
 {{- $namespaces := .Values.sidecar.namespaces | default (list .Release.Namespace) }}
+{{- $system := include "agentsaga.systemNamespaces" . | fromJsonArray }}
+{{- range $namespaces }}
+{{- if has . $system }}
+{{- if $.Values.sidecar.namespaces }}
+{{- fail (printf "sidecar.namespaces names %s, a system namespace: agent pods cannot run there (the injection webhook never sees %s so that the cluster starts while it is down). Set sidecar.namespaces to the namespaces of your agent pods" . (join ", " $system)) }}
+{{- else }}
+{{- fail (printf "sidecar.namespaces is empty, so agent pods would run in the release namespace %s, a system namespace (the injection webhook never sees %s). Install the release in a namespace of its own (e.g. -n agentsaga-system) or set sidecar.namespaces to the namespaces of your agent pods" . (join ", " $system)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- toJson (uniq $namespaces) }}
 {{- end }}
 

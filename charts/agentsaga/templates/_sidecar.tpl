@@ -57,12 +57,48 @@ The sidecar container, in one place. Three consumers render the very same contai
 {{- end }}
 {{- end }}
 
+{{/* "true" when the host:port address given is loopback (127.0.0.0/8, [::1], localhost), the
+addresses the sidecar serves without --allow-remote; else empty. */}}
+{{- define "agentsaga.isLoopback" -}}
+{{- if regexMatch "^(127\\.[0-9.]+|\\[::1\\]|localhost):[0-9]+$" . }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the sidecar listens (gRPC or MCP) on an address other than loopback, so that it
+must be started with AGENTSAGA_ALLOW_REMOTE; else empty. */}}
+{{- define "agentsaga.sidecarListensRemotely" -}}
+{{- $sidecar := .Values.sidecar }}
+{{- if not (include "agentsaga.isLoopback" $sidecar.listen) }}true
+{{- else if and $sidecar.mcp.listen (not (include "agentsaga.isLoopback" $sidecar.mcp.listen)) }}true
+{{- end }}
+{{- end }}
+
+{{/* With the webhook, every injected sidecar needs tools, or it exits at start ("no tools"):
+agentsaga.connectors.tools registers only the connectors that are configured
+(agentsaga/connectors/config.py). Refused unless sidecar.tools names another module, a shipped
+connector is configured (in connectors or by sidecar.extraEnv), or sidecar.mcp.upstreams
+declares upstream tools. */}}
+{{- define "agentsaga.requireSidecarTools" -}}
+{{- $sidecar := .Values.sidecar }}
+{{- $c := .Values.connectors }}
+{{- $ownModules := without $sidecar.tools "agentsaga.connectors.tools" }}
+{{- $configured := or $c.stripe.apiKeySecret.name $c.jira.url $c.zendesk.url $c.email.url }}
+{{- $connectorVariables := list "AGENTSAGA_STRIPE_API_KEY" "AGENTSAGA_STRIPE_API_KEY_FILE" "AGENTSAGA_JIRA_URL" "AGENTSAGA_ZENDESK_URL" "AGENTSAGA_EMAIL_URL" "AGENTSAGA_WAREHOUSE_URL" "AGENTSAGA_HTTP_TOOLS" }}
+{{- range $sidecar.extraEnv }}
+{{- if has .name $connectorVariables }}
+{{- $configured = true }}
+{{- end }}
+{{- end }}
+{{- if not (or $ownModules $configured $sidecar.mcp.upstreams) }}
+{{- fail (printf "the injected sidecar would have no tools and exit at start: sidecar.tools is %s, which registers only the shipped connectors that are configured, and none is. Configure one (connectors.stripe.apiKeySecret.name, connectors.zendesk.url, connectors.jira.url with connectors.jira.project, or connectors.email.url with connectors.email.from; credentials from existing Secrets in the agent namespaces), or declare upstream MCP servers in sidecar.mcp.upstreams, or name your own tools module in sidecar.tools (built into the sidecar image)" (toJson $sidecar.tools)) }}
+{{- end }}
+{{- end }}
+
 {{- define "agentsaga.sidecarProbeHandler" -}}
 {{- $probe := .Values.sidecar.probe }}
 {{- $port := regexFind "[0-9]+$" .Values.sidecar.listen | int }}
 {{- if eq $probe.type "grpc" }}
-{{- if regexMatch "^(127\\.|localhost:|\\[::1\\]:)" .Values.sidecar.listen }}
-{{- fail "sidecar.probe.type=grpc needs a sidecar.listen address the kubelet can reach (it dials the pod IP), not loopback; use sidecar.probe.type=exec" }}
+{{- if include "agentsaga.isLoopback" .Values.sidecar.listen }}
+{{- fail (printf "sidecar.probe.type=grpc needs a sidecar.listen address the kubelet can reach (it dials the pod IP), not loopback (%s): set sidecar.listen=0.0.0.0:%d (the chart then sets AGENTSAGA_ALLOW_REMOTE=true: the sidecar serves the pod's IP), or use sidecar.probe.type=exec" .Values.sidecar.listen $port) }}
 {{- end }}
 grpc:
   port: {{ $port }}
@@ -98,6 +134,12 @@ env:
     value: {{ include "agentsaga.sidecarTools" . | quote }}
   - name: AGENTSAGA_LISTEN
     value: {{ .Values.sidecar.listen | quote }}
+  {{- if include "agentsaga.sidecarListensRemotely" . }}
+  # not loopback: the sidecar serves the pod's IP (which it refuses unless allowed), and whatever
+  # reaches the pod may call its tools
+  - name: AGENTSAGA_ALLOW_REMOTE
+    value: "true"
+  {{- end }}
   # the sidecar writes only the saga log (it has no Kubernetes client at all): its pod mounts no
   # token and its ServiceAccount has no role; the operator is the only writer of AgentRuns
   {{- with .Values.sidecar.mcp.listen }}

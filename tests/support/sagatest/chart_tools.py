@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]  # tests/support/sagatest/ -> the rep
 CHART = ROOT / "charts" / "agentsaga"
 HELM = ROOT / "tools" / "bin" / "helm"
 FULL_VALUES = CHART / "ci" / "full-values.yaml"
+MINIMAL_VALUES = CHART / "ci" / "minimal-values.yaml"
 EXAMPLE_VALUES = CHART / "examples" / "values-existing-postgres.yaml"
 
 
@@ -30,9 +31,15 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def render(
-    *args: str, release: str = "saga", namespace: str = "agentsaga-system", chart: Path = CHART
+    *args: str, release: str = "saga", namespace: str = "agentsaga-system", chart: Path = CHART,
+    base: Path | None = MINIMAL_VALUES,
 ) -> list[dict[str, Any]]:
-    """`helm template` → the list of manifests (empty documents dropped); cached per arguments."""
+    """`helm template` → the list of manifests (empty documents dropped); cached per arguments.
+    `args` apply over `base`: by default ci/minimal-values.yaml, the chart's defaults with the
+    one connector they need (without one the chart refuses to render: its sidecar would have no
+    tools); None renders the bare defaults. `base` applies to this chart only, not to `chart`."""
+    if base is not None and chart == CHART:
+        args = ("-f", str(base), *args)
     return copy.deepcopy(_render(args, release, namespace, chart))
 
 
