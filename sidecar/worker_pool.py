@@ -31,12 +31,13 @@ from typing import Any
 
 from agentsaga import waiting
 
-STUCK_AFTER_S = 0.02
+STUCK_AFTER_S = 0.005
 """A thread waiting this long on another system no longer counts as busy. A marked wait
-(`agentsaga.waiting`) holds Python code too (the tool's own, its HTTP client's), and under load
-a thread waits for the GIL 5 ms at a time (`sys.getswitchinterval()`) for each thread ahead of
-it: shorter, and a saturated sidecar would take its own slowness for waits and start threads
-that only add to it. A real system answers in tens to thousands of milliseconds."""
+(`agentsaga.waiting`) holds Python code too (the tool's own, its HTTP client's), which under
+load waits for the GIL (`sys.getswitchinterval()`, 5 ms): one interval keeps a tool that answers
+at once from looking like a wait (at 32 runs of such tools a sidecar started no thread beyond
+its 8 even at 2 ms). Longer costs calls that do wait: at 20 ms, tools waiting 20 ms went
+through 8 threads only, half the throughput of 32."""
 IDLE_EXIT_S = 30.0
 """A thread idle this long ends (down to none: a quiet sidecar holds no idle threads)."""
 
