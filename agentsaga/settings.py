@@ -215,8 +215,9 @@ class Settings:
         "for its whole length)", minimum=1)
     hot_workers: int = variable(
         "AGENTSAGA_HOT_WORKERS", 8,
-        "the threads that take RPCs while calls are quick; more (up to AGENTSAGA_WORKERS) "
-        "start only while every one of them is held by a slow call", minimum=1)
+        "how many threads run RPCs at once while they work; a call beyond them gets a thread "
+        "of its own (up to AGENTSAGA_WORKERS) once busy ones have waited 5 ms on a real "
+        "system (a tool's call, a lookup, a decision)", minimum=1)
     grpc_experiments: str = variable(
         "AGENTSAGA_GRPC_EXPERIMENTS", grpc_tuning.DEFAULT,
         "`GRPC_EXPERIMENTS` for the sidecar and the client when it is not set (empty: grpc's "
