@@ -11,11 +11,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from agentsaga.errors import (
     ConfigurationError,
+    DatabaseRefused,
     DatabaseUnavailable,
     LogRefused,
     LogUnavailable,
@@ -88,6 +90,24 @@ def translate(dsn: str, exc: psycopg.Error) -> LogUnavailable:
     return LogRefused(where(dsn), exc)
 
 
+def refusal(dsn: str, connect_timeout: int) -> psycopg.OperationalError | None:
+    """Why a Postgres that is up refuses `dsn` (a missing role or database, a wrong password,
+    an invalid parameter), or None while the server may still be starting. libpq's ping tells
+    the two apart without reading any message text: OK when the server answered, even if only
+    to refuse the role; REJECT while it starts up or shuts down; NO_RESPONSE when nothing
+    answered; NO_ATTEMPT for parameters that cannot work. A server that answers is tried once
+    more, in case it finished starting between the two. (psycopg's ping holds the GIL while it
+    waits: `connect_timeout` bounds it.)"""
+    conninfo = make_conninfo(dsn, connect_timeout=connect_timeout)
+    if pq.PGconn.ping(conninfo.encode()) not in (pq.Ping.OK, pq.Ping.NO_ATTEMPT):
+        return None
+    try:
+        psycopg.connect(conninfo).close()
+    except psycopg.OperationalError as exc:
+        return exc
+    return None
+
+
 class Database:
     """The pools of one saga log. Thread-safe; share one per process."""
 
@@ -107,15 +127,24 @@ class Database:
                 configure=_session("off"), open=False, name="agentsaga-outcomes")
 
     def open(self, timeout: float) -> None:
-        """Wait up to `timeout` seconds for Postgres (it may still be starting), then open the
-        pools; `DatabaseUnavailable` says why it could not."""
+        """Wait up to `timeout` seconds for Postgres while it may still be starting (nothing
+        answers, or "the database system is starting up"), then open the pools;
+        `DatabaseUnavailable` says why it could not. A server that answers and refuses the
+        DSN's role, password or database is not waited for: `DatabaseRefused` at once."""
         check_dsn(self.dsn)
         deadline = time.monotonic() + timeout
+        connect_timeout = max(1, int(timeout))
         while True:
             try:
-                psycopg.connect(self.dsn, connect_timeout=max(1, int(timeout))).close()
+                psycopg.connect(self.dsn, connect_timeout=connect_timeout).close()
                 break
             except psycopg.OperationalError as exc:
+                # the ping waits at most what is left of the wait (a host that never answers
+                # has used the whole wait in the attempt already)
+                left = max(1, min(connect_timeout, int(deadline - time.monotonic())))
+                refused = refusal(self.dsn, left)
+                if refused is not None:
+                    raise DatabaseRefused(where(self.dsn), refused) from None
                 if time.monotonic() >= deadline:
                     raise DatabaseUnavailable(where(self.dsn), timeout, exc) from None
                 logger.warning("waiting for the saga log's Postgres (%s): %s", where(self.dsn),
