@@ -148,3 +148,30 @@ def test_a_server_that_is_still_starting_is_waited_for(tmp_path: Path) -> None:
     assert took >= 2, f"gave up after {took:.1f}s"
     assert WAITING in done.stderr
     assert "after 2s" in done.stderr and STARTING_UP.message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("password", ["Secr3t/Tail", "Secr3t@Tail", "Secr3t/Mid@Tail"])
+def test_a_password_with_an_unescaped_slash_or_at_is_never_printed(tmp_path: Path,
+                                                                    password: str) -> None:
+    """libpq ends the password at an unescaped '/' or '@' and takes the rest for the host, port
+    or database: no piece of it is printed, and the message says to percent-encode it."""
+    dsn = f"postgresql://saga:{password}@127.0.0.1:9/app"
+    done = agentsaga("runs", "--dsn", dsn, cwd=tmp_path, env={"AGENTSAGA_DB_WAIT_S": "30"},
+                     timeout=20)
+    assert done.returncode == 2, done.stderr
+    for piece in ("Secr3t", "Mid", "Tail"):
+        assert piece not in done.stdout + done.stderr, f"{piece!r} of the password was printed"
+    assert "at 127.0.0.1:9/app" in done.stderr, done.stderr
+    assert "password holds an unescaped '/' or '@'" in done.stderr
+    assert "Percent-encode them in the password ('/' as %2F, '@' as %40" in done.stderr
+
+
+def test_a_percent_encoded_password_connects(pg: str, tmp_path: Path) -> None:
+    """The advice works: the same password, percent-encoded (the test server trusts its local
+    users, so any password connects once the DSN is read right)."""
+    params = conninfo_to_dict(pg)
+    dsn = (f"postgresql://{params['user']}:Secr3t%2FTa%40il@/{params['dbname']}"
+           f"?host={params['host']}&port={params.get('port') or 5432}")
+    done = agentsaga("runs", "--dsn", dsn, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "no runs in this saga log yet" in done.stdout
