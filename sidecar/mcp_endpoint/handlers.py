@@ -28,7 +28,6 @@ from mcp.shared.exceptions import MCPError
 from agentsaga import pivot
 from agentsaga.calls import ToolInfo
 from agentsaga.errors import InvalidArguments, SagaError
-from agentsaga.requests import parse_plan
 from agentsaga.service import SagaService
 from agentsaga.store import PivotRecord
 
@@ -131,8 +130,9 @@ class Endpoint:
         service = self.service
         service.ensure_begun(run_id, agent=agent)
         if tool == REACH_PIVOT:
-            plan = parse_plan(json.dumps(args.get("plan")))
-            return _record(_pivot_json(service.reach_pivot(run_id, plan)))
+            # the raw-request path of gRPC's ReachPivot: the plan's size and depth checked
+            plan_json = json.dumps(args.get("plan"))
+            return _record(_pivot_json(service.reach_pivot_request(run_id, plan_json)))
         if tool == AWAIT_DECISION:
             timeout = _seconds(args.get("timeout_seconds", 30), "timeout_seconds")
             return _record(_pivot_json(service.await_decision(run_id, timeout)))

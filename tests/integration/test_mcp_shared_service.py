@@ -163,3 +163,28 @@ def test_a_bad_call_means_the_same_refusal_on_both_front_ends(
     assert caught.value.code() is status
     assert ends.grpc.get_run(f"bad-{code}").steps == []
     assert ends.notes.made == {}
+
+
+def test_a_plan_step_too_large_to_dispatch_is_refused_when_staged_on_both_front_ends(
+        front_ends: FrontEnds) -> None:
+    """A commit step whose arguments no dispatch would take (AGENTSAGA_MAX_ARGS_BYTES) is
+    refused when the plan is staged, in the dispatch's words, not after its approval."""
+    ends = front_ends
+    big = {"note": "x" * (1 << 20)}
+    plan = [{"tool": "delete_note", "args": big}]
+    refused = _mcp(ends, "plan-big", "agentsaga_reach_pivot", {"plan": plan})
+    assert _error(refused) == "invalid_argument"
+    with pytest.raises(Refused) as staged:
+        ends.grpc.reach_pivot("plan-big", plan)
+    assert staged.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(Refused) as dispatched:
+        ends.grpc.dispatch("plan-big", "delete_note", big)
+    assert dispatched.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    words = str(dispatched.value.details()).split(" Pass large content")[0]
+    assert words.startswith("arguments are ") and "(AGENTSAGA_MAX_ARGS_BYTES)" in words
+    for said in (_text(refused), str(staged.value.details())):
+        assert f"commit step 0: {words} Pass large content by reference" in said, said
+        assert "Nothing was staged" in said
+    run = ends.service.saga_log.require_run("plan-big")
+    assert run.pivot is None and run.state == "running"
+    assert ends.grpc.get_run("plan-big").steps == []
