@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from agentsaga import keys
@@ -58,11 +59,12 @@ def check_depth(text: str, limit: int, what: str = "arguments") -> None:
 
 
 def loads(text: str, limit: int, what: str) -> Any:
-    """JSON from an agent: depth checked first; malformed JSON or a lone surrogate (which no
-    real system and no database takes) is InvalidArguments."""
+    """JSON from an agent, the one place it is parsed: depth checked first; malformed JSON, a
+    key named twice in one object, or a lone surrogate (which no real system and no database
+    takes) is InvalidArguments."""
     check_depth(text, limit, what)
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys(what))
     except json.JSONDecodeError as exc:
         raise InvalidArguments(f"{what} are not valid JSON: {exc}") from None
     except RecursionError:
@@ -95,6 +97,25 @@ def sent_size(args: JSON) -> int:
     sends them (`json.dumps`, ASCII with escapes): a commit step whose arguments are over the
     limit so sent is refused when the plan is staged, not after its approval."""
     return len(json.dumps(args).encode())
+
+
+def _unique_keys(what: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An object_pairs_hook refusing a key named twice in one object: JSON parsers disagree on
+    which value wins (Python's takes the last), so which one the agent meant is unknown."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(pairs)
+        if len(made) == len(pairs):
+            return made
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                shown = key if len(key) <= 64 else key[:64] + "..."
+                raise InvalidArguments(
+                    f"{what}: the key {shown!r} appears twice in one JSON object, and which "
+                    "value was meant cannot be known; send each key once")
+            seen.add(key)
+        return made
+    return unique
 
 
 def parse_args(args_json: str, limit: int, depth: int = DEFAULT_DEPTH) -> JSON:
