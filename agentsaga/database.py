@@ -8,6 +8,7 @@ it says so and changes nothing, instead of creating tables in a database that is
 
 from __future__ import annotations
 
+from agentsaga.errors import ConfigurationError, DatabaseRefused
 from agentsaga.postgres import Role, saga_log_dsn
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog, StoreHooks
@@ -18,21 +19,38 @@ def resolve_dsn(dsn: str | None, settings: Settings, role: Role = "sidecar") -> 
     return dsn or saga_log_dsn(settings, role)
 
 
+def is_embedded(dsn: str | None, settings: Settings, role: Role = "sidecar") -> bool:
+    """Whether the role's saga log is the embedded Postgres: no --dsn, no DSN of the role's
+    own (AGENTSAGA_OPERATOR_DSN, AGENTSAGA_MIGRATE_DSN), no AGENTSAGA_DSN."""
+    own = {"operator": settings.operator_dsn, "migrate": settings.migrate_dsn}.get(role)
+    return not (dsn or own or settings.dsn)
+
+
 def open_saga_log(dsn: str | None, settings: Settings, *, migrate: bool = False,
                   check_schema: bool = True, hooks: StoreHooks | None = None,
                   role: Role = "sidecar") -> SagaLog:
     """The saga log, waited for up to AGENTSAGA_DB_WAIT_S. `migrate`: apply what is missing;
     else, unless `check_schema` is off, refuse a database whose schema is missing or behind
     (`SagaLog.require_schema`)."""
-    target = resolve_dsn(dsn, settings, "migrate" if migrate else role)
-    saga_log = SagaLog(target, min_size=1, max_size=2, async_outcomes=False, hooks=hooks).open(
-        migrate=migrate, timeout=settings.db_wait_s)
+    role = "migrate" if migrate else role
+    target = resolve_dsn(dsn, settings, role)
+    embedded = is_embedded(dsn, settings, role)
+    try:
+        saga_log = SagaLog(target, min_size=1, max_size=2, async_outcomes=False,
+                           hooks=hooks).open(migrate=migrate, timeout=settings.db_wait_s)
+    except DatabaseRefused as exc:
+        if not embedded:
+            raise
+        # the embedded server trusts its local users: only a missing role refuses one
+        raise ConfigurationError(
+            f"the embedded Postgres in {settings.embedded_dir} has no saga log yet "
+            f"({exc.reason}); nothing was read or changed. Run `agentsaga migrate` first, "
+            "with the same AGENTSAGA_DATA_DIR: it creates the schema and the roles.") from None
     if migrate or not check_schema:
         return saga_log
-    explicit = bool(dsn or settings.dsn)
     try:
         saga_log.require_schema(
-            None if explicit else f"the embedded Postgres in {settings.embedded_dir}")
+            f"the embedded Postgres in {settings.embedded_dir}" if embedded else None)
     except BaseException:
         saga_log.close()
         raise

@@ -16,6 +16,8 @@
     │   └── RateLimited            the run exceeds its calls per second (AGENTSAGA_MAX_CALLS_PER_S)
     ├── LogUnavailable             the saga log's Postgres went away during an operation
     │   ├── DatabaseUnavailable    ... or could not be reached at start
+    │   │   └── DatabaseRefused    ... or answered and refused the DSN's role, password or
+    │   │                          database (not "still starting": no wait)
     │   └── LogRefused             ... or refused a statement (read-only after a failover,
     │                              no privilege): what was done is unknown to the caller
     ├── DecisionError              a human decision that cannot be honoured; nothing recorded
@@ -203,12 +205,27 @@ class LogRefused(LogUnavailable):
 class DatabaseUnavailable(LogUnavailable):
     """The saga log's Postgres cannot be reached at start: no call is made without it (R2)."""
 
-    def __init__(self, where: str, waited: float, cause: Exception) -> None:
-        super().__init__(where, cause, message=(
+    def __init__(self, where: str, waited: float, cause: Exception, *,
+                 message: str | None = None) -> None:
+        super().__init__(where, cause, message=message or (
             f"cannot reach the saga log's Postgres at {where} after {waited:g}s "
             f"({_first_line(cause)}). Check AGENTSAGA_DSN (or --dsn) and that the server "
             "accepts connections; nothing was called."))
         self.waited = waited
+
+
+class DatabaseRefused(DatabaseUnavailable):
+    """The saga log's Postgres is up and refused the connection: its role, password or database
+    is wrong or not there yet (a database `agentsaga migrate` has not prepared). Waiting would
+    not help, so nothing waits for it."""
+
+    def __init__(self, where: str, cause: Exception) -> None:
+        super().__init__(where, 0.0, cause, message=(
+            f"the saga log's Postgres at {where} is up but refused the connection "
+            f"({_first_line(cause)}). If its roles or database are not there yet, run "
+            "`agentsaga migrate` first (it creates the schema and the roles agentsaga_sidecar "
+            "and agentsaga_operator); otherwise check the role, password and database name in "
+            "the DSN (AGENTSAGA_DSN, AGENTSAGA_OPERATOR_DSN or --dsn). Nothing was called."))
 
 
 class ConfigurationError(SagaError):

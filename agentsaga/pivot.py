@@ -21,6 +21,7 @@ from typing import Any, Literal
 from agentsaga import telemetry
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
 from agentsaga.registry import JSON, Registry, ToolSpec
+from agentsaga.requests import args_too_large, sent_size
 from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, SagaLog, Step
 from agentsaga.tool_schema import CALL_AGAIN, check_arguments
@@ -126,10 +127,12 @@ def staged_steps(steps: list[Step]) -> list[JSON]:
     ]
 
 
-def commit_steps(plan: list[JSON], registry: Registry, key: str) -> list[JSON]:
+def commit_steps(plan: list[JSON], registry: Registry, key: str,
+                 max_args_bytes: int) -> list[JSON]:
     """Validate the commit plan against the registry: known, side-effecting tools, arguments
-    the tool takes (typed, as its call will be checked); each step's arguments digested under
-    the run's `key`."""
+    the tool takes (typed, as its call will be checked) and of a size its call may send
+    (`max_args_bytes`, AGENTSAGA_MAX_ARGS_BYTES); each step's arguments digested under the
+    run's `key`."""
     checked: list[JSON] = []
     for index, item in enumerate(plan):
         tool, args = item.get("tool"), item.get("args", {})
@@ -140,21 +143,30 @@ def commit_steps(plan: list[JSON], registry: Registry, key: str) -> list[JSON]:
         spec = registry.get(tool)
         if spec.cls == "pure":
             raise InvalidArguments(f"commit step {index}: {tool} is pure and needs no approval")
-        try:  # typed as the call will be (R2): an approved step that cannot run helps nobody
+        # sized and typed as the call will be (R2): an approved step that cannot run helps
+        # nobody
+        too_large = args_too_large(sent_size(args), max_args_bytes)
+        if too_large:
+            raise _not_staged(index, too_large)
+        try:
             check_arguments(spec, args)
         except InvalidArguments as exc:
-            raise InvalidArguments(
-                f"commit step {index}: {str(exc).removesuffix(CALL_AGAIN)} Nothing was staged; "
-                "reach the pivot again with corrected arguments.") from None
+            raise _not_staged(index, str(exc).removesuffix(CALL_AGAIN)) from None
         checked.append({"tool": tool, "args": args, "argsDigest": args_digest(args, key),
                         "class": spec.cls, "audience": spec.audience(args)})
     return checked
 
 
+def _not_staged(index: int, problem: str) -> InvalidArguments:
+    return InvalidArguments(f"commit step {index}: {problem} Nothing was staged; reach the "
+                            "pivot again with corrected arguments.")
+
+
 def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
-          plan: list[JSON]) -> PivotRecord:
+          plan: list[JSON], *, max_args_bytes: int) -> PivotRecord:
     """R10: stage the whole plan for one human approval; returns the pivot record as stored
-    (and as the approver sees it: card numbers masked)."""
+    (and as the approver sees it: card numbers masked). A commit step whose arguments are
+    over `max_args_bytes` (AGENTSAGA_MAX_ARGS_BYTES) is refused, as its call would be."""
     with telemetry.pivot_stage_span(run_id) as span:
         run = saga_log.require_owner(run_id, epoch)
         if not run.open:
@@ -169,7 +181,7 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
                              "unknown outcome; resolve it before staging the plan")
         # staging the same plan again (a restarted agent) gives the same planHash
         key = (run.pivot.digest_key if run.pivot is not None else "") or new_digest_key()
-        commit = commit_steps(plan, registry, key)
+        commit = commit_steps(plan, registry, key, max_args_bytes)
         done = staged_steps(steps)
         record = PivotRecord(state=PivotState.AWAITING_APPROVAL,
                              plan_hash=plan_hash(done, commit), staged_at=_now(), staged=done,

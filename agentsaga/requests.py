@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from agentsaga import keys
@@ -58,11 +59,12 @@ def check_depth(text: str, limit: int, what: str = "arguments") -> None:
 
 
 def loads(text: str, limit: int, what: str) -> Any:
-    """JSON from an agent: depth checked first; malformed JSON or a lone surrogate (which no
-    real system and no database takes) is InvalidArguments."""
+    """JSON from an agent, the one place it is parsed: depth checked first; malformed JSON, a
+    key named twice in one object, or a lone surrogate (which no real system and no database
+    takes) is InvalidArguments."""
     check_depth(text, limit, what)
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys(what))
     except json.JSONDecodeError as exc:
         raise InvalidArguments(f"{what} are not valid JSON: {exc}") from None
     except RecursionError:
@@ -75,15 +77,51 @@ def loads(text: str, limit: int, what: str) -> Any:
     return value
 
 
+def args_too_large(size: int, limit: int) -> str:
+    """What arguments of `size` bytes over AGENTSAGA_MAX_ARGS_BYTES are told, at a dispatch and
+    at staging alike; empty when they are within it."""
+    if size <= limit:
+        return ""
+    return (f"arguments are {size} bytes; the limit is {limit} (AGENTSAGA_MAX_ARGS_BYTES). "
+            "Pass large content by reference (a URL or an id), not inline.")
+
+
+def check_args_size(size: int, limit: int) -> None:
+    problem = args_too_large(size, limit)
+    if problem:
+        raise InvalidArguments(problem)
+
+
+def sent_size(args: JSON) -> int:
+    """The bytes of `args` as a dispatch will measure them when SagaClient or the MCP endpoint
+    sends them (`json.dumps`, ASCII with escapes): a commit step whose arguments are over the
+    limit so sent is refused when the plan is staged, not after its approval."""
+    return len(json.dumps(args).encode())
+
+
+def _unique_keys(what: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An object_pairs_hook refusing a key named twice in one object: JSON parsers disagree on
+    which value wins (Python's takes the last), so which one the agent meant is unknown."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(pairs)
+        if len(made) == len(pairs):
+            return made
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                shown = key if len(key) <= 64 else key[:64] + "..."
+                raise InvalidArguments(
+                    f"{what}: the key {shown!r} appears twice in one JSON object, and which "
+                    "value was meant cannot be known; send each key once")
+            seen.add(key)
+        return made
+    return unique
+
+
 def parse_args(args_json: str, limit: int, depth: int = DEFAULT_DEPTH) -> JSON:
     """Arguments as the agent sent them: a JSON object of at most `limit` bytes, nested at most
     `depth` levels."""
-    size = len(args_json.encode())
-    if size > limit:
-        raise InvalidArguments(
-            f"arguments are {size} bytes; the limit is {limit} (AGENTSAGA_MAX_ARGS_BYTES). "
-            "Pass large content by reference (a URL or an id), not inline."
-        )
+    check_args_size(len(args_json.encode()), limit)
     value = loads(args_json, depth, "arguments") if args_json.strip() else {}
     if not isinstance(value, dict):
         raise InvalidArguments(
@@ -119,8 +157,15 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def parse_plan(plan_json: str, depth: int = DEFAULT_DEPTH) -> list[JSON]:
-    """A commit plan: a JSON list of {"tool": ..., "args": {...}} (R10)."""
+def parse_plan(plan_json: str, limit: int, depth: int = DEFAULT_DEPTH) -> list[JSON]:
+    """A commit plan: a JSON list of {"tool": ..., "args": {...}} (R10), of at most `limit`
+    bytes (each step's arguments are held to AGENTSAGA_MAX_ARGS_BYTES when it is staged)."""
+    size = len(plan_json.encode())
+    if size > limit:
+        raise InvalidArguments(
+            f"the commit plan is {size} bytes; the limit is {limit} (AGENTSAGA_MAX_PLAN_BYTES). "
+            "Stage fewer steps, and pass large content by reference (a URL or an id), not "
+            "inline; nothing was staged.")
     plan = loads(plan_json or "[]", depth + 2, "the commit plan's steps")
     if not isinstance(plan, list) or not all(isinstance(s, dict) for s in plan):
         raise InvalidArguments(

@@ -286,14 +286,19 @@ class SagaService:
     # -- the pivot (R10) -------------------------------------------------------------------
 
     def reach_pivot(self, run_id: str, plan: list[JSON]) -> PivotRecord:
+        """Stage `plan`; each commit step's arguments are held to AGENTSAGA_MAX_ARGS_BYTES, as
+        its call will be."""
         run_id = self.log_id(run_id)
         with self.run_lock(run_id):
-            return pivot.stage(self.saga_log, self.registry, run_id, self.epoch(run_id), plan)
+            return pivot.stage(self.saga_log, self.registry, run_id, self.epoch(run_id), plan,
+                               max_args_bytes=self.settings.max_args_bytes)
 
     def reach_pivot_request(self, run_id: str, plan_json: str) -> PivotRecord:
-        """ReachPivot from raw input: the plan's depth checked before it is parsed."""
+        """ReachPivot from raw input: the plan's size (AGENTSAGA_MAX_PLAN_BYTES) and depth
+        checked before it is parsed."""
         run_id = self.log_id(run_id)
-        return self.reach_pivot(run_id, parse_plan(plan_json, self.settings.max_json_depth))
+        return self.reach_pivot(run_id, parse_plan(plan_json, self.settings.max_plan_bytes,
+                                                   self.settings.max_json_depth))
 
     def await_decision(self, run_id: str, timeout: float,
                        gone: Callable[[], bool] = lambda: False) -> PivotRecord | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import grpc
+from agentsaga.sidecar.addresses import add_ports
 from agentsaga.sidecar.grpc_adapter import SidecarServicer
 from agentsaga.sidecar.worker_pool import WorkerPool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -19,15 +20,6 @@ from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sidecar"].full_name
 
 __all__ = ["SERVICE_NAME", "Serving", "SidecarServicer", "bind", "serve", "start"]
-
-
-def _bind_failure(listen: str) -> str:
-    if listen.startswith("unix:"):
-        return (f"cannot listen on {listen!r}: the socket is in use (another sidecar?) or its "
-                "folder is not writable")
-    port = listen.rsplit(":", 1)[-1]
-    return (f"cannot listen on {listen!r}: port {port} in use (another sidecar?); stop it or "
-            "choose another port with --listen / AGENTSAGA_LISTEN")
 
 
 @dataclass
@@ -58,14 +50,12 @@ def bind(listen: str, *, workers: int = 32, hot_workers: int = 8) -> Serving:
         options=[("grpc.max_receive_message_length", 8 << 20), ("grpc.so_reuseport", 0)],
         interceptors=telemetry.server_interceptors(),  # `traceparent` from the agent
     )
-    try:
-        port = server.add_insecure_port(listen)
-    except RuntimeError:  # grpcio >= 1.60 raises where older versions returned 0
-        port = 0
-    if port == 0:
+    try:  # every address of the host, or none: never half of `localhost`
+        port = add_ports(server, listen)
+    except ConfigurationError:
         server.stop(None)
         pool.shutdown(wait=False)
-        raise ConfigurationError(_bind_failure(listen))
+        raise
     health_servicer = health.HealthServicer()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -50,6 +50,8 @@ class CampaignConfig:
     stripe_key: str = ""
     search_lag_s: float = 1.0
     """The most the world's search lags in a campaign (its faults stay below it)."""
+    db_wait_s: float = 30.0
+    """How long to wait for the saga log's Postgres at start (AGENTSAGA_DB_WAIT_S)."""
 
 
 @dataclass
@@ -77,11 +79,16 @@ class Campaign:
     # -- setup -----------------------------------------------------------------------------
 
     def run(self) -> CampaignResult:
-        with tempfile.TemporaryDirectory(prefix="agentsaga-chaos-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="agentsaga-chaos-") as tmp, \
+                contextlib.ExitStack() as started:  # stopped in reverse, whatever failed
             pg = None if self.config.dsn else EmbeddedPostgres(Path(tmp) / "pg")
+            if pg is not None:
+                started.callback(pg.stop)
             dsn = self.config.dsn or (pg.dsn if pg else "")
+            saga_log = SagaLog(dsn, min_size=1, max_size=4).open(timeout=self.config.db_wait_s)
+            started.callback(saga_log.close)
             world = World().start()
-            saga_log = SagaLog(dsn, min_size=1, max_size=4).open()
+            started.callback(world.stop)
             env = {
                 "AGENTSAGA_STRIPE_API_BASE": world.url,
                 "AGENTSAGA_STRIPE_API_KEY": self.config.stripe_key or
@@ -98,14 +105,8 @@ class Campaign:
                     for tool in SEARCHED_TOOLS}),
             }
             procs = Processes(dsn, TOOLS, env, self.result.output)
-            try:
-                self._campaign(world, pg, saga_log, procs, dsn)
-            finally:
-                procs.stop_all()
-                saga_log.close()
-                world.stop()
-                if pg is not None:
-                    pg.stop()
+            started.callback(procs.stop_all)
+            self._campaign(world, pg, saga_log, procs, dsn)
         return self.result
 
     def _campaign(self, world: World, pg: EmbeddedPostgres | None, saga_log: SagaLog,

@@ -11,11 +11,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from agentsaga.errors import (
     ConfigurationError,
+    DatabaseRefused,
     DatabaseUnavailable,
     LogRefused,
     LogUnavailable,
@@ -34,24 +36,65 @@ def _session(synchronous_commit: str) -> Callable[[Connection], None]:
     return configure
 
 
-def where(dsn: str) -> str:
-    """host:port/dbname of a DSN, for messages (never the password)."""
+_URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def misread_password(dsn: str) -> bool:
+    """Whether a URL DSN looks like its password holds an unescaped '/' or '@': libpq ends the
+    password there and reads the rest as the host, the port or the database
+    (postgresql://u:pa/ss@db/app is host `u`, port `pa`, database `ss@db/app`). A host never
+    holds an '@', and a database name rarely does, so one in either is taken as the sign."""
+    if not dsn.lower().startswith(_URL_SCHEMES):
+        return False
     try:
         info = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
+        return False
+    return "@" in str(info.get("host") or "") + str(info.get("dbname") or "")
+
+
+def _location(dsn: str) -> dict[str, Any] | None:
+    """The host, port and database of a DSN for messages, never anything of its userinfo (user,
+    password); None when it cannot be read. When libpq would misread the password
+    (`misread_password`), only what follows the DSN's last '@' is read: a password, however
+    written, ends before it."""
+    try:
+        info = conninfo_to_dict(dsn)
+        if misread_password(dsn):
+            scheme = dsn[:dsn.index("://") + 3]
+            info = conninfo_to_dict(scheme + dsn.rpartition("@")[2])
+    except psycopg.ProgrammingError:
+        return None
+    return {k: info.get(k) for k in ("host", "port", "dbname")}
+
+
+def where(dsn: str) -> str:
+    """host:port/dbname of a DSN, for messages (never its user or password)."""
+    info = _location(dsn)
+    if info is None:
         return "an unparsable DSN"
-    host = info.get("host") or "localhost"
-    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
+    return f"{info['host'] or 'localhost'}:{info['port'] or 5432}/{info['dbname'] or ''}"
 
 
 def describe(dsn: str) -> str:
-    """'the database agentsaga on db.example:5432', for messages (never the password)."""
-    try:
-        info = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
+    """'the database agentsaga on db.example:5432', for messages (never its user or
+    password)."""
+    info = _location(dsn)
+    if info is None:
         return "the configured database"
-    host = info.get("host") or "localhost"
-    return f"the database {info.get('dbname') or '(default)'} on {host}:{info.get('port') or 5432}"
+    return (f"the database {info['dbname'] or '(default)'} on {info['host'] or 'localhost'}:"
+            f"{info['port'] or 5432}")
+
+
+def misread_password_error(dsn: str) -> ConfigurationError:
+    """What a DSN whose password libpq misreads (`misread_password`) gets instead of a wait and
+    of libpq's own message, which would quote the pieces of the password it took for a host."""
+    return ConfigurationError(
+        f"cannot connect to the saga log's Postgres at {where(dsn)}: its DSN looks like the "
+        "password holds an unescaped '/' or '@', where Postgres ends the password and reads "
+        "the rest as the host or the database. Percent-encode them in the password ('/' as "
+        "%2F, '@' as %40: postgresql://user:pa%2Fss@host:5432/dbname), and an '@' in the "
+        "database name as %40 too. Nothing was called.")
 
 
 def with_user(dsn: str, user: str) -> str:
@@ -88,6 +131,24 @@ def translate(dsn: str, exc: psycopg.Error) -> LogUnavailable:
     return LogRefused(where(dsn), exc)
 
 
+def refusal(dsn: str, connect_timeout: int) -> psycopg.OperationalError | None:
+    """Why a Postgres that is up refuses `dsn` (a missing role or database, a wrong password,
+    an invalid parameter), or None while the server may still be starting. libpq's ping tells
+    the two apart without reading any message text: OK when the server answered, even if only
+    to refuse the role; REJECT while it starts up or shuts down; NO_RESPONSE when nothing
+    answered; NO_ATTEMPT for parameters that cannot work. A server that answers is tried once
+    more, in case it finished starting between the two. (psycopg's ping holds the GIL while it
+    waits: `connect_timeout` bounds it.)"""
+    conninfo = make_conninfo(dsn, connect_timeout=connect_timeout)
+    if pq.PGconn.ping(conninfo.encode()) not in (pq.Ping.OK, pq.Ping.NO_ATTEMPT):
+        return None
+    try:
+        psycopg.connect(conninfo).close()
+    except psycopg.OperationalError as exc:
+        return exc
+    return None
+
+
 class Database:
     """The pools of one saga log. Thread-safe; share one per process."""
 
@@ -107,15 +168,26 @@ class Database:
                 configure=_session("off"), open=False, name="agentsaga-outcomes")
 
     def open(self, timeout: float) -> None:
-        """Wait up to `timeout` seconds for Postgres (it may still be starting), then open the
-        pools; `DatabaseUnavailable` says why it could not."""
+        """Wait up to `timeout` seconds for Postgres while it may still be starting (nothing
+        answers, or "the database system is starting up"), then open the pools;
+        `DatabaseUnavailable` says why it could not. A server that answers and refuses the
+        DSN's role, password or database is not waited for: `DatabaseRefused` at once."""
         check_dsn(self.dsn)
         deadline = time.monotonic() + timeout
+        connect_timeout = max(1, int(timeout))
         while True:
             try:
-                psycopg.connect(self.dsn, connect_timeout=max(1, int(timeout))).close()
+                psycopg.connect(self.dsn, connect_timeout=connect_timeout).close()
                 break
             except psycopg.OperationalError as exc:
+                if misread_password(self.dsn):  # libpq's reason would quote the password
+                    raise misread_password_error(self.dsn) from None
+                # the ping waits at most what is left of the wait (a host that never answers
+                # has used the whole wait in the attempt already)
+                left = max(1, min(connect_timeout, int(deadline - time.monotonic())))
+                refused = refusal(self.dsn, left)
+                if refused is not None:
+                    raise DatabaseRefused(where(self.dsn), refused) from None
                 if time.monotonic() >= deadline:
                     raise DatabaseUnavailable(where(self.dsn), timeout, exc) from None
                 logger.warning("waiting for the saga log's Postgres (%s): %s", where(self.dsn),

@@ -23,6 +23,11 @@ Kinds, and whether the state change happens:
                                          gets the same 500 back (Stripe caches 500s)
 
 `reject` and `fail_before_commit_502` answers are never saved under an idempotency key.
+
+A fault is checked whole when it is made (`Fault.__post_init__`, and `Fault.from_dict` for
+`POST /_world/faults`, which also refuses a field its kind does not use): a bad one is a
+ValueError naming the field, and no fault is added, rather than one that breaks the calls it
+matches.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import contextlib
 import copy
 import fnmatch
 import json
+import math
+import re
 import socket
 import struct
 import threading
@@ -53,6 +60,31 @@ FaultKind = Literal[
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 PRE_COMMIT_KINDS = frozenset({"delay", "hold", "reject", "fail_before_commit_502",
                               "fail_500_cached"})
+
+
+FIELDS = ("method", "path", "kind", "on_call", "times", "seconds", "status", "body")
+"""What `POST /_world/faults` takes."""
+KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    "seconds": ("delay", "hold", "drop_response"),
+    "status": ("reject",),
+    "body": ("reject", "fail_500_cached"),
+}
+"""The fields only some kinds use: given for another kind, a request is refused rather than
+taken without them."""
+_METHOD = re.compile(r"\*|[A-Za-z]+")
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 @dataclass
@@ -83,21 +115,55 @@ class Fault:
     """`hold`: set by `release()`; the held calls go on."""
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {FAULT_KINDS}")
+        """Every field checked before the fault is added: one it could not apply is a
+        ValueError saying which field and what it must be, and the fault set is unchanged."""
+        if not isinstance(self.kind, str) or self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; expected one of "
+                             f"{', '.join(FAULT_KINDS)}")
+        if not isinstance(self.method, str) or not _METHOD.fullmatch(self.method):
+            raise ValueError(f"fault method {self.method!r}: an HTTP method such as POST, or "
+                             "'*' for any")
+        if not isinstance(self.path, str) or not self.path.startswith("/"):
+            raise ValueError(f"fault path {self.path!r}: a path starting with '/', such as "
+                             "/v1/payment_intents/*/capture")
+        for name in ("on_call", "times"):
+            value = getattr(self, name)
+            if value is not None and not (_whole(value) and value >= 1):
+                raise ValueError(f"fault {name} {value!r}: a whole number of at least 1")
         if self.on_call is not None and self.times is not None:
             raise ValueError("give on_call or times, not both")
-        if not self.path.startswith("/"):
-            raise ValueError("fault path must start with '/'")
+        if not (_number(self.seconds) and math.isfinite(self.seconds) and self.seconds >= 0):
+            raise ValueError(f"fault seconds {self.seconds!r}: a finite number of seconds, at "
+                             "least 0")
+        if not (_whole(self.status) and 400 <= self.status <= 599):
+            raise ValueError(f"fault status {self.status!r}: an HTTP error status, 400 to 599")
+        try:
+            json.dumps(self.body, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError("fault body: a JSON value") from None
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Fault:
-        """Build from JSON (`POST /_world/faults`); unknown fields are an error."""
-        allowed = {"method", "path", "kind", "on_call", "times", "seconds", "status", "body"}
-        extra = set(raw) - allowed
+    def from_dict(cls, raw: Any) -> Fault:
+        """Build from JSON (`POST /_world/faults`): an object with the fields of `Fault`;
+        unknown fields, missing ones and fields the kind does not use are an error."""
+        if not isinstance(raw, dict):
+            raise ValueError(f"a fault is a JSON object with the fields {', '.join(FIELDS)}; "
+                             f"got a JSON {_json_type(raw)}")
+        extra = set(raw) - set(FIELDS)
         if extra:
-            raise ValueError(f"unknown fault fields: {sorted(extra)}")
-        return cls(**raw)
+            raise ValueError(f"unknown fault fields: {sorted(extra)}; a fault has "
+                             f"{', '.join(FIELDS)}")
+        missing = [name for name in ("method", "path", "kind") if name not in raw]
+        if missing:
+            raise ValueError(f"missing fault fields: {missing}")
+        fault = cls(**raw)
+        unused = sorted(name for name, kinds in KIND_FIELDS.items()
+                        if name in raw and fault.kind not in kinds)
+        if unused:
+            raise ValueError(f"a {fault.kind} fault does not use {', '.join(unused)}: "
+                             + "; ".join(f"{name} is for {', '.join(KIND_FIELDS[name])}"
+                                         for name in unused))
+        return fault
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)

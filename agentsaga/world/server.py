@@ -13,7 +13,8 @@ Control over HTTP (for other processes, e.g. `agentsaga world`):
 
     GET    /_world/truth              the ground truth (see `agentsaga.world.truth`)
     GET    /_world/faults             active faults with their counters
-    POST   /_world/faults             add a fault: JSON with the fields of `Fault` -> 201
+    POST   /_world/faults             add a fault: JSON with the fields of `Fault` -> 201;
+                                       a bad one -> 400 naming what is wrong, nothing added
     DELETE /_world/faults             remove all faults
     POST   /_world/reset              empty every stand-in, remove faults, default warehouse
     GET    /_world/config             {"search_lag", "search_rate", "reject_reships", and the
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import json
 import threading
 import time
 from collections import Counter
@@ -279,11 +281,18 @@ class World:
         return web.json_response([f.to_dict() for f in self.faults.list()])
 
     async def _http_add_fault(self, request: web.Request) -> web.Response:
+        """A fault checked whole before it is added: a bad one is a 400 saying what is wrong,
+        and the active faults stay as they were."""
         try:
-            raw = await request.json()
-            fault = self.faults.add(Fault.from_dict(raw))
+            raw = json.loads(await request.text())
+        except ValueError as exc:
+            return web.json_response({"error": f"the fault is not valid JSON: {exc}"},
+                                     status=400)
+        try:
+            fault = Fault.from_dict(raw)
         except (ValueError, TypeError) as exc:
             return web.json_response({"error": str(exc)}, status=400)
+        self.faults.add(fault)
         return web.json_response(fault.to_dict(), status=201)
 
     async def _http_clear_faults(self, request: web.Request) -> web.Response:

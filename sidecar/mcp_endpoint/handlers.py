@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from agentsaga import pivot
 from agentsaga.calls import ToolInfo
 from agentsaga.errors import InvalidArguments, SagaError
-from agentsaga.requests import parse_plan
+from agentsaga.requests import loads
 from agentsaga.service import SagaService
 from agentsaga.store import PivotRecord
 
@@ -122,17 +122,23 @@ class Endpoint:
         run_id = self.run_of(ctx)
         args = dict(params.arguments or {})
         agent = header(ctx, AGENT_HEADER)
-        return await anyio.to_thread.run_sync(
-            lambda: answered(params.name, lambda: self.call(run_id, agent, params.name, args)))
+        raw = await request_body(ctx)
+        return await anyio.to_thread.run_sync(lambda: answered(
+            params.name, lambda: self.call(run_id, agent, params.name, args, raw=raw)))
 
-    def call(self, run_id: str, agent: str, tool: str, args: dict[str, Any]
-             ) -> types.CallToolResult:
-        """One tools/call: the run begun or adopted once, then the service's answer."""
+    def call(self, run_id: str, agent: str, tool: str, args: dict[str, Any], *,
+             raw: str = "") -> types.CallToolResult:
+        """One tools/call: the request as it came (`raw`: a key named twice, which the MCP
+        library's parser keeps the last of, is refused before anything is written), the run
+        begun or adopted once, then the service's answer."""
         service = self.service
+        if raw:  # the one parser of agents' JSON (`requests.loads`), on the request's text
+            loads(raw, service.settings.max_json_depth + 2, "arguments")
         service.ensure_begun(run_id, agent=agent)
         if tool == REACH_PIVOT:
-            plan = parse_plan(json.dumps(args.get("plan")))
-            return _record(_pivot_json(service.reach_pivot(run_id, plan)))
+            # the raw-request path of gRPC's ReachPivot: the plan's size and depth checked
+            plan_json = json.dumps(args.get("plan"))
+            return _record(_pivot_json(service.reach_pivot_request(run_id, plan_json)))
         if tool == AWAIT_DECISION:
             timeout = _seconds(args.get("timeout_seconds", 30), "timeout_seconds")
             return _record(_pivot_json(service.await_decision(run_id, timeout)))
@@ -141,6 +147,16 @@ class Endpoint:
             return _record({"run_id": run.run_id, "state": str(run.state)})
         # the raw-request path of gRPC's Dispatch: run id, rate limit, size and NUL checks
         return outcomes.tool_result(service.dispatch_request(run_id, tool, json.dumps(args)))
+
+
+async def request_body(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The text of the HTTP request a tools/call came in (read once by the MCP library, which
+    keeps it); empty when the transport has none."""
+    body = getattr(ctx.request, "body", None)
+    if body is None:
+        return ""
+    data = await body()
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else ""
 
 
 def answered(tool: str, call: Callable[[], types.CallToolResult]) -> types.CallToolResult:

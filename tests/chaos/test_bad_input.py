@@ -67,6 +67,12 @@ DISPATCH_CASES = [
     ("deeply nested arguments", "ok-run", "create_ticket",
      '{"summary": ' + "[" * 50000 + "]" * 50000 + ', "order_id": "1"}', "INVALID_ARGUMENT",
      "levels deep (AGENTSAGA_MAX_JSON_DEPTH); flatten them"),
+    ("a key named twice", "ok-run", "create_ticket",
+     '{"summary": "a", "order_id": "1", "order_id": "2"}', "INVALID_ARGUMENT",
+     "the key 'order_id' appears twice in one JSON object"),
+    ("a key named twice, nested", "ok-run", "create_ticket",
+     '{"summary": "a", "order_id": "1", "meta": {"k": 1, "k": 2}}', "INVALID_ARGUMENT",
+     "the key 'k' appears twice"),
     ("missing required argument", "ok-run", "create_ticket", '{"order_id": "1"}',
      "INVALID_ARGUMENT", "summary"),
     ("unexpected argument", "ok-run", "create_ticket",
@@ -125,6 +131,10 @@ OTHER_CASES: list[tuple[str, Callable[[SagaClient], object], str, str]] = [
     ("a commit plan that is not a list", lambda c: c.stub.ReachPivot(pb.ReachPivotRequest(
         run_id="ok-run", commit_plan_json='{"tool": "send_email"}')), "INVALID_ARGUMENT",
      "JSON list"),
+    ("a commit plan naming a key twice", lambda c: c.stub.ReachPivot(pb.ReachPivotRequest(
+        run_id="ok-run", commit_plan_json='[{"tool": "send_email", "tool": "send_correction", '
+        '"args": {"to": "c@example.com", "body": "hi"}}]')), "INVALID_ARGUMENT",
+     "the key 'tool' appears twice"),
     ("a commit plan naming an unknown tool", lambda c: c.reach_pivot(
         "ok-run", [{"tool": "launch_rocket", "args": {}}]), "NOT_FOUND", "launch_rocket"),
     ("a commit plan with non-object args", lambda c: c.reach_pivot(

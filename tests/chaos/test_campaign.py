@@ -102,3 +102,28 @@ def test_a_healthy_ground_truth_has_no_violation() -> None:
         {"system": "zendesk", "id": 1, "external_id": "k1", "state": "closed",
          "comments": [{"body": "Rolled back: the agent run that created this was unwound"}]}])
     assert check([RUN], rows, truth, [Answer("r", 0, "k0", "CONFIRMED")]) == []
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--runs", "0"], "argument --runs: must be a whole number of at least 1, got '0'"),
+    (["--runs", "-3"], "argument --runs: must be a whole number of at least 1, got '-3'"),
+    (["--runs", "many"], "argument --runs: must be a whole number of at least 1, got 'many'"),
+    (["--only-run", "-1"], "argument --only-run: must be a whole number of at least 0, got '-1'"),
+])
+def test_a_campaign_that_would_check_nothing_is_refused(args: list[str], says: str) -> None:
+    """`--runs 0` would report a pass after checking nothing."""
+    done = subprocess.run([sys.executable, "-m", "agentsaga.cli", "chaos", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 2, done.stdout
+    assert says in done.stderr, done.stderr
+    assert "violations" not in done.stdout and "runs:" not in done.stdout
+
+
+def test_a_campaign_on_a_dsn_waits_as_long_as_db_wait_says() -> None:
+    unreachable = "postgresql://agentsaga@127.0.0.1:9/nothing"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentsaga.cli", "chaos", "--runs", "1", "--dsn", unreachable],
+        capture_output=True, text=True, cwd=ROOT, timeout=25,
+        env={**os.environ, "AGENTSAGA_DB_WAIT_S": "1"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot reach the saga log's Postgres at 127.0.0.1:9/nothing after 1s" in done.stderr

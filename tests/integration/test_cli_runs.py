@@ -25,7 +25,8 @@ def _staged_run(dsn: str, run_id: str) -> str:
         epoch = saga_log.begin_run(run_id, agent="refunds").run.owner_epoch
         record = pivot.stage(saga_log, registry, run_id, epoch,
                              [{"tool": "send_email", "args": {"to": "d@example.com",
-                                                              "body": "refunded"}}])
+                                                              "body": "refunded"}}],
+                             max_args_bytes=1 << 20)
     return record.plan_hash
 
 

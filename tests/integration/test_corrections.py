@@ -33,8 +33,7 @@ def test_unwound_customer_email_queues_one_correction_sent_only_after_approval(
         dispatcher.begin_run("apology-run")
         dispatcher.dispatch("apology-run", "create_ticket",
                             {"summary": "Refund for order 1182", "order_id": "1182"})
-        staged = pivot.stage(saga_log, registry, "apology-run", dispatcher.epoch("apology-run"),
-                             [{"tool": "send_email", "args": EMAIL}])
+        staged = dispatcher.reach_pivot("apology-run", [{"tool": "send_email", "args": EMAIL}])
         pivot.record_decision(saga_log, "apology-run", staged.plan_hash, "Approved", "alice")
         assert dispatcher.dispatch("apology-run", "send_email", EMAIL).outcome == "CONFIRMED"
         assert len(customer_emails(world)) == 1

@@ -24,6 +24,7 @@ from agentsaga.registry import JSON, Compensation, Effect, Registry, ref
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
+from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.world import ManualClock
 from sagatest.mcp_fixtures import run
 
@@ -162,4 +163,68 @@ def test_a_bad_call_means_the_same_refusal_on_both_front_ends(
         ends.grpc.dispatch(f"bad-{code}", tool, args)
     assert caught.value.code() is status
     assert ends.grpc.get_run(f"bad-{code}").steps == []
+    assert ends.notes.made == {}
+
+
+def test_a_plan_step_too_large_to_dispatch_is_refused_when_staged_on_both_front_ends(
+        front_ends: FrontEnds) -> None:
+    """A commit step whose arguments no dispatch would take (AGENTSAGA_MAX_ARGS_BYTES) is
+    refused when the plan is staged, in the dispatch's words, not after its approval."""
+    ends = front_ends
+    big = {"note": "x" * (1 << 20)}
+    plan = [{"tool": "delete_note", "args": big}]
+    refused = _mcp(ends, "plan-big", "agentsaga_reach_pivot", {"plan": plan})
+    assert _error(refused) == "invalid_argument"
+    with pytest.raises(Refused) as staged:
+        ends.grpc.reach_pivot("plan-big", plan)
+    assert staged.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(Refused) as dispatched:
+        ends.grpc.dispatch("plan-big", "delete_note", big)
+    assert dispatched.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    words = str(dispatched.value.details()).split(" Pass large content")[0]
+    assert words.startswith("arguments are ") and "(AGENTSAGA_MAX_ARGS_BYTES)" in words
+    for said in (_text(refused), str(staged.value.details())):
+        assert f"commit step 0: {words} Pass large content by reference" in said, said
+        assert "Nothing was staged" in said
+    run = ends.service.saga_log.require_run("plan-big")
+    assert run.pivot is None and run.state == "running"
+    assert ends.grpc.get_run("plan-big").steps == []
+
+
+def _raw_tools_call(url: str, run_id: str, body: str) -> dict[str, Any]:
+    """A tools/call as bytes on the wire: no MCP client would send a key twice."""
+    answer = httpx2.post(url, content=body.encode(), timeout=30, headers={
+        "Agentsaga-Run-Id": run_id, "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream"})
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()["result"]
+    return result
+
+
+def test_a_key_named_twice_is_refused_on_both_front_ends_before_anything_is_written(
+        front_ends: FrontEnds) -> None:
+    """JSON parsers disagree on which of two values of one key wins: the sidecar takes neither,
+    and says which key."""
+    ends = front_ends
+    arguments = '{"text": "one", "text": "two"}'
+    result = _raw_tools_call(ends.mcp_url, "twice", (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "create_note", '
+        f'"arguments": {arguments}}}}}'))
+    assert result["isError"] and result["_meta"]["agentsaga.io/error"] == "invalid_argument"
+    said = "".join(c["text"] for c in result["content"])
+    assert "the key 'text' appears twice in one JSON object" in said, said
+    assert ends.service.saga_log.run("twice") is None  # not even begun
+    ends.grpc.begin_run("twice")
+    with pytest.raises(grpc.RpcError) as caught:
+        ends.grpc.stub.Dispatch(pb.DispatchRequest(run_id="twice", tool="create_note",
+                                                   args_json=arguments))
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "the key 'text' appears twice in one JSON object" in str(caught.value.details())
+    with pytest.raises(grpc.RpcError) as staged:
+        ends.grpc.stub.ReachPivot(pb.ReachPivotRequest(run_id="twice", commit_plan_json=(
+            '[{"tool": "delete_note", "args": {"note": "a", "note": "b"}}]')))
+    assert staged.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "the key 'note' appears twice" in str(staged.value.details())
+    run_after = ends.service.saga_log.require_run("twice")
+    assert run_after.pivot is None and ends.grpc.get_run("twice").steps == []
     assert ends.notes.made == {}

@@ -127,6 +127,37 @@ def test_data_errors_are_invalid_argument(sidecar_factory: Factory, ledger: str,
     assert says in (error.value.details() or "")
 
 
+def test_plans_are_bounded_in_all_and_in_each_step_before_anything_is_staged(
+        sidecar_factory: Factory, ledger: str) -> None:
+    """AGENTSAGA_MAX_PLAN_BYTES bounds the whole plan before it is parsed; each step's
+    arguments are held to AGENTSAGA_MAX_ARGS_BYTES, as its dispatch would hold them."""
+    sidecar = sidecar_factory(ledger, TOOLS, env={"AGENTSAGA_MAX_ARGS_BYTES": "1000",
+                                                  "AGENTSAGA_MAX_PLAN_BYTES": "5000"})
+    client = sidecar.client()
+    client.begin_run("bounded")
+    small = {"to": "customer@example.com", "body": "b" * 600}
+    too_many = json.dumps([{"tool": "send_email", "args": small}] * 10)
+    large = {**small, "body": "b" * 1500}
+    one_too_large = json.dumps([{"tool": "send_email", "args": EMAIL},
+                                {"tool": "send_email", "args": large}])
+    # the size its dispatch would measure: the arguments as the client sends them
+    for plan_json, says in ((too_many, f"the commit plan is {len(too_many)} bytes; the limit "
+                                       "is 5000 (AGENTSAGA_MAX_PLAN_BYTES)"),
+                            (one_too_large, f"commit step 1: arguments are "
+                                            f"{len(json.dumps(large))} bytes; the limit is 1000 "
+                                            "(AGENTSAGA_MAX_ARGS_BYTES)")):
+        with pytest.raises(grpc.RpcError) as error:
+            client.stub.ReachPivot(pb.ReachPivotRequest(run_id="bounded",
+                                                        commit_plan_json=plan_json))
+        assert error.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert says in (error.value.details() or ""), error.value.details()
+    with psycopg.connect(ledger) as conn:
+        row = conn.execute("SELECT pivot, state FROM saga_runs WHERE run_id = 'bounded'")
+        assert row.fetchone() == (None, "running")  # nothing staged
+    staged = client.reach_pivot("bounded", [{"tool": "send_email", "args": small}])
+    assert staged.state == "AwaitingApproval"
+
+
 READ_ONLY = """
 CREATE FUNCTION read_only_outcomes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

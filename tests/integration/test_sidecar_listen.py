@@ -5,13 +5,14 @@ about."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from agentsaga import subprocesses
-from agentsaga.client import ToolOutcomeUnknown
+from agentsaga.client import SagaClient, ToolOutcomeUnknown
 from sagatest import ledger_tools
 from sagatest.cli_tools import agentsaga
 from sagatest.sidecar_fixtures import SidecarProcess
@@ -40,6 +41,49 @@ def test_a_second_sidecar_on_a_taken_port_fails_naming_the_port(sidecar_factory:
     client = first.client()  # the first one still serves, alone
     client.begin_run("still-mine")
     assert client.get_run("still-mine").state == "running"
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("taken", ["127.0.0.1", "::1"])
+def test_localhost_with_one_family_of_its_port_taken_fails_naming_it(taken: str,
+                                                                    tmp_path: Path) -> None:
+    """`localhost` is two addresses to gRPC (127.0.0.1 and ::1): with one of them held by
+    another process, the sidecar must not serve on the other alone (out of reach of half its
+    clients), but fail at once, naming the port and the address."""
+    if ":" in taken and not _ipv6_loopback():
+        pytest.skip("this host has no IPv6 loopback")
+    family = socket.AF_INET6 if ":" in taken else socket.AF_INET
+    with socket.socket(family) as holder:
+        holder.bind((taken, 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = agentsaga("sidecar", "--tools", TOOLS, "--dsn", UNREACHABLE, "--listen",
+                         f"localhost:{port}", cwd=ROOT, env={"AGENTSAGA_DB_WAIT_S": "5"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"port {port} in use (another sidecar?) on {taken}" in done.stderr, done.stderr
+    assert "listening on" not in done.stdout
+    assert "saga log's Postgres" not in done.stderr, "it bound half of localhost and went on"
+
+
+def test_localhost_is_served_on_both_loopbacks(sidecar_factory: Factory, ledger: str) -> None:
+    sidecar = sidecar_factory(ledger, TOOLS, listen="localhost:0")
+    port = sidecar.address.rsplit(":", 1)[1]
+    assert sidecar.address == f"localhost:{port}"
+    families = {"ipv4": "127.0.0.1", "ipv6": "[::1]"}
+    if not _ipv6_loopback():
+        del families["ipv6"]
+    for family, host in families.items():
+        with SagaClient(f"{host}:{port}", timeout=10) as client:
+            client.begin_run(f"via-{family}")
+            assert client.get_run(f"via-{family}").state == "running"
 
 
 @pytest.mark.parametrize("listen", ["foo", "127.0.0.1", "localhost:http", ":50051"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -32,6 +33,49 @@ def test_faults_are_added_listed_and_cleared_over_http(world: World) -> None:
         truth = http.get("/_world/truth").json()
     assert [r["status"] for r in truth["reships"]] == ["accepted"]  # the rejected call never ran
     assert truth["calls"]["POST /warehouse/reships"] == 2
+
+
+RESHIPS = {"method": "POST", "path": "/warehouse/reships"}
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ("{not json", "the fault is not valid JSON"),
+    ("[1, 2]", "a fault is a JSON object with the fields method, path, kind"),
+    ('"reject"', "a fault is a JSON object"),
+    ("null", "a fault is a JSON object"),
+    ({"path": "/warehouse/reships", "kind": "reject"}, "missing fault fields: ['method']"),
+    ({**RESHIPS, "method": 5, "kind": "reject"}, "fault method 5: an HTTP method"),
+    ({**RESHIPS, "path": 7, "kind": "reject"}, "fault path 7: a path starting with '/'"),
+    ({**RESHIPS, "kind": ["reject"]}, "unknown fault kind ['reject']"),
+    ({**RESHIPS, "kind": "reject", "times": "2"}, "fault times '2': a whole number of at least 1"),
+    ({**RESHIPS, "kind": "reject", "on_call": 0}, "fault on_call 0: a whole number of at least 1"),
+    ({**RESHIPS, "kind": "reject", "on_call": True}, "fault on_call True"),
+    ({**RESHIPS, "kind": "reject", "on_call": 1, "times": 1}, "give on_call or times, not both"),
+    ({**RESHIPS, "kind": "delay", "seconds": "soon"}, "fault seconds 'soon': a finite number"),
+    ({**RESHIPS, "kind": "delay", "seconds": -1}, "fault seconds -1"),
+    ({**RESHIPS, "kind": "reject", "status": "teapot"}, "fault status 'teapot': an HTTP error"),
+    ({**RESHIPS, "kind": "reject", "status": 1000}, "fault status 1000: an HTTP error status, "
+                                                    "400 to 599"),
+    ({**RESHIPS, "kind": "delay", "status": 503},
+     "a delay fault does not use status: status is for reject"),
+    ({**RESHIPS, "kind": "commit_then_504", "seconds": 5, "body": {}},
+     "a commit_then_504 fault does not use body, seconds"),
+])
+def test_a_bad_fault_is_a_400_saying_what_is_wrong_and_adds_nothing(
+        world: World, body: object, says: str) -> None:
+    with httpx.Client(base_url=world.url, timeout=5) as http:
+        kept = http.post("/_world/faults", json={**RESHIPS, "kind": "reject", "times": 1,
+                                                 "status": 409})
+        assert kept.status_code == 201
+        text = body if isinstance(body, str) else json.dumps(body)
+        refused = http.post("/_world/faults", content=text,
+                            headers={"content-type": "application/json"})
+        assert refused.status_code == 400, refused.text
+        assert says in refused.json()["error"], refused.json()
+        assert [f["status"] for f in http.get("/_world/faults").json()] == [409]
+        # the world still serves, with only the fault that was added
+        assert http.post("/warehouse/reships", json={"order_id": "1"}).status_code == 409
+        assert http.post("/warehouse/reships", json={"order_id": "2"}).status_code == 201
 
 
 def test_config_and_reset_over_http(world: World) -> None:
