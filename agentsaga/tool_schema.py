@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
 from pydantic import ValidationError
 
 from agentsaga.argument_types import HARNESS_ARGUMENT, arguments_adapter, signature_schema
@@ -76,7 +75,11 @@ def check_arguments(spec: ToolSpec, args: JSON) -> None:
 def declared_problems(schema: JSON, args: JSON) -> list[str]:
     """What `args` break of a schema a tool's server declared (JSON Schema, validated by the
     `jsonschema` library, the dialect its `$schema` names); none when the schema itself cannot
-    be read (its server then checks alone)."""
+    be read (its server then checks alone). `jsonschema` is imported here: only tools of an
+    upstream MCP server declare a schema, and a sidecar without them does not hold it
+    (2.9 MiB of RSS)."""
+    import jsonschema
+
     try:
         validator = jsonschema.validators.validator_for(schema)(schema)
         errors = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
