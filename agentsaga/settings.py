@@ -230,9 +230,9 @@ class Settings:
         "the largest accepted arguments JSON: of a tool call, and of each step of a staged plan",
         minimum=2)
     max_plan_bytes: int = variable(
-        "AGENTSAGA_MAX_PLAN_BYTES", 4 << 20,
-        "the largest accepted commit plan JSON, all its steps together (ReachPivot); keep it "
-        "above AGENTSAGA_MAX_ARGS_BYTES", minimum=2)
+        "AGENTSAGA_MAX_PLAN_BYTES", 8 << 20,
+        "the largest accepted commit plan JSON, all its steps together (ReachPivot; a gRPC "
+        "request carries at most 8 MiB); keep it above AGENTSAGA_MAX_ARGS_BYTES", minimum=2)
     max_calls_per_s: float = variable(
         "AGENTSAGA_MAX_CALLS_PER_S", 50.0,
         "tool calls one run may make per second through a sidecar (more: RESOURCE_EXHAUSTED, "

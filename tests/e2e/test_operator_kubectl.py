@@ -149,27 +149,32 @@ def test_rejection_at_the_pivot_starts_the_unwind_job(cluster: Cluster) -> None:
 def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
         cluster: Cluster) -> None:
     """The whole plan stays in the saga log; status.pivot shows bounded, masked arguments with
-    their digests, and the approval by planHash still admits the exact step."""
+    their digests, and the approval by planHash still admits the exact step. Five steps of a
+    megabyte each: every step within AGENTSAGA_MAX_ARGS_BYTES (a larger one could never be
+    dispatched, and is refused when staged), the plan within AGENTSAGA_MAX_PLAN_BYTES."""
     cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=30)
     cluster.start_operator("--standalone")
     agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
     agent.begin_run(RUN, agent="refunder")
-    attachment = {"to": "finance@example.com", "body": "ledger " + "x" * (5 << 20)}
+    attachments = [{"to": "finance@example.com", "body": f"ledger {part} " + "x" * 1_000_000}
+                   for part in range(5)]
     letter = {"to": "customer@example.com", "body": "Your refund is on its way."}
-    staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": attachment},
+    staged = agent.reach_pivot(RUN, [*({"tool": "send_email", "args": a} for a in attachments),
                                      {"tool": "send_email", "args": letter}])
     waiting = cluster.wait_phase(RUN, "AwaitingApproval")
-    big, small = waiting["status"]["pivot"]["commit"]
+    *big, small = waiting["status"]["pivot"]["commit"]
     assert len(json.dumps(waiting).encode()) < 256 << 10
-    assert "omitted" in big["args"] and small["args"] == letter
-    assert len(big["argsDigest"]) == 64 and len(staged.plan_hash) == 64
+    assert len(big) == 5 and all("omitted" in step["args"] for step in big)
+    assert small["args"] == letter
+    assert all(len(step["argsDigest"]) == 64 for step in big) and len(staged.plan_hash) == 64
     approve(cluster, staged.plan_hash)
     cluster.wait_run(RUN, lambda o: (o["status"].get("pivot") or {}).get("state") == "Approved")
     agent.dispatch(RUN, "send_email", letter)
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
         record = saga_log.require_run(logged(RUN)).pivot
         steps = saga_log.steps(logged(RUN))
-    assert record is not None and len(record.commit[0]["args"]["body"]) > 5 << 20
+    assert record is not None
+    assert sum(len(step["args"]["body"]) for step in record.commit[:5]) > 5_000_000
     assert [(s.tool, s.status) for s in steps] == [("send_email", "CONFIRMED")]
 
 
