@@ -387,6 +387,30 @@ def test_an_injected_sidecar_without_tools_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--set", "connectors.stripe.apiBase=https://stripe.internal",
+          "--set", "connectors.stripe.apiKeySecret.name=",
+          "--set", "connectors.zendesk.url=https://acme.zendesk.com"],
+         "connectors.stripe.apiBase is set but connectors.stripe.apiKeySecret.name is not"),
+        (["--set", "connectors.jira.url=https://acme.atlassian.net"],
+         "connectors.jira.url is set but connectors.jira.project is not"),
+        (["--set", "connectors.email.url=https://mail.example"],
+         "connectors.email.url is set but connectors.email.from is not"),
+    ],
+    ids=["stripe-base-without-key", "jira-without-project", "email-without-sender"],
+)
+def test_a_connector_given_in_part_is_refused(flags: list[str], message: str) -> None:
+    """As the sidecar would refuse it at start: with or without the webhook, since the
+    connectors ConfigMap serves hand-added sidecars and the Jobs too."""
+    for extra in ([], ["--set", "injection.enabled=false"]):
+        result = helm("template", "x", str(CHART), "-f", str(MINIMAL_VALUES), *flags, *extra,
+                      check=False)
+        assert result.returncode != 0
+        assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
     "flags",
     [
         ["--set", "connectors.stripe.apiKeySecret.name=stripe-credentials"],

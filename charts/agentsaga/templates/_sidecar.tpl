@@ -38,9 +38,20 @@ The sidecar container, in one place. Three consumers render the very same contai
 {{- join "," $tools }}
 {{- end }}
 
-{{/* Connector endpoints (non-secret): the data of the connectors ConfigMap, as YAML. */}}
+{{/* Connector endpoints (non-secret): the data of the connectors ConfigMap, as YAML. A
+connector given in part is refused here, as the sidecar would refuse it at start
+(agentsaga/connectors/config.py). */}}
 {{- define "agentsaga.connectorEndpoints" -}}
 {{- $c := .Values.connectors }}
+{{- if and $c.stripe.apiBase (not $c.stripe.apiKeySecret.name) }}
+{{- fail "connectors.stripe.apiBase is set but connectors.stripe.apiKeySecret.name is not: name the Secret holding the Stripe API key (in every agent namespace), or leave apiBase empty" }}
+{{- end }}
+{{- if and $c.jira.url (not $c.jira.project) }}
+{{- fail "connectors.jira.url is set but connectors.jira.project is not: name the project tickets are created in" }}
+{{- end }}
+{{- if and $c.email.url (not $c.email.from) }}
+{{- fail "connectors.email.url is set but connectors.email.from is not: name the sender address" }}
+{{- end }}
 {{- $data := dict
   "AGENTSAGA_STRIPE_API_BASE" $c.stripe.apiBase
   "AGENTSAGA_JIRA_URL" $c.jira.url
