@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test lint tools mutate clean
+.PHONY: demo test lint tools mutate bench-operator-scale clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
@@ -45,6 +45,13 @@ lint: $(VENV)/.installed-test
 mutate: $(VENV)/.installed-test
 	rm -rf mutants
 	$(PY) -P tools/mutate.py
+
+# `agentsaga bench --operator-scale N` against the API stand-in behind `kubectl proxy`, both
+# started and stopped by tools/bench_operator_scale.py; BENCH_ARGS go to the bench as they are.
+N          ?= 10000
+BENCH_ARGS ?= --quick --no-peers --log-rows 0
+bench-operator-scale: $(VENV)/.installed-test tools
+	$(PY) -P tools/bench_operator_scale.py $(N) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) tools/bin .pytest_cache mutants

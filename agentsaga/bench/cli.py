@@ -89,7 +89,9 @@ def _defaults(args: argparse.Namespace) -> None:
     args.operator_idle_seconds = args.operator_idle_seconds or (30.0 if quick else 60.0)
     if args.operator_scale and not args.kube_url:
         raise SystemExit("agentsaga bench: --operator-scale needs --kube-url (an API server "
-                         "serving the AgentRun CRD, e.g. `kubectl proxy` or the API stand-in)")
+                         "serving the AgentRun CRD without credentials, e.g. `kubectl proxy` "
+                         "in front of a throw-away cluster); in a checkout of agentsaga, `make "
+                         "bench-operator-scale N=...` runs it against the API stand-in")
     if args.log_rows < 0 or args.operator_scale < 0:
         raise SystemExit("agentsaga bench: --log-rows and --operator-scale must not be negative")
 

@@ -91,3 +91,28 @@ def test_operator_scale_needs_a_kube_url(tmp_path: Path) -> None:
                            "10"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode != 0
     assert "--operator-scale needs --kube-url" in done.stderr
+    assert "make bench-operator-scale" in done.stderr
+
+
+def test_the_operator_scale_tool_brings_its_own_api_server(pg_server: str,
+                                                            tmp_path: Path) -> None:
+    """`make bench-operator-scale`: the stand-in and `kubectl proxy` started, used and stopped."""
+    done = subprocess.run(
+        [sys.executable, "-P", "tools/bench_operator_scale.py", "10", "--json", "--no-peers",
+         "--calls", "20", "--seconds", "0.2", "--reconcile-rows", "10", "--reconcile-sample",
+         "5", "--log-rows", "0", "--operator-idle-seconds", "1", "--dsn", pg_server],
+        capture_output=True, text=True, timeout=400, cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out.get("operator_error") is None, out.get("operator_error")
+    assert out["operator_runs"] == 10 and out["operator_finished_runs"] == 9
+    assert out["eviction_to_job_s"] > 0
+    assert list(tmp_path.iterdir()) == []  # its kubeconfig and kubectl's cache removed too
+
+
+def test_the_operator_scale_tool_refuses_a_count_that_is_not_a_number(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-P", str(ROOT / "tools/bench_operator_scale.py"),
+                           "many"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "N: how many AgentRuns to create" in done.stderr
