@@ -4,6 +4,10 @@ Real search indexes (Stripe search, Jira JQL, Zendesk search, provider send logs
 time after it happened. `LaggedIndex` keeps every version of every document with the time it was
 written; a search sees, for each document, the newest version older than the current lag. The lag is
 read at query time, so changing it takes effect at once, also for earlier writes.
+
+Elapsed times are compared in whole nanoseconds: in floating point, a clock advanced by 0.29 s and
+then 0.01 s can stand a hair short of one advanced by 0.3 s, and a document written exactly one lag
+ago would be visible or not depending on where the clock started.
 """
 
 from __future__ import annotations
@@ -33,6 +37,14 @@ class WorldConfig:
     """What each stand-in's account allows (`agentsaga.world.accounts`)."""
 
 
+_SECOND = 1_000_000_000
+
+
+def nanoseconds(seconds: float) -> int:
+    """A span of time in whole nanoseconds, the resolution the world's times are compared at."""
+    return round(seconds * _SECOND)
+
+
 @dataclass
 class LaggedIndex:
     """Versions of documents by id, each visible `config.search_lag` seconds after its write."""
@@ -48,13 +60,13 @@ class LaggedIndex:
         """The newest visible version of each document, in first-write order.
 
         Ids in `always` are read through to their newest version (Jira's `reconcileIssues`)."""
-        horizon = self.config.clock() - self.config.search_lag
+        now, lag = self.config.clock(), nanoseconds(self.config.search_lag)
         out: list[dict[str, Any]] = []
         for doc_id, versions in self._versions.items():
             if doc_id in always:
                 out.append(versions[-1][1])
                 continue
-            seen = [doc for written, doc in versions if written <= horizon]
+            seen = [doc for written, doc in versions if nanoseconds(now - written) >= lag]
             if seen:
                 out.append(seen[-1])
         return out
@@ -69,7 +81,7 @@ class RateLimiter:
 
     def allow(self) -> bool:
         now = self.config.clock()
-        while self._events and self._events[0] <= now - 1.0:
+        while self._events and nanoseconds(now - self._events[0]) >= _SECOND:
             self._events.popleft()
         if len(self._events) >= self.config.search_rate:
             return False
