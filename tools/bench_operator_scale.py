@@ -13,18 +13,15 @@ only place where the bench and the stand-in meet, outside the tests.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KUBECTL = ROOT / "tools" / "bin" / "kubectl"
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from sagatest.kubeapi import KubeStandIn  # noqa: E402  (needs the path above)
-from sagatest.kubeapi.kubeconfig import write_kubeconfig  # noqa: E402
+from sagatest.kube_fixtures import CRDS, KUBECTL, Kube, kubectl_proxy  # noqa: E402  (the path above)
 
 USAGE = "usage: tools/bench_operator_scale.py N [agentsaga bench flags...]"
 
@@ -38,32 +35,17 @@ def main(argv: list[str]) -> int:
         print(f"{KUBECTL} is missing: run `make tools` first", file=sys.stderr)
         return 2
     runs, bench_flags = argv[0], argv[1:]
-    kube = KubeStandIn().start()
-    try:
-        kube.install_crds(str(ROOT / "crds"))
-        with tempfile.TemporaryDirectory(prefix="agentsaga-operator-scale-") as work:
-            kubeconfig = write_kubeconfig(Path(work) / "kubeconfig", kube.url)
-            env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
-            env.update(KUBECONFIG=str(kubeconfig), KUBECACHEDIR=str(Path(work) / "cache"),
-                       NO_PROXY="127.0.0.1,localhost")
-            proxy = subprocess.Popen([str(KUBECTL), "proxy", "--port=0"], env=env,
-                                     stdout=subprocess.PIPE, text=True)
-            try:
-                assert proxy.stdout is not None
-                line = proxy.stdout.readline()  # "Starting to serve on 127.0.0.1:PORT"
-                if "Starting to serve on" not in line:
-                    print(f"kubectl proxy did not start: {line!r}", file=sys.stderr)
-                    return 1
-                kube_url = "http://" + line.rsplit(" ", 1)[1].strip()
+    with tempfile.TemporaryDirectory(prefix="agentsaga-operator-scale-") as work:
+        kube = Kube(Path(work)).start()
+        try:
+            kube.install_crds(CRDS)
+            with kubectl_proxy(kube) as kube_url:
                 return subprocess.call(
                     [sys.executable, "-P", "-m", "agentsaga.cli", "bench",
                      "--operator-scale", runs, "--kube-url", kube_url, *bench_flags],
                     cwd=ROOT)
-            finally:
-                proxy.terminate()
-                proxy.wait(timeout=10)
-    finally:
-        kube.stop()
+        finally:
+            kube.stop()
 
 
 if __name__ == "__main__":

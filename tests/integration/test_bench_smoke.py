@@ -10,11 +10,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from sagatest.kube_fixtures import KUBECTL, Kube
+from sagatest.kube_fixtures import Kube, kubectl_proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ("direct_p50_ms", "sidecar_dispatch_p50_ms", "sidecar_dispatch_p99_ms", "pure_p50_ms",
@@ -31,22 +29,6 @@ KEYS = ("direct_p50_ms", "sidecar_dispatch_p50_ms", "sidecar_dispatch_p99_ms", "
         "hot_vs_all_throughput_32", "hot_vs_all_slow_throughput_32")
 PEERS = ("dbos_step_p50_ms", "restate_inhandler_step_p50_ms", "restate_remote_step_p50_ms",
          "temporal_durable_activity_p50_ms", "temporal_activity_ms", "restate_step_ms")
-
-
-@contextmanager
-def kubectl_proxy(kube: Kube) -> Iterator[str]:
-    """`kubectl proxy` in front of the stand-in: plain HTTP on loopback, the kubeconfig's
-    credentials added, as an operator of a real cluster would give the bench."""
-    proc = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(kube.kubeconfig), "proxy",
-                             "--port=0"], stdout=subprocess.PIPE, text=True, env=kube.env())
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # "Starting to serve on 127.0.0.1:PORT"
-        assert "Starting to serve on" in line, line
-        yield "http://" + line.rsplit(" ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_bench_json_has_every_key(pg_server: str, kube_with_crds: Kube, tmp_path: Path) -> None:

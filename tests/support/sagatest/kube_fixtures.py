@@ -2,7 +2,8 @@
 
 `kube` yields a running stand-in with a kubeconfig and a `kubectl()` runner (the real kubectl 1.37
 from tools/bin, with an isolated discovery cache); `kube_with_crds` is the same with every CRD of
-crds/ already served. Import both from tests/conftest.py.
+crds/ already served. Import both from tests/conftest.py. `kubectl_proxy` puts the real
+`kubectl proxy` in front of a stand-in (the bench's smoke test, tools/bench_operator_scale.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,25 @@ class Kube(KubeStandIn):
             input=input, capture_output=True, text=True, timeout=timeout, env=self.env(),
             check=check,
         )
+
+
+@contextmanager
+def kubectl_proxy(kube: Kube) -> Iterator[str]:
+    """`kubectl proxy` in front of the stand-in: plain HTTP on loopback, the kubeconfig's
+    credentials added, as an operator of a real cluster would give a client; yields its URL."""
+    if not KUBECTL.exists():
+        raise FileNotFoundError(f"{KUBECTL} is missing: run `make tools`")
+    proc = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(kube.kubeconfig), "proxy",
+                             "--port=0"], stdout=subprocess.PIPE, text=True, env=kube.env())
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "Starting to serve on 127.0.0.1:PORT"
+        if "Starting to serve on" not in line:
+            raise RuntimeError(f"kubectl proxy did not start: {line!r}")
+        yield "http://" + line.rsplit(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 @pytest.fixture
