@@ -6,28 +6,44 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# uv, pinned with its hashes in tools/uv-requirements.txt, installs every environment from uv.lock
+UV     := .uv/bin/uv
 
-.PHONY: demo test lint tools mutate bench-operator-scale clean
+.PHONY: demo test lint lock tools mutate bench-operator-scale clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
-# (which includes demo and bench).
-# What the first run costs (measured on a 2-core machine with pip's cache warm; the network
-# adds to it the first time); later runs reuse .venv and start at once.
-FIRST_RUN_demo := about 300 MB into .venv, 1 to 3 minutes
-FIRST_RUN_test := about 1.1 GB into .venv (kubectl and helm too), 5 to 10 minutes
+# (which includes demo and bench). Both exactly as uv.lock pins them (`--locked` refuses a lock
+# that pyproject.toml has moved away from: run `make lock`).
+# What the first run costs (measured on a 2-core machine with an empty cache); later runs reuse
+# .venv and start at once.
+FIRST_RUN_demo := about 300 MB into .venv, about a minute
+FIRST_RUN_test := about 1.1 GB into .venv (kubectl and helm too), 2 to 4 minutes
 
-$(VENV)/.installed-%: pyproject.toml setup.py
+$(UV): tools/uv-requirements.txt
 	@$(PYTHON) -P -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "agentsaga needs Python 3.11 or newer (set PYTHON=...)"; exit 1; }
-	@echo "Setting up $(VENV) with agentsaga[$*] (first run only: $(FIRST_RUN_$*)) ..."
-	@test -x $(PY) || $(PYTHON) -P -m venv $(VENV)
-	$(PY) -P -m pip install -q --upgrade pip
-	$(PY) -P -m pip install -q -e '.[$*]'
+	@test -x .uv/bin/python || $(PYTHON) -P -m venv .uv
+	.uv/bin/python -P -m pip install -q --disable-pip-version-check --require-hashes \
+		-r tools/uv-requirements.txt
 	@touch $@
+
+# [test] holds [demo]: the test environment is synced exactly (nothing else left in .venv), the
+# demo's only adds what it lacks (--inexact), so `make demo` after `make test` removes nothing.
+SYNC_demo := --inexact
+$(VENV)/.installed-%: pyproject.toml setup.py uv.lock $(UV)
+	@echo "Setting up $(VENV) with agentsaga[$*] from uv.lock (first run only: $(FIRST_RUN_$*)) ..."
+	$(UV) sync --locked --quiet --extra $* $(SYNC_$*) --python $(PYTHON)
+	@touch $@ $(if $(filter test,$*),$(VENV)/.installed-demo)
 
 demo: $(VENV)/.installed-demo
 	$(VENV)/bin/agentsaga demo
+
+# Refresh uv.lock to what the registry serves today (within pyproject.toml's ranges) and the
+# requirements files exported from it; ARGS= keeps every pin pyproject.toml still allows.
+ARGS ?= --upgrade
+lock: $(UV)
+	$(PYTHON) -P tools/lock.py $(ARGS)
 
 tools: $(VENV)/.installed-test
 	$(PY) -P tools/install_binaries.py
@@ -54,4 +70,4 @@ bench-operator-scale: $(VENV)/.installed-test tools
 	$(PY) -P tools/bench_operator_scale.py $(N) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) tools/bin .pytest_cache mutants
+	rm -rf $(VENV) .uv tools/bin .pytest_cache mutants

@@ -6,7 +6,9 @@ from setuptools import find_packages, setup
 
 MAPPED = {"agentsaga.sidecar": "sidecar", "agentsaga.operator": "operator"}
 
-packages = find_packages(include=["agentsaga", "agentsaga.*"])
+# agentsaga.bench.peers holds the peers' scripts and pins (data, no __init__.py): named here so
+# that setuptools ships it without warning that it would be ignored
+packages = find_packages(include=["agentsaga", "agentsaga.*"]) + ["agentsaga.bench.peers"]
 for name, folder in MAPPED.items():
     packages += [name] + [f"{name}.{sub}" for sub in find_packages(folder)]
 

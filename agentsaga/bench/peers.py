@@ -68,7 +68,8 @@ class PeerEnv:
         if not self.python.exists():
             venv.EnvBuilder(with_pip=True).create(self.root)
         # run from the environment's folder: a checkout's operator/ would shadow the stdlib's
-        subprocess.run([str(self.python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
+        subprocess.run([str(self.python), "-m", "pip", "install", "-q", "--require-hashes",
+                        "-r", str(REQUIREMENTS)],
                        check=True, stdout=sys.stderr, cwd=self.root, env=self._env())
         npm_dir = self.root / "npm"
         npm_dir.mkdir(exist_ok=True)

@@ -6,7 +6,7 @@ import warnings
 
 from agentsaga.v1 import sidecar_pb2 as agentsaga_dot_v1_dot_sidecar__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 

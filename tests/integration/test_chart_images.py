@@ -70,18 +70,18 @@ def test_the_lock_pins_every_dependency_with_a_hash() -> None:
     assert '--require-hashes --no-deps --only-binary=:all: -r "$lock"' in script
     entries = re.split(r"\n(?=[A-Za-z])", "\n".join(
         line for line in (IMAGES / "requirements.lock").read_text().splitlines()
-        if not line.startswith("#")).strip())
+        if not line.lstrip().startswith("#")).strip())
     pinned: dict[str, str] = {}
     for entry in entries:
-        match = re.match(r"([A-Za-z0-9_.-]+)==(\S+) \\\n(\s+--hash=sha256:[0-9a-f]{64}( \\\n)?)+$",
-                         entry)
+        match = re.match(r"([A-Za-z0-9_.-]+)==(\S+)( ; [^\\]+)? \\\n"
+                         r"(\s+--hash=sha256:[0-9a-f]{64}( \\\n)?)+$", entry)
         assert match, entry
         pinned[canonical(match.group(1))] = match.group(2)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     for requirement in project["dependencies"]:
         name = canonical(re.split(r"[\[<>=!~ ;]", requirement, maxsplit=1)[0])
         assert name in pinned, f"{requirement} is not in images/requirements.lock: run " \
-                               "tools/lock_image_requirements.py"
+                               "make lock"
         specifier = requirement[len(re.split(r"[<>=!~ ;]", requirement, maxsplit=1)[0]):]
         specifier = re.sub(r"^\[[^\]]*\]", "", specifier).strip()
         assert Version(pinned[name]) in SpecifierSet(specifier), (requirement, pinned[name])
