@@ -34,12 +34,15 @@ from sagatest.cluster import pki
 from sagatest.cluster.binary import control_plane_binary
 from sagatest.cluster.processes import Component, ComponentFailed, free_port
 
-# The controller-manager's controllers the product meets; node-lifecycle stays off (there are no
-# kubelets to report, it would only taint the fake nodes a test registers).
+# The controller-manager's controllers the product meets (1.37's names; `--help` lists them),
+# plus the one that type-checks ValidatingAdmissionPolicies into their status. Node lifecycle
+# stays off: there are no kubelets to report, it would only taint the nodes a test registers.
 CONTROLLERS = (
-    "job", "garbage-collector", "namespace", "serviceaccount", "serviceaccount-token",
-    "disruption", "ttl-after-finished", "replicaset", "deployment", "clusterrole-aggregation",
-    "root-ca-certificate-publisher",
+    "job-controller", "garbage-collector-controller", "namespace-controller",
+    "serviceaccount-controller", "serviceaccount-token-controller", "disruption-controller",
+    "ttl-after-finished-controller", "replicaset-controller", "deployment-controller",
+    "clusterrole-aggregation-controller", "root-ca-certificate-publisher-controller",
+    "validatingadmissionpolicy-status-controller",
 )
 # On top of 1.37's default plugins (which already include ServiceAccount, PodSecurity,
 # MutatingAdmissionWebhook, ValidatingAdmissionPolicy and ValidatingAdmissionWebhook; naming them
@@ -131,6 +134,9 @@ class ControlPlane:
             f"--etcd-servers={self.etcd_url}",
             f"--etcd-compaction-interval={self.compaction_interval:g}s",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            # 1.37 refuses a loopback address in the `kubernetes` Service's endpoints; nothing
+            # here routes to them anyway (no pod network), so the Service keeps none
+            "--endpoint-reconciler-type=none",
             f"--secure-port={self.apiserver_port}",
             f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
             f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
