@@ -221,3 +221,37 @@ def test_kubectl_and_helm_see_kubernetes_1_37(control_plane: ControlPlane, admin
     refused = helm("install", "too-new", str(chart("too-new", "< 1.37.0-0")))
     assert refused.returncode != 0
     assert "incompatible with Kubernetes" in refused.stderr, refused.stderr
+
+
+def test_an_old_resource_version_expires_after_compaction(control_plane: ControlPlane,
+                                                          admin: Any) -> None:
+    namespace = _namespace(admin, "compaction")
+    core = client.CoreV1Api(admin)
+    created = core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="counter"), data={"n": "0"}))
+    assert created.metadata is not None
+    old = created.metadata.resource_version
+    for n in range(1, 4):
+        core.patch_namespaced_config_map("counter", namespace, {"data": {"n": str(n)}})
+    assert control_plane.compact() > int(old)
+
+    def expired() -> bool:
+        try:
+            core.list_namespaced_config_map(namespace, resource_version=old,
+                                            resource_version_match="Exact")
+        except ApiException as error:
+            if error.status == 410:
+                return True
+            raise
+        return False  # still served from the watch cache's own snapshot
+
+    _eventually(expired, "410 Gone for a list at a compacted resourceVersion", timeout=60)
+
+
+def test_the_api_server_restarts_with_its_state(control_plane: ControlPlane, admin: Any) -> None:
+    namespace = _namespace(admin, "restart")
+    client.CoreV1Api(admin).create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="kept"), data={"before": "restart"}))
+    control_plane.restart_apiserver()
+    kept = client.CoreV1Api(admin).read_namespaced_config_map("kept", namespace)
+    assert kept.data == {"before": "restart"}

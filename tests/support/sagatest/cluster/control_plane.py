@@ -194,16 +194,16 @@ class ControlPlane:
         self._launch("kube-apiserver", self._apiserver())
         self._wait("kube-apiserver", "to answer /readyz", self._apiserver_ready)
 
-    def stop_apiserver(self) -> None:
+    def stop_apiserver(self, *, grace: float = 3.0) -> None:
         """Stop the API server alone (etcd and the controllers keep running), as an API server
-        restart or outage looks to a client."""
+        restart or outage looks to a client; `grace=0` kills it outright, as a crash."""
         component = self._components.pop("kube-apiserver", None)
         if component is not None:
-            component.stop()
+            component.stop(grace)
 
-    def restart_apiserver(self) -> None:
+    def restart_apiserver(self, *, grace: float = 3.0) -> None:
         """Stop the API server and start it again on the same port with the same state."""
-        self.stop_apiserver()
+        self.stop_apiserver(grace=grace)
         self.start_apiserver()
 
     def stop(self) -> None:

@@ -87,12 +87,16 @@ class Component:
     def failure(self, what: str) -> ComponentFailed:
         return ComponentFailed(f"{self.name} {what}; the end of {self.log}:\n{tail(self.log)}")
 
-    def stop(self, grace: float = 10.0) -> None:
+    def stop(self, grace: float = 3.0) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds (at once if `grace` is 0, as a crash).
+        The grace is short on purpose: a terminated API server stops listening at once but
+        then waits for its open watches for many seconds, which no test needs to sit through."""
         process, self._process = self._process, None
         if process is None:
             return
         if process.poll() is None:
-            process.terminate()
+            if grace > 0:
+                process.terminate()
             try:
                 process.wait(grace)
             except subprocess.TimeoutExpired:
