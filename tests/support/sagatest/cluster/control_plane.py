@@ -173,9 +173,10 @@ class ControlPlane:
     def start(self) -> None:
         """Start everything and wait until the API server is ready and the controller-manager
         has made the `default` ServiceAccount (the sign that controllers are running)."""
+        binary = self.binary  # built (or found) before the start-up clock starts
+        if not binary.exists():
+            raise FileNotFoundError(f"no control-plane binary at {binary}")
         started = time.monotonic()
-        binary = self.binary  # built (or found) before the clock of any component starts
-        assert binary.exists(), binary
         try:
             self._launch("etcd", self._etcd())
             self._wait("etcd", "to report healthy", self._etcd_healthy)
