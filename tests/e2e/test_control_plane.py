@@ -229,7 +229,7 @@ def test_an_old_resource_version_expires_after_compaction(control_plane: Control
     core = client.CoreV1Api(admin)
     created = core.create_namespaced_config_map(namespace, client.V1ConfigMap(
         metadata=client.V1ObjectMeta(name="counter"), data={"n": "0"}))
-    assert created.metadata is not None
+    assert created.metadata is not None and created.metadata.resource_version is not None
     old = created.metadata.resource_version
     for n in range(1, 4):
         core.patch_namespaced_config_map("counter", namespace, {"data": {"n": str(n)}})
