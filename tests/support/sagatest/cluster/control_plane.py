@@ -19,6 +19,7 @@ No node runs pods here: the scheduler finds no Node until a test support registe
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import ssl
 import tempfile
@@ -54,10 +55,30 @@ SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 READY_TIMEOUT = 120.0
 
 
+PREFIX = "agentsaga-cluster-"
+OWNER = "owner.pid"
+
+
 def _scratch_root() -> str | None:
     """/dev/shm when there is one: etcd's data in memory costs the tests no disk writes."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and shm.stat().st_mode & 0o002 else None
+
+
+def _remove_orphans(root: Path) -> None:
+    """Remove the folders of control planes whose test process was killed outright (its
+    children die with it, but its folder stays, and in /dev/shm that is memory)."""
+    for folder in root.glob(PREFIX + "*"):
+        try:
+            owner = int((folder / OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # being created, or not ours
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # another user's live process
 
 
 class ControlPlane:
@@ -71,7 +92,10 @@ class ControlPlane:
         self.compaction_interval = compaction_interval
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.keep = keep
-        self.workdir = Path(tempfile.mkdtemp(prefix="agentsaga-cluster-", dir=_scratch_root()))
+        root = _scratch_root()
+        _remove_orphans(Path(root or tempfile.gettempdir()))
+        self.workdir = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
+        (self.workdir / OWNER).write_text(str(os.getpid()))
         self.pki = self.workdir / "pki"
         self.logs = self.workdir / "logs"
         self.users = self.workdir / "users"
