@@ -162,7 +162,12 @@ def ensure_built() -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another builder finishes first; then we reuse it
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another builder finishes first; then we reuse its binary
+            print(f"another build of the control plane is under way; waiting for it "
+                  f"(first build only: {FIRST_BUILD}) ...", file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.exists():
             build(toolchain, target)
     return target
