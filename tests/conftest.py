@@ -14,7 +14,8 @@ pytest_plugins = ["sagatest.pg_fixtures", "sagatest.sidecar_fixtures", "sagatest
                   "sagatest.operator_fixtures", "sagatest.ledger_fixtures",
                   "sagatest.otlp_collector", "sagatest.mcp_fixtures",
                   "sagatest.prometheus_fixtures", "sagatest.log_checks",
-                  "sagatest.outcome_modes", "sagatest.traced"]
+                  "sagatest.outcome_modes", "sagatest.traced",
+                  "sagatest.cluster.fixtures"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
