@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # uv, pinned with its hashes in tools/uv-requirements.txt, installs every environment from uv.lock
 UV     := .uv/bin/uv
 
-.PHONY: demo test lint lock tools mutate bench-operator-scale clean
+.PHONY: demo test lint lock tools controlplane mutate bench-operator-scale clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
@@ -48,8 +48,14 @@ lock: $(UV)
 tools: $(VENV)/.installed-test
 	$(PY) -P tools/install_binaries.py
 
+# The real control plane the end-to-end tests run on (kube-apiserver, controller-manager,
+# scheduler, etcd), built from the Go modules of tests/controlplane/ once per go.sum into
+# ~/.cache/agentsaga (needs Go >= 1.26; the first build says how long it takes).
+controlplane:
+	$(PYTHON) -P tools/controlplane.py build
+
 # three worker processes, each test file whole in one of them (module fixtures stay together)
-test: $(VENV)/.installed-test tools
+test: $(VENV)/.installed-test tools controlplane
 	$(PY) -P -m pytest -n 3 --dist loadfile
 
 lint: $(VENV)/.installed-test
