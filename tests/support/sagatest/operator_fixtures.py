@@ -41,10 +41,10 @@ from sagatest.chart_rbac import (
     operator_kubeconfig,
     operator_token,
 )
-from sagatest.kube_fixtures import Kube, kube, kube_with_crds
+from sagatest.kube_fixtures import Kube
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
-__all__ = ["APPROVER", "Cluster", "OperatorProcess", "cluster", "kube", "kube_with_crds",
+__all__ = ["APPROVER", "Cluster", "OperatorProcess", "cluster",
            "namespaced_cluster"]
 
 AR = "agentsaga.io/v1alpha1"

@@ -11,7 +11,9 @@ the differences a product test needs:
   controller-manager and the scheduler are their own users, limited by the bootstrap policy) or
   TokenRequest tokens of ServiceAccounts;
 - etcd keeps its data in memory (/dev/shm) without fsync, and the API server compacts it every
-  few seconds, so a test can provoke a watch's 410 Gone.
+  few seconds, so a test can provoke a watch's 410 Gone;
+- the API server writes an audit log (metadata of every request: who, what, the answer), which
+  is how a test sees what a client asked (`sagatest.cluster.kube.Kube.requests`).
 
 No node runs pods here: the scheduler finds no Node until a test support registers one.
 """
@@ -53,6 +55,9 @@ ADMISSION_PLUGINS = ("NodeRestriction", "MutatingAdmissionWebhook", "ValidatingA
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 READY_TIMEOUT = 120.0
+# Every request at the Metadata level, once it is answered (watches also when they start).
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                "omitStages": ["RequestReceived"], "rules": [{"level": "Metadata"}]}
 
 
 PREFIX = "agentsaga-cluster-"
@@ -109,6 +114,7 @@ class ControlPlane:
         self._client_ca = pki.Authority("agentsaga-test-client-ca")
         self.ca_pem: bytes = self._server_ca.cert_pem
         self.admin_kubeconfig = self.users / "admin.kubeconfig"
+        self.audit_log = self.logs / "audit.log"
         self._components: dict[str, Component] = {}
         self.startup_seconds: float | None = None
         self._write_credentials()
@@ -132,6 +138,7 @@ class ControlPlane:
                              user="admin", client=admin)
         for user in ("system:kube-controller-manager", "system:kube-scheduler"):
             self.user_kubeconfig(user, name=user.removeprefix("system:"))
+        (self.workdir / "audit-policy.json").write_text(json.dumps(AUDIT_POLICY))
 
     @property
     def binary(self) -> Path:
@@ -174,6 +181,9 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--allow-privileged=true",
             "--profiling=false",
+            f"--audit-policy-file={self.workdir / 'audit-policy.json'}",
+            f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
+            "--audit-log-mode=blocking",
             *self.extra_apiserver_args)
 
     def _controller_manager(self) -> Component:
@@ -275,7 +285,8 @@ class ControlPlane:
 
     # -- talking to it --------------------------------------------------------------------
 
-    def _admin_tls(self) -> ssl.SSLContext:
+    def admin_tls(self) -> ssl.SSLContext:
+        """A TLS context that trusts the API server and authenticates as the admin."""
         context = ssl.create_default_context(cadata=self.ca_pem.decode())
         context.load_cert_chain(self.pki / "admin.crt", self.pki / "admin.key")
         return context
@@ -283,7 +294,7 @@ class ControlPlane:
     def _get(self, path: str) -> Any:
         """GET as the admin; the decoded JSON, or None on 404."""
         try:
-            with urllib.request.urlopen(self.server + path, context=self._admin_tls(),
+            with urllib.request.urlopen(self.server + path, context=self.admin_tls(),
                                         timeout=5) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as error:
@@ -292,7 +303,7 @@ class ControlPlane:
             raise
 
     def _apiserver_ready(self) -> bool:
-        with urllib.request.urlopen(self.server + "/readyz", context=self._admin_tls(),
+        with urllib.request.urlopen(self.server + "/readyz", context=self.admin_tls(),
                                     timeout=5) as response:
             return bool(response.status == 200)
 

@@ -1,6 +1,16 @@
-"""The `control_plane` fixture: one real control plane per test session (per xdist worker),
-started on first use. Its start-up (about 4 seconds on 2 cores, once the binary is built) is
-paid once; tests isolate themselves by namespace."""
+"""The control-plane fixtures.
+
+`control_plane`: one real control plane per test session (per xdist worker), started on first
+use; its start-up (about 4 seconds on 2 cores, once the binary is built) is paid once, and the
+tests that share it isolate themselves by namespace.
+
+`kube`: a fresh control plane of a test's own, as `Kube` (its admin's view); the end-to-end
+tests that install the chart, run the operator and evict pods take this one, so no state
+(CRDs, cluster roles, admission policies, leases) crosses from one test to the next.
+
+AGENTSAGA_KEEP_CLUSTER=1 keeps a control plane's folder (certificates, kubeconfigs, logs, the
+audit log) after it stops, for a post-mortem.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +20,28 @@ from collections.abc import Iterator
 import pytest
 
 from sagatest.cluster.control_plane import ControlPlane
+from sagatest.cluster.kube import Kube
+
+
+def _keep() -> bool:
+    return os.environ.get("AGENTSAGA_KEEP_CLUSTER") == "1"
 
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    """AGENTSAGA_KEEP_CLUSTER=1 keeps its folder (certificates, kubeconfigs, logs) after the
-    session, for a post-mortem; its path is in the fixture's `workdir`."""
-    plane = ControlPlane(keep=os.environ.get("AGENTSAGA_KEEP_CLUSTER") == "1")
+    plane = ControlPlane(keep=_keep())
     plane.start()
     try:
         yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def kube() -> Iterator[Kube]:
+    plane = ControlPlane(keep=_keep())
+    plane.start()
+    try:
+        yield Kube(plane, plane.workdir)
     finally:
         plane.stop()
