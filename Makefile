@@ -68,7 +68,7 @@ mutate: $(VENV)/.installed-test
 	rm -rf mutants
 	$(PY) -P tools/mutate.py
 
-# `agentsaga bench --operator-scale N` against the API stand-in behind `kubectl proxy`, both
+# `agentsaga bench --operator-scale N` against the tests' control plane behind `kubectl proxy`, both
 # started and stopped by tools/bench_operator_scale.py; BENCH_ARGS go to the bench as they are.
 N          ?= 10000
 BENCH_ARGS ?= --quick --no-peers --log-rows 0

@@ -235,6 +235,10 @@ def _needs_human(facts: run_facts.RunFacts | None) -> str:
                      "`agentsaga settle`, or status.settlements")
     if facts.unsettled:
         parts.append("unsettled: " + run_facts.describe_unsettled(facts.unsettled))
+    refused = [s for s in facts.steps if s.status == StepStatus.CONFIRMED
+               and s.comp_status == CompensationStatus.FAILED]
+    parts += [f"step {s.step_idx} {s.tool} was not compensated: {s.error or 'failed'}"
+              for s in refused]
     if facts.corrections:
         parts.append(f"{len(facts.corrections)} correction(s) await a human "
                      f"(steps {', '.join(facts.corrections)})")

@@ -1,27 +1,30 @@
-"""`agentsaga bench --operator-scale N` against the Kubernetes API stand-in, in one command.
+"""`agentsaga bench --operator-scale N` against a throw-away real control plane, in one command.
 
     make bench-operator-scale N=10000 [BENCH_ARGS="--quick --no-peers --log-rows 0"]
     .venv/bin/python -P tools/bench_operator_scale.py 10000 [agentsaga bench flags...]
 
-Starts the API stand-in of this repository's tests (tests/support/sagatest/kubeapi) serving the
-CRDs of crds/, puts the real `kubectl proxy` (tools/bin) in front of it, as the operator of a
-real cluster would give the bench, runs `agentsaga bench --operator-scale N --kube-url ...`
-with the other flags given, and stops the proxy and the stand-in whatever the bench did. The
-bench's exit code is this command's. The product never imports the stand-in: this tool is the
-only place where the bench and the stand-in meet, outside the tests.
+Starts the control plane of this repository's tests (kube-apiserver, etcd and the controllers,
+built from Go modules by `make controlplane`; tests/support/sagatest/cluster) serving the CRDs
+of crds/, puts the real `kubectl proxy` (tools/bin) in front of it, as the operator of a real
+cluster would give the bench, runs `agentsaga bench --operator-scale N --kube-url ...` with the
+other flags given, and stops the proxy and the control plane whatever the bench did. The
+bench's exit code is this command's. The product never imports the test support: this tool is
+the only place where the bench and it meet, outside the tests.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from sagatest.kube_fixtures import CRDS, KUBECTL, Kube, kubectl_proxy  # noqa: E402  (the path above)
+from sagatest.cluster.control_plane import ControlPlane  # noqa: E402  (the path above)
+from sagatest.cluster.kube import KUBECTL, Kube, kubectl_proxy  # noqa: E402
+
+CRDS = ROOT / "crds"
 
 USAGE = "usage: tools/bench_operator_scale.py N [agentsaga bench flags...]"
 
@@ -35,17 +38,14 @@ def main(argv: list[str]) -> int:
         print(f"{KUBECTL} is missing: run `make tools` first", file=sys.stderr)
         return 2
     runs, bench_flags = argv[0], argv[1:]
-    with tempfile.TemporaryDirectory(prefix="agentsaga-operator-scale-") as work:
-        kube = Kube(Path(work)).start()
-        try:
-            kube.install_crds(CRDS)
-            with kubectl_proxy(kube) as kube_url:
-                return subprocess.call(
-                    [sys.executable, "-P", "-m", "agentsaga.cli", "bench",
-                     "--operator-scale", runs, "--kube-url", kube_url, *bench_flags],
-                    cwd=ROOT)
-        finally:
-            kube.stop()
+    with ControlPlane() as plane:
+        kube = Kube(plane, plane.workdir)
+        kube.install_crds(CRDS)
+        with kubectl_proxy(kube) as kube_url:
+            return subprocess.call(
+                [sys.executable, "-P", "-m", "agentsaga.cli", "bench",
+                 "--operator-scale", runs, "--kube-url", kube_url, *bench_flags],
+                cwd=ROOT)
 
 
 if __name__ == "__main__":

@@ -70,8 +70,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "--kube-url; default 0: skip)")
     parser.add_argument("--kube-url", help="a Kubernetes API server that serves the AgentRun "
                         "CRD without credentials: `kubectl proxy` in front of a throw-away "
-                        "cluster or of the API stand-in (PYTHONPATH=tests/support python -m "
-                        "sagatest.kubeapi --crds crds); the bench leaves its objects there")
+                        "cluster (in a checkout: `make bench-operator-scale N=...` starts one); "
+                        "the bench leaves its objects there")
     parser.add_argument("--operator-idle-seconds", type=float, help="how long the operator is "
                         "watched at idle, once its start-up is over; several resync intervals, "
                         "so that its steady work counts at its real rate (default 60, quick 30)")
@@ -91,7 +91,7 @@ def _defaults(args: argparse.Namespace) -> None:
         raise SystemExit("agentsaga bench: --operator-scale needs --kube-url (an API server "
                          "serving the AgentRun CRD without credentials, e.g. `kubectl proxy` "
                          "in front of a throw-away cluster); in a checkout of agentsaga, `make "
-                         "bench-operator-scale N=...` runs it against the API stand-in")
+                         "bench-operator-scale N=...` runs it against a throw-away control plane")
     if args.log_rows < 0 or args.operator_scale < 0:
         raise SystemExit("agentsaga bench: --log-rows and --operator-scale must not be negative")
 
@@ -199,8 +199,9 @@ def _operator_scale(out: dict[str, Any], args: argparse.Namespace, database: Ben
         found = operator_scale.measure(database.dsn, database.admin_dsn, args.kube_url,
                                        args.operator_scale, args.operator_idle_seconds, progress)
     except Exception as exc:  # reported with the reason, like a peer that cannot run
-        logger.warning("the operator at scale was not measured: %s", exc)
-        out["operator_error"] = str(exc)[-500:]
+        reason = f"{type(exc).__name__}: {exc}"
+        logger.warning("the operator at scale was not measured: %s", reason, exc_info=True)
+        out["operator_error"] = reason[-500:]
         return
     out.update(operator_idle_api_rps=found.api_rps, operator_idle_sql_qps=found.sql_qps,
                operator_rss_mb=found.rss_mb, eviction_to_job_s=found.eviction_to_job_s,
@@ -367,7 +368,7 @@ def render(out: dict[str, Any]) -> str:
             f" vs an empty log p50 {out['dispatch_p50_empty_log_ms']:.3f} / p99 "
             f"{out['dispatch_p99_empty_log_ms']:.3f} ms ({out['full_vs_empty_log_p50']:.2f}x;"
             f" filled in {out['log_fill_s']:.0f} s)")
-    if out.get("operator_error"):
+    if "operator_error" in out:
         lines.append(f"operator at scale not measured: {out['operator_error']}")
     elif out.get("operator_runs"):
         lines.append(

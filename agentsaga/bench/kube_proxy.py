@@ -31,6 +31,7 @@ class CountingProxy:
                                         name="bench-kube-proxy")
         self._runner: web.AppRunner | None = None
         self._session: ClientSession | None = None
+        self._forwarding: set[asyncio.Task[object]] = set()
         self.url = ""
 
     def start(self) -> CountingProxy:
@@ -53,12 +54,24 @@ class CountingProxy:
         self.url = f"http://127.0.0.1:{port}"
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._forwarding.add(task)
+        try:
+            return await self._relay(request)
+        finally:
+            self._forwarding.discard(task)
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
         self.stamps.append((time.monotonic(), request.method, request.path_qs))
         assert self._session is not None
         body = await request.read()
         async with self._session.request(
                 request.method, self.upstream + request.path_qs, data=body or None,
-                headers=_forwardable(request.headers.items()), allow_redirects=False) as reply:
+                headers=_forwardable(request.headers.items()), allow_redirects=False,
+                # a body without a Content-Type stays without one (the API server reads it as
+                # JSON; aiohttp's own default, application/octet-stream, is refused with 415)
+                skip_auto_headers=("Content-Type",)) as reply:
             out = web.StreamResponse(status=reply.status,
                                      headers=_forwardable(reply.headers.items()))
             await out.prepare(request)
@@ -81,10 +94,15 @@ class CountingProxy:
 
     def stop(self) -> None:
         async def _stop() -> None:
-            if self._runner is not None:
-                await self._runner.cleanup()
+            # the requests in flight first: a watch an API server keeps open (until its own
+            # timeout) would hold its handler, and the runner's cleanup waits for handlers
+            for task in list(self._forwarding):
+                task.cancel()
+            await asyncio.gather(*self._forwarding, return_exceptions=True)
             if self._session is not None:
                 await self._session.close()
+            if self._runner is not None:
+                await self._runner.cleanup()
 
         asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)

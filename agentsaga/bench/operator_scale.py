@@ -10,10 +10,9 @@ steady work (the log watch, the bounded resync's walk, the binding loop's rounds
 at its real rate. The window's requests are reported by verb and path too.
 
 The API server is given with `--kube-url` and must serve the AgentRun CRD (crds/) without
-credentials: `kubectl proxy` in front of a throw-away cluster or of the project's API stand-in
-(`PYTHONPATH=tests/support python -m sagatest.kubeapi --crds crds`, then `kubectl proxy` with
-the kubeconfig it prints). The objects the bench creates are left there: use a server you throw
-away afterwards.
+credentials: `kubectl proxy` in front of a throw-away cluster (in a checkout, `make
+bench-operator-scale N=...` starts the tests' control plane and the proxy). The objects the
+bench creates are left there: use a server you throw away afterwards.
 """
 
 from __future__ import annotations
@@ -102,8 +101,7 @@ class KubeHttp:
             raise RuntimeError(
                 f"{self.url} does not serve agentsaga.io/v1alpha1 ({exc}): give the bench "
                 "`kubectl proxy`'s plain-HTTP URL in front of an API server that has crds/ "
-                "applied (the stand-in: `PYTHONPATH=tests/support python -m sagatest.kubeapi "
-                "--crds crds`)") from exc
+                "applied (in a checkout: `make bench-operator-scale N=...`)") from exc
 
     def agentrun(self, ns: str, name: str, status: dict[str, Any],
                  spec: dict[str, Any] | None = None) -> None:

@@ -148,9 +148,8 @@ def session(cluster: Cluster, world: World, prometheus: Callable[..., Prometheus
     assert job["spec"]["activeDeadlineSeconds"] == 600  # the deadline the orphan alert adds
     cluster.wait_phase(run, "Unwinding")
     moments["orphaned"] = prom.scraped()
-    done = cluster.run_job(job)
-    assert done.returncode == 0, done.stdout + done.stderr
-    cluster.finish_job(job["metadata"]["name"])
+    done = cluster.job_result(job)
+    assert done.returncode == 0 and done.succeeded, done.output
     cluster.wait_phase(run, "Unwound")
     moments["end"] = prom.scraped()
     return prom, moments

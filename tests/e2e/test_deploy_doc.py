@@ -1,19 +1,29 @@
 """docs/deploy.md, run as written: every `sh` block, in order, through bash with the real
-kubectl and helm (tools/bin) and the kubectl plugin on PATH, against the API stand-in. Where a
-real cluster's sidecar and operator would act between two blocks (staging the plan, recording
-the decision), the test writes what they write. `console` blocks need Docker: only `docker`
-commands may hide there."""
+kubectl and helm (tools/bin) and the kubectl plugin on PATH, against a real control plane with
+the test node (`sagatest.cluster.node_agent`). The Secrets' DSNs are filled in as the guide
+tells its reader to (CHANGE-ME: here, a fresh database of the test's Postgres), so the chart's
+migration hook Job, which `helm install` waits for, really runs `agentsaga migrate` into it.
+Where a real cluster's sidecar and operator would act between two blocks (staging the plan,
+recording the decision), the test writes what they write, with the operator's identity.
+`console` blocks need Docker: only `docker` commands may hide there."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import subprocess
-import threading
+from collections.abc import Iterator
+from pathlib import Path
 
-from sagatest.kube_fixtures import KUBECTL, ROOT, Kube
-from sagatest.kubeapi.auth import ADMIN
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from sagatest.cluster.control_plane import ADMIN
+from sagatest.cluster.kube import KUBECTL, ROOT, Kube
+from sagatest.cluster.node_agent import NodeAgent
 from sagatest.plugin_tools import PLUGIN_DIR
 
 DOC = (ROOT / "docs" / "deploy.md").read_text()
@@ -73,25 +83,37 @@ def _decide(kube: Kube) -> None:
     assert patched.returncode == 0, patched.stderr
 
 
-def _complete_migration(kube: Kube, stop: threading.Event) -> None:
-    """What a real cluster's Job controller writes when the chart's migration hook Job (which
-    `helm install` waits for) has run `agentsaga migrate` (tests/integration/
-    test_database_roles tests the command itself)."""
-    name = "agentsaga-migrate-1"
-    status = {"status": {"succeeded": 1, "startTime": "2026-01-01T00:00:00Z",
-                         "completionTime": "2026-01-01T00:00:05Z",
-                         "conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
-                                        {"type": "Complete", "status": "True"}]}}
-    while not stop.is_set():
-        found = kube.kubectl("-n", "agentsaga-system", "get", "job", name, "-o", "name")
-        if found.returncode == 0:
-            kube.kubectl("-n", "agentsaga-system", "patch", "job", name, "--subresource=status",
-                         "--type=merge", "-p", json.dumps(status))
-            return
-        stop.wait(0.2)
+def _fill_in_the_dsns(kube: Kube, dsn: str) -> None:
+    """What the guide's reader does with its CHANGE-MEs: the real database and passwords (here
+    the test's database, each role's DSN as the guide names the role)."""
+    for namespace, secret in (("agentsaga-system", "agentsaga-postgres"),
+                              ("support-agents", "agentsaga-postgres"),
+                              ("agentsaga-system", "agentsaga-postgres-operator"),
+                              ("agentsaga-system", "agentsaga-postgres-migrate")):
+        found = kube.get("v1", "secrets", namespace, secret)
+        assert found is not None, f"the guide did not create {namespace}/{secret}"
+        written = conninfo_to_dict(base64.b64decode(found["data"]["dsn"]).decode())
+        assert str(written["password"]).startswith("CHANGE-ME"), written
+        real = dict(conninfo_to_dict(dsn))
+        if written["user"] != "agentsaga_owner":  # the migration role is the database's owner
+            real["user"] = written["user"]
+        value = make_conninfo(**real)  # type: ignore[arg-type]
+        kube.patch("v1", "secrets", namespace, secret,
+                   {"data": {"dsn": base64.b64encode(value.encode()).decode()}})
 
 
-def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube) -> None:
+@pytest.fixture
+def node(kube: Kube, tmp_path: Path) -> Iterator[NodeAgent]:
+    agent = NodeAgent(kube.plane, tmp_path / "node")
+    agent.start()
+    try:
+        yield agent
+    finally:
+        agent.stop()
+
+
+def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube, node: NodeAgent,
+                                                 pg_empty: str) -> None:
     env = kube.env()
     env["PATH"] = os.pathsep.join([str(KUBECTL.parent), str(PLUGIN_DIR), env["PATH"]])
     outputs = []
@@ -102,16 +124,19 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube) -> None:
             _stage(kube)
         if "--for=condition=PivotApproved" in text:
             _decide(kube)
-        stop = threading.Event()
         if "helm install" in text:
-            threading.Thread(target=_complete_migration, args=(kube, stop), daemon=True).start()
-        try:
-            done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=ROOT,
-                                  env=env, capture_output=True, text=True, timeout=180)
-        finally:
-            stop.set()
+            _fill_in_the_dsns(kube, pg_empty)
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{text}\n---\n{done.stdout}\n{done.stderr}"
         outputs.append(done.stdout)
+
+    # the chart's migration hook ran `agentsaga migrate` into the database (a Job, a pod on
+    # the node): the saga log's tables and the roles the guide's DSNs name exist
+    with psycopg.connect(pg_empty) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'saga_%'")}
+    assert {"saga_runs", "saga_log"} <= tables, tables
 
     for namespace in ("agentsaga-system", NAMESPACE):
         secret = kube.kubectl("-n", namespace, "get", "secret", "agentsaga-postgres", "-o", "json")

@@ -1,5 +1,5 @@
 """The essay's reordered refund-and-reship run, end to end with the shipped connectors against
-the world and the operator against the API stand-in: everything before the pivot is pure,
+the world and the operator against a real API server: everything before the pivot is pure,
 reversible or authorise-only; a human approves the staged plan with `kubectl patch`; then the
 commit steps run, each through the log; nothing irreversible happened before the pivot."""
 

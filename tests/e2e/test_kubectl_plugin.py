@@ -1,13 +1,14 @@
-"""`kubectl agentsaga` with the real kubectl against the API stand-in: the runs table, the
-staged plan, approve (through the real operator) and reject, the trace."""
+"""`kubectl agentsaga` with the real kubectl against a real API server: the runs table, the
+staged plan, approve (by an approver, as themselves, through the real operator) and reject,
+the trace."""
 
 from __future__ import annotations
 
 import json
 
-from sagatest.kube_fixtures import Kube
-from sagatest.kubeapi.auth import ADMIN
-from sagatest.operator_fixtures import Cluster
+from sagatest.cluster.control_plane import ADMIN
+from sagatest.cluster.kube import Kube
+from sagatest.operator_fixtures import APPROVER, Cluster
 from sagatest.plugin_tools import kubectl_agentsaga
 
 RUN = "refund-3001"
@@ -52,20 +53,23 @@ def test_runs_plan_and_approve_through_the_operator(cluster: Cluster) -> None:
 
     assert (f"approve: kubectl agentsaga approve {RUN} --plan-hash {plan_hash} --reason '...'"
             in plan.stdout)
-    unreviewed = kubectl_agentsaga(kube, "approve", RUN, "--reason", "plan reviewed")
+    approver = cluster.approver_kubeconfig
+    unreviewed = kubectl_agentsaga(kube, "approve", RUN, "--reason", "plan reviewed",
+                                   kubeconfig=approver)
     assert unreviewed.returncode == 2 and "--plan-hash" in unreviewed.stderr
     approved = kubectl_agentsaga(kube, "approve", RUN, "--plan-hash", plan_hash,
-                                 "--reason", "plan reviewed")
+                                 "--reason", "plan reviewed", kubeconfig=approver)
     assert approved.returncode == 0, approved.stderr
-    assert f"plan {plan_hash} Approved by {ADMIN}" in approved.stdout
+    assert f"plan {plan_hash} Approved by {APPROVER}" in approved.stdout
     waited = kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved",
                           "--timeout=30s")
     assert waited.returncode == 0, waited.stderr
     pivot = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])["status"]["pivot"]
     assert (pivot["decision"], pivot["decidedBy"], pivot["reason"]) == (
-        "Approved", ADMIN, "plan reviewed")
+        "Approved", APPROVER, "plan reviewed")
 
-    again = kubectl_agentsaga(kube, "approve", RUN, "--plan-hash", plan_hash)
+    again = kubectl_agentsaga(kube, "approve", RUN, "--plan-hash", plan_hash,
+                              kubeconfig=approver)
     assert again.returncode == 1
     assert "is not awaiting approval (pivot state: Approved); nothing was written" in (
         again.stderr)

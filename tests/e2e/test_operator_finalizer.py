@@ -3,13 +3,11 @@ settled, or until a human sets `agentsaga.io/force-delete: "true"`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from agentsaga.client import SagaClient, ToolOutcomeUnknown
 from sagatest.ledger_tools import add_fault
-from sagatest.operator_fixtures import AR, Cluster, logged, sidecar_template
+from sagatest.operator_fixtures import AR, Cluster, logged
 
 
 def unknown_step(cluster: Cluster, agent: SagaClient, run: str) -> None:
@@ -46,8 +44,10 @@ def test_unsettled_run_survives_deletion_until_reconciled_or_forced(cluster: Clu
     assert "step 0 create_ticket (UNKNOWN)" in settled["message"]
 
     # settled by reconcile (the ticket is found by key): the deletion completes
-    settled = cluster.run_job(job_running("agentsaga", "reconcile", "--run", logged("refund-4001")))
-    assert settled.returncode == 0, settled.stdout + settled.stderr
+    job = cluster.create_job("reconcile-by-hand", "agentsaga", "reconcile", "--run",
+                             logged("refund-4001"))
+    settled = cluster.job_result(job)
+    assert settled.returncode == 0 and settled.succeeded, settled.output
     cluster.kube.wait_for(AR, "agentruns", "default", "refund-4001", lambda o: o is None)
 
     # still unknown, but a human forces it
@@ -56,9 +56,3 @@ def test_unsettled_run_survives_deletion_until_reconciled_or_forced(cluster: Clu
                                   "agentsaga.io/force-delete=true")
     assert forced.returncode == 0, forced.stderr
     cluster.kube.wait_for(AR, "agentruns", "default", "refund-4002", lambda o: o is None)
-
-
-def job_running(*command: str) -> dict[str, Any]:
-    """A Job as the operator would build it from the sidecar template (run by hand here)."""
-    container = {**sidecar_template()["container"], "command": list(command), "args": []}
-    return {"spec": {"template": {"spec": {"containers": [container]}}}}

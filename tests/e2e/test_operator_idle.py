@@ -8,6 +8,7 @@ from agentsaga.bench.tools import registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
+from sagatest.cluster.chart import OPERATOR
 from sagatest.operator_fixtures import AR, Cluster, cluster
 
 __all__ = ["cluster"]
@@ -19,8 +20,8 @@ def _finished_run(cluster: Cluster, name: str, phase: str) -> None:
     cluster.kube.create({"apiVersion": AR, "kind": "AgentRun",
                          "metadata": {"name": name, "namespace": "default"},
                          "spec": {"agent": "refunder"}})
-    cluster.kube.patch_status(AR, "agentruns", "default", name,
-                              {"phase": phase, "message": "the run ended in the saga log"})
+    cluster.write_status_as_operator(name, {"phase": phase,
+                                            "message": "the run ended in the saga log"})
 
 
 def _steps(cluster: Cluster, name: str, total: int) -> None:
@@ -50,7 +51,8 @@ def test_finished_runs_cost_no_request_and_a_live_run_wakes_on_its_log(cluster: 
             assert service.dispatch("live-run", "noop", {"n": total}).outcome == "CONFIRMED"
             _steps(cluster, "live-run", total)
 
-    since = [r for r in cluster.kube.requests[mark:] if "watch=true" not in r.query]
+    since = [r for r in cluster.kube.requests[mark:]
+             if r.user == OPERATOR and r.verb != "watch"]
     assert not [r for r in since if "/agentruns/finished-" in r.path], since
     # per change: read the run, read it again for the compare-and-swap write, write it
     live = [r for r in since if r.path.endswith("/agentruns/live-run")

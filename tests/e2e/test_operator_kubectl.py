@@ -10,7 +10,7 @@ from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.keys import log_run_id
 from agentsaga.store import SagaLog
-from sagatest.chart_rbac import APPROVER_ROLE, bind_user
+from sagatest.cluster.chart import APPROVER_ROLE, bind_user, person_kubeconfig
 from sagatest.operator_fixtures import Cluster, logged
 
 RUN = "refund-3001"
@@ -62,8 +62,7 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
         json.dumps({"status": {"approval": stale_approval}}))
     assert refused_patch.returncode != 0
     assert "must equal status.pivot.planHash" in refused_patch.stderr
-    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "default", RUN,
-                              {"approval": stale_approval})
+    cluster.write_status_as_operator(RUN, {"approval": stale_approval})
     stale = cluster.kube.kubectl("wait", f"agentrun/{RUN}", "--for=condition=PivotApproved=False",
                                  "--timeout=15s")
     assert stale.returncode == 0, stale.stderr
@@ -202,13 +201,13 @@ def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
     assert linked is not None and "pivot" not in linked["status"]
     body = {"status": {"approval": {"planHash": plan_hash, "decision": "Approved",
                                     "approver": "mallory"}}}
-    patched = cluster.kube.kubectl("--as=mallory", "-n", "sandbox", "patch", "agentrun",
-                                   "borrowed", "--subresource=status", "--type=merge", "-p",
-                                   json.dumps(body))
+    patched = cluster.kube.kubectl("-n", "sandbox", "patch", "agentrun", "borrowed",
+                                   "--subresource=status", "--type=merge", "-p",
+                                   json.dumps(body),
+                                   kubeconfig=person_kubeconfig(cluster.kube, "mallory"))
     assert patched.returncode != 0
     assert "status.approval.planHash must equal status.pivot.planHash" in patched.stderr
-    cluster.kube.patch_status("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
-                              body["status"])
+    cluster.write_status_as_operator("borrowed", body["status"], namespace="sandbox")
     cluster.kube.wait_for("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
                           lambda o: o is not None and "approval" not in o.get("status", {}), 20)
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:

@@ -21,7 +21,6 @@ RUN = "late-3001"
 
 def test_an_effect_a_late_call_saw_after_the_unwind_ended_is_compensated_by_a_second_job(
         cluster: Cluster) -> None:
-    cluster.kube.graceful_pod_deletion()
     cluster.kube.create(agentrun(RUN, grace=1))
     cluster.start_operator("--standalone")
     agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
@@ -45,9 +44,8 @@ def test_an_effect_a_late_call_saw_after_the_unwind_ended_is_compensated_by_a_se
 
     evict(cluster, "agent-0")
     [first] = cluster.wait_jobs(1)
-    done = cluster.run_job(first)
-    assert done.returncode == 0, done.stdout + done.stderr
-    cluster.finish_job(first["metadata"]["name"])
+    done = cluster.job_result(first)
+    assert done.returncode == 0 and done.succeeded, done.output
     cluster.wait_phase(RUN, "Unwound")
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
         assert [s.status for s in saga_log.steps(logged(RUN))] == [
@@ -62,9 +60,8 @@ def test_an_effect_a_late_call_saw_after_the_unwind_ended_is_compensated_by_a_se
     assert second["metadata"]["name"] == job_name(RUN, "unwind", 2)
     late = cluster.wait_run(RUN, lambda o: o["status"].get("phase") == "Unwinding")
     assert "a call came back with the effect of a step" in late["status"]["message"]
-    done = cluster.run_job(second)
-    assert done.returncode == 0, done.stdout + done.stderr
-    cluster.finish_job(second["metadata"]["name"])
+    done = cluster.job_result(second)
+    assert done.returncode == 0 and done.succeeded, done.output
     unwound = cluster.wait_phase(RUN, "Unwound")
     assert unwound["status"]["steps"]["compensated"] == 2
 

@@ -6,7 +6,6 @@ may do nothing."""
 
 from __future__ import annotations
 
-from sagatest.chart_rbac import OPERATOR
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import Cluster, agentrun, evict
 
@@ -31,15 +30,14 @@ def test_an_operator_scoped_to_its_namespaces_unwinds_an_orphan(
     evict(cluster, "agent-0")
     [job] = cluster.wait_jobs(1)
     cluster.wait_phase(RUN, "Unwinding")
-    done = cluster.run_job(job)
-    assert done.returncode == 0, done.stdout + done.stderr
-    cluster.finish_job(job["metadata"]["name"])
+    done = cluster.job_result(job)
+    assert done.returncode == 0 and done.succeeded, done.output
     cluster.wait_phase(RUN, "Unwound")
     assert all(t["closed"] for t in effects(cluster.dsn, "ticket"))
 
     # nothing beyond its namespaces
     for args in (["-n", "kube-system", "get", "pods"], ["get", "agentruns", "-A"],
                  ["-n", "kube-system", "create", "job", "x", "--image=busybox"]):
-        refused = cluster.kube.kubectl(f"--as={OPERATOR}", *args)
+        refused = cluster.kube.kubectl(*args, kubeconfig=cluster.operator_kubeconfig)
         assert refused.returncode != 0 and "forbidden" in refused.stderr, args
     assert "Not enough permissions" not in operator.output()

@@ -11,7 +11,8 @@ import pytest
 from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.client import RunTakenOver
-from sagatest.kubeapi.server import RequestRecord
+from sagatest.cluster.chart import OPERATOR
+from sagatest.cluster.kube import Request
 from sagatest.ledger_tools import calls, effects
 from sagatest.operator_fixtures import AR, Cluster, agentrun, evict, logged
 from sagatest.world_fixtures import poll_until
@@ -26,18 +27,15 @@ def saga_rows(dsn: str) -> list[tuple[object, ...]]:
                 *conn.execute("SELECT * FROM saga_log ORDER BY run_id, step_idx").fetchall()]
 
 
-def operator_read_run(request: RequestRecord) -> bool:
+def operator_read_run(request: Request) -> bool:
     """A request of the operator's resync pass: the GET of the run that begins each pass."""
-    return (request.method == "GET" and request.path.endswith(f"/agentruns/{RUN}")
-            and "watch=true" not in request.query and not request.user_agent.startswith("kopf"))
+    return (request.user == OPERATOR and request.verb == "get"
+            and request.path.endswith(f"/agentruns/{RUN}")
+            and not request.user_agent.startswith("kopf"))
 
 
 def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_once(
         cluster: Cluster) -> None:
-    # as on a cluster with a kubelet, the evicted pod stays, terminating, with its
-    # DisruptionTarget condition: the resync's read of it and the watch event both see why it
-    # went (deleted at once, the resync's 404 could say only that it no longer exists)
-    cluster.kube.graceful_pod_deletion()
     cluster.kube.create(agentrun(RUN, grace=1))
     cluster.start_operator("--standalone")
     pod = cluster.create_pod("agent-0", RUN)
@@ -76,9 +74,8 @@ def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_
     unwinding = cluster.wait_phase(RUN, "Unwinding")
     assert unwinding["status"]["job"]["name"] == job["metadata"]["name"]
 
-    done = cluster.run_job(job)
-    assert done.returncode == 0, done.stdout + done.stderr
-    cluster.finish_job(job["metadata"]["name"])
+    done = cluster.job_result(job)
+    assert done.returncode == 0 and done.succeeded, done.output
 
     unwound = cluster.wait_phase(RUN, "Unwound")
     assert unwound["status"]["steps"]["compensated"] == 2

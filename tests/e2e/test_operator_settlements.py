@@ -17,7 +17,7 @@ from agentsaga.operator.job_manifests import job_name
 from agentsaga.client import ToolNeedsHuman
 from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.store import SagaLog
-from sagatest.kubeapi.auth import ADMIN
+from sagatest.cluster.control_plane import ADMIN
 from sagatest.ledger_tools import add_fault, effects
 from sagatest.operator_fixtures import Cluster, agentrun, evict, logged
 from sagatest.plugin_tools import kubectl_agentsaga
@@ -71,10 +71,9 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
     [job] = cluster.wait_jobs(1)
     assert job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [
         NEEDS_HUMAN_EXIT]
-    stopped = cluster.run_job(job)
-    assert stopped.returncode == NEEDS_HUMAN_EXIT, stopped.stdout + stopped.stderr
-    assert f"agentsaga settle --run {logged(RUN)} --step 1" in stopped.stdout
-    cluster.finish_job(job["metadata"]["name"], succeeded=False)
+    stopped = cluster.job_result(job)
+    assert stopped.returncode == NEEDS_HUMAN_EXIT and not stopped.succeeded, stopped.output
+    assert f"agentsaga settle --run {logged(RUN)} --step 1" in stopped.output
     failed = cluster.wait_phase(RUN, "Failed")
     assert "wait for a person to settle them" in failed["status"]["message"]
 
@@ -122,9 +121,8 @@ def test_an_approver_settles_a_step_with_kubectl_and_the_unwind_finishes(
     jobs = cluster.wait_jobs(2)
     again = next(j for j in jobs if j["metadata"]["name"] != job["metadata"]["name"])
     assert again["metadata"]["name"] == job_name(RUN, "unwind", 2)
-    done = cluster.run_job(again)
-    assert done.returncode == 0, done.stdout + done.stderr
-    cluster.finish_job(again["metadata"]["name"])
+    done = cluster.job_result(again)
+    assert done.returncode == 0 and done.succeeded, done.output
     unwound = cluster.wait_phase(RUN, "Unwound")
     assert "awaitingHuman" not in unwound["status"] and "humanSteps" not in unwound["status"]
     not_waiting = kubectl_agentsaga(cluster.kube, "settle", RUN, "1", "--happened", "--reason",

@@ -1,6 +1,6 @@
 """`agentsaga bench` end to end with tiny sizes: every documented key is there and positive,
-the log-size and operator-scale measurements included (the operator against the API stand-in,
-given to the bench as --kube-url).
+the log-size and operator-scale measurements included (the operator against a real API server
+behind `kubectl proxy`, given to the bench as --kube-url).
 
 No timing assertions: this checks that the benchmark runs, not how fast the machine is."""
 
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sagatest.kube_fixtures import Kube, kubectl_proxy
+from sagatest.cluster.kube import Kube, kubectl_proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ("direct_p50_ms", "sidecar_dispatch_p50_ms", "sidecar_dispatch_p99_ms", "pure_p50_ms",

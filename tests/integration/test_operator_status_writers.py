@@ -2,8 +2,8 @@
 goes before the operator bound its run is named by the orphaning at the log's epoch, so that the
 bind arriving late is no adoption (a newer epoch's is); the log lets go of a gone pod before the
 status says Orphaned; a Job that ends the run in a final phase shows the log whole, as no resync
-pass follows it. The operator's own functions, in-process, against the Kubernetes API stand-in
-and a real saga log, in the order the race would take."""
+pass follows it. The operator's own functions, in-process, against a real API server and a real
+saga log, in the order the race would take."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from kubernetes.client import ApiClient
 from agentsaga.keys import log_run_id
 from agentsaga.states import RunState
 from agentsaga.store import SagaLog
-from sagatest.kube_fixtures import Kube
+from sagatest.cluster.kube import Kube
 from sagatest.operator_fixtures import AR
 
 RUN = "early-evicted"

@@ -1,22 +1,26 @@
-"""The operator end to end: `agentsaga operator` (real kopf) in a subprocess against the
-Kubernetes API stand-in, real Postgres, real sidecars bound to stand-in pods.
+"""The operator end to end: `agentsaga operator` (real kopf) in a subprocess against a real
+control plane (kube-apiserver, etcd, the controller-manager's Job, garbage-collection and
+disruption controllers, the scheduler) with the chart installed by `helm install`, a real
+Postgres, real sidecars bound to real pods, and the test kubelet (`sagatest.cluster.node_agent`)
+that runs the pods the scheduler puts on its node: a Job's `agentsaga reconcile`/`unwind` runs
+as a local process and its exit code completes or fails the Job through the real Job
+controller.
 
-`cluster` yields a `Cluster`: the stand-in with the CRDs, the rendered chart's RBAC and approval
-policy (enforced, with `default` as the agent namespace), a Postgres with the ledger tools'
-tables, the DSN Secret and a sidecar template (as the chart renders them), and helpers that do
-what the missing kubelet and job controller would: run a Job's command, mark it complete.
+`cluster` yields a `Cluster`: that control plane with `default` as the agent namespace, a
+Postgres with the ledger tools' tables, the DSN Secret, a sidecar template (as the chart
+renders it), and helpers.
 
-The operator runs as the chart's operator ServiceAccount (`sagatest.chart_rbac`): every test
-shows the chart grants it enough. The test's own client (`cluster.kube`) stays the stand-in's
-admin for what a test sets up (pods, Secrets, evictions); approvals are given as `APPROVER`,
-who holds the chart's approver ClusterRole in `default` (`cluster.approver_kubectl`).
+Everyone talks to the API server as themselves: the operator with a TokenRequest token of the
+chart's operator ServiceAccount (every test shows the chart grants it enough: nothing it sent
+was refused), approvals by `APPROVER` with a client certificate and a RoleBinding of the chart's
+approver ClusterRole in `default` (`cluster.approver_kubectl`); the test's own client
+(`cluster.kube`) is the cluster's admin, for what a test sets up (pods, Secrets, evictions).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -27,24 +31,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
 
 from agentsaga import subprocesses
 from agentsaga.keys import log_run_id
 from agentsaga.store import Run, SagaLog, roles
 from agentsaga.store.connections import with_user
 from sagatest import ledger_tools
-from sagatest.chart_rbac import (
+from sagatest.cluster.chart import (
     APPROVER_ROLE,
+    OPERATOR,
     bind_user,
-    install_chart_rbac,
+    install_chart,
     operator_kubeconfig,
-    operator_token,
+    person_kubeconfig,
 )
-from sagatest.kube_fixtures import Kube
+from sagatest.cluster.kube import Kube
+from sagatest.cluster.node_agent import NodeAgent
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
-__all__ = ["APPROVER", "Cluster", "OperatorProcess", "cluster",
+__all__ = ["APPROVER", "Cluster", "JobResult", "OperatorProcess", "cluster",
            "namespaced_cluster"]
 
 AR = "agentsaga.io/v1alpha1"
@@ -81,6 +86,17 @@ class OperatorProcess:
             time.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class JobResult:
+    """How a Job's pod ended, as the node ran it: its exit code and its output."""
+
+    name: str
+    returncode: int
+    output: str
+    succeeded: bool
+    """The Job's own verdict (condition Complete, not Failed), from the Job controller."""
+
+
 def logged(run_id: str) -> str:
     """The saga-log id of a run of these tests' pods (namespace `default`)."""
     return log_run_id("default", run_id)
@@ -89,10 +105,12 @@ def logged(run_id: str) -> str:
 @dataclass
 class Cluster:
     kube: Kube
+    node: NodeAgent
     dsn: str
     workdir: Path
     template: Path
     operator_kubeconfig: Path
+    approver_kubeconfig: Path
     operators: list[OperatorProcess] = field(default_factory=list)
     sidecars: list[SidecarProcess] = field(default_factory=list)
 
@@ -102,7 +120,7 @@ class Cluster:
                        resync: float = 0.2, wait: bool = True) -> OperatorProcess:
         seen = len(self.kube.requests)
         log_path = self.workdir / f"operator-{len(self.operators)}.log"
-        full_env = {**self.kube.env(), "KUBECONFIG": str(self.operator_kubeconfig),
+        full_env = {**self.kube.env(self.operator_kubeconfig),
                     "AGENTSAGA_SIDECAR_TEMPLATE": str(self.template),
                     "AGENTSAGA_JOB_SERVICE_ACCOUNT": "agentsaga-sidecar", **(env or {})}
         with log_path.open("wb") as sink:
@@ -119,13 +137,13 @@ class Cluster:
 
     def _wait_watching(self, process: OperatorProcess, seen: int, paths: tuple[str, ...],
                        timeout: float = 30.0) -> None:
-        """Until kopf has opened its watches (the stand-in saw the requests)."""
+        """Until kopf has opened its watches (the API server's audit log has them)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.proc.poll() is not None:
                 raise RuntimeError("the operator exited:\n" + process.output())
             watched = {r.path for r in self.kube.requests[seen:]
-                       if "watch=true" in r.query and r.user_agent.startswith("kopf")}
+                       if r.verb == "watch" and r.user_agent.startswith("kopf")}
             if all(any(p.endswith(suffix) for p in watched) for suffix in paths):
                 return
             time.sleep(0.05)
@@ -135,19 +153,23 @@ class Cluster:
 
     def approver_kubectl(self, *args: str,
                          input: str | None = None) -> subprocess.CompletedProcess[str]:
-        """kubectl as `APPROVER` (impersonated by the admin, as `kubectl --as` does)."""
-        return self.kube.kubectl(f"--as={APPROVER}", *args, input=input)
+        """kubectl as `APPROVER`, with their own client certificate."""
+        return self.kube.kubectl(*args, input=input, kubeconfig=self.approver_kubeconfig)
 
     # -- agent pods and their sidecars -----------------------------------------------------
 
     def create_pod(self, name: str, run: str) -> Obj:
+        """An agent pod of run `run` in `default`, once the node reports it Running."""
         self.kube.create({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default",
                          "labels": {"agentsaga.io/run": run}},
-            "spec": {"containers": [{"name": "agent", "image": "example/agent:1"}]},
+            "spec": {"containers": [{"name": "agent", "image": "example/agent:1"}],
+                     "terminationGracePeriodSeconds": 5},
         })
-        return self.kube.patch_status("v1", "pods", "default", name, {"phase": "Running"})
+        running = self.kube.wait_for("v1", "pods", "default", name, _running, timeout=30)
+        assert running is not None
+        return running
 
     def start_sidecar(self, pod: Obj, env: dict[str, str] | None = None,
                       tools: str = TOOLS) -> SidecarProcess:
@@ -171,6 +193,18 @@ class Cluster:
                     "spec": {"agent": "refunder", **spec}}
         applied = self.kube.kubectl("apply", "-f", "-", input=json.dumps(manifest))
         assert applied.returncode == 0, applied.stderr
+
+    def write_status_as_operator(self, name: str, status: Obj,
+                                 namespace: str = "default") -> None:
+        """Merge-patch an AgentRun's status with the operator's own credentials: the one
+        identity the approval policy exempts. What an earlier operator wrote, or what got
+        past the policy (stolen credentials, a binding in Warn mode), which the operator must
+        then judge on its own."""
+        patched = self.kube.kubectl("patch", "agentrun", name, "-n", namespace,
+                                    "--subresource=status", "--type=merge",
+                                    "-p", json.dumps({"status": status}),
+                                    kubeconfig=self.operator_kubeconfig)
+        assert patched.returncode == 0, patched.stderr
 
     def agentrun(self, name: str) -> Obj | None:
         return self.kube.get(AR, "agentruns", "default", name)
@@ -210,50 +244,60 @@ class Cluster:
             time.sleep(0.05)
         raise TimeoutError(f"expected {count} job(s), have {self.jobs()}")
 
-    def run_job(self, job: Obj) -> subprocess.CompletedProcess[str]:
-        """What the kubelet would do: run the Job's container command with its environment
-        (Secret references resolved from the stand-in). `agentsaga` is this checkout's CLI."""
-        container = job["spec"]["template"]["spec"]["containers"][0]
-        command = list(container["command"]) + list(container.get("args") or [])
-        assert command[0] == "agentsaga"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSAGA_")}
-        for entry in container.get("env") or []:
-            env[entry["name"]] = self._env_value(entry)
-        return subprocess.run([sys.executable, "-m", "agentsaga.cli", *command[1:]], env=env,
-                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+    def create_job(self, name: str, *command: str) -> Obj:
+        """A Job of the test's own (not the operator's), built as the operator builds its Jobs
+        from the sidecar template: `command` in the sidecar's image, once (no retries)."""
+        container = {k: v for k, v in sidecar_template()["container"].items()
+                     if k not in ("restartPolicy", "readinessProbe", "args")}
+        created: Obj = self.kube.create({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never", "serviceAccountName": "agentsaga-sidecar",
+                "containers": [{**container, "name": "job", "command": list(command)}]}}}})
+        return created
 
-    def _env_value(self, entry: Obj) -> str:
-        if "value" in entry:
-            return str(entry["value"])
-        ref = entry["valueFrom"]["secretKeyRef"]
-        secret = self.kube.get("v1", "secrets", "default", ref["name"])
-        assert secret is not None, f"secret {ref['name']} is missing"
-        return base64.b64decode(secret["data"][ref["key"]]).decode()
-
-    def finish_job(self, name: str, succeeded: bool = True) -> None:
-        """What the job controller would do once the pod exited."""
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        kind = "Complete" if succeeded else "Failed"
-        status: Obj = {"conditions": [{"type": kind, "status": "True",
-                                       "lastTransitionTime": stamp}],
-                       "startTime": stamp, "active": 0}
-        status["succeeded" if succeeded else "failed"] = 1
-        if succeeded:
-            status["completionTime"] = stamp
-        self.kube.patch_status("batch/v1", "jobs", "default", name, status)
+    def job_result(self, job: Obj, timeout: float = 60.0) -> JobResult:
+        """Once the Job controller has marked Job `job` Complete or Failed: how its last pod
+        ended (the node ran the pod's `agentsaga ...` command as a local process)."""
+        name = job["metadata"]["name"]
+        done = self.kube.wait_for("batch/v1", "jobs", "default", name, _finished, timeout)
+        assert done is not None
+        pods = [p for p in self.kube.objects("v1", "pods", "default")
+                if (p["metadata"].get("labels") or {}).get("job-name") == name]
+        assert pods, f"Job {name} finished without a pod"
+        pod = max(pods, key=lambda p: p["metadata"]["creationTimestamp"])
+        states = [c.get("state", {}).get("terminated") for c in
+                  (pod.get("status") or {}).get("containerStatuses") or []]
+        codes = [int(t["exitCode"]) for t in states if t]
+        assert codes, f"the pod of Job {name} has no exit code: {pod.get('status')}"
+        return JobResult(name, max(codes), self.node.output("default", pod["metadata"]["name"]),
+                         _condition(done, "Complete"))
 
     def refused_to_the_operator(self) -> list[str]:
-        """Every request the operator sent with its token that the stand-in refused (403): what
-        the chart does not grant it (a test's own `kubectl --as` probes are not counted)."""
-        token = f"Bearer {operator_token(self.kube)}"
+        """Every request the operator sent that the API server refused (403): what the chart
+        does not grant it."""
         return [f"{r.method} {r.path}?{r.query}" for r in self.kube.requests
-                if r.authorization == token and r.status == 403]
+                if r.user == OPERATOR and r.status == 403]
 
     def close(self) -> None:
         for operator in self.operators:
             operator.kill()
         for sidecar in self.sidecars:
             sidecar.stop()
+
+
+def _running(pod: Obj | None) -> bool:
+    return pod is not None and (pod.get("status") or {}).get("phase") == "Running"
+
+
+def _condition(obj: Obj, kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def _finished(job: Obj | None) -> bool:
+    return job is not None and (_condition(job, "Complete") or _condition(job, "Failed"))
 
 
 def sidecar_template() -> Obj:
@@ -274,24 +318,24 @@ def sidecar_template() -> Obj:
 
 
 @pytest.fixture
-def cluster(kube_with_crds: Kube, pg: str, tmp_path: Path,
+def cluster(kube: Kube, pg: str, tmp_path: Path,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
     """The operator's RBAC cluster-wide (the chart's default, `operator.watchNamespaces` empty):
     start it without `--namespace`."""
-    yield from _cluster(kube_with_crds, pg, tmp_path, monkeypatch)
+    yield from _cluster(kube, pg, tmp_path, monkeypatch)
 
 
 @pytest.fixture
-def namespaced_cluster(kube_with_crds: Kube, pg: str, tmp_path: Path,
+def namespaced_cluster(kube: Kube, pg: str, tmp_path: Path,
                        monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
     """The chart with `operator.watchNamespaces={default}`: the operator's role bound in
     `default` only, its KopfPeering there; start it with `--namespace default`."""
-    yield from _cluster(kube_with_crds, pg, tmp_path, monkeypatch,
-                        ("--set", "operator.watchNamespaces={default}"), peering=True)
+    yield from _cluster(kube, pg, tmp_path, monkeypatch,
+                        ("--set", "operator.watchNamespaces={default}"))
 
 
 def _cluster(kube: Kube, pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-             chart_values: tuple[str, ...] = (), *, peering: bool = False) -> Iterator[Cluster]:
+             chart_values: tuple[str, ...] = ()) -> Iterator[Cluster]:
     ledger_tools.setup(pg)
     # the ledger tools reach the ledger wherever they run: the sidecars and Jobs (their
     # environment) and this process, where tests unwind runs in-process
@@ -301,16 +345,19 @@ def _cluster(kube: Kube, pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "metadata": {"name": SECRET, "namespace": "default"},
         "data": {"dsn": base64.b64encode(pg.encode()).decode()},
     })
-    install_chart_rbac(kube, ["default"], *chart_values, peering=peering)
+    install_chart(kube, ["default"], *chart_values)
     bind_user(kube, "default", f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE, APPROVER)
-    kube.enforce_admission_policies(True)
     template = tmp_path / "sidecar.json"
     template.write_text(json.dumps(sidecar_template()))
-    found = Cluster(kube, pg, tmp_path, template, operator_kubeconfig(kube))
+    node = NodeAgent(kube.plane, tmp_path / "node")
+    node.start()
+    found = Cluster(kube, node, pg, tmp_path, template, operator_kubeconfig(kube),
+                    person_kubeconfig(kube, APPROVER))
     try:
         yield found
     finally:
         found.close()
+        node.stop()
     # every test shows the chart grants the operator what it does
     assert found.refused_to_the_operator() == [], "the chart's RBAC refused the operator"
 
@@ -323,12 +370,6 @@ def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, o
 
 
 def evict(cluster: Cluster, pod: str) -> None:
-    """Through the eviction subresource, with the real Python client."""
-    api = config.new_client_from_config(  # type: ignore[no-untyped-call]
-        config_file=str(cluster.kube.kubeconfig))
-    try:
-        client.CoreV1Api(api).create_namespaced_pod_eviction(
-            pod, "default",
-            client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace="default")))
-    finally:
-        api.close()
+    """Through the real eviction subresource; the node then stops the pod's containers and
+    the pod goes."""
+    cluster.kube.evict("default", pod)

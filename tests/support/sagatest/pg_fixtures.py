@@ -107,6 +107,17 @@ def pg(pg_server: str, pg_template: str) -> Iterator[str]:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@pytest.fixture
+def pg_empty(pg_server: str) -> Iterator[str]:
+    """DSN of a fresh database with nothing in it (no schema, as a new install finds it)."""
+    name = f"e_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield _with_db(pg_server, name)
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture(scope="session")
 def embedded_pg_dsn() -> str:
     """For code paths that must start the product's own embedded Postgres."""

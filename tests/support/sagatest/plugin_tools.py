@@ -8,14 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sagatest.kube_fixtures import KUBECTL, Kube
+from sagatest.cluster.kube import KUBECTL, Kube
 
 PLUGIN_DIR = Path(sys.executable).parent
 
 
-def kubectl_agentsaga(kube: Kube, *args: str) -> subprocess.CompletedProcess[str]:
+def kubectl_agentsaga(kube: Kube, *args: str,
+                      kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """As the cluster's admin, or as whoever `kubeconfig` authenticates."""
     assert (PLUGIN_DIR / "kubectl-agentsaga").exists(), "the package's console scripts are missing"
-    env = kube.env()
+    env = kube.env(kubeconfig)
     env["PATH"] = os.pathsep.join([str(KUBECTL.parent), str(PLUGIN_DIR), env.get("PATH", "")])
     return subprocess.run([str(KUBECTL), "agentsaga", *args], capture_output=True, text=True,
                           timeout=60, env=env)

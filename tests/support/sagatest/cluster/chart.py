@@ -9,6 +9,13 @@ process the test starts, with a TokenRequest token of the chart's operator Servi
 the chart's Deployment is scaled to zero after the install: the images it names are not pulled
 here.
 
+The one piece of cluster networking adapted: a Service that routes to a process on this
+machine. The chart's MutatingWebhookConfiguration names the operator's webhook Service; with no
+pod network here, `serve_webhook_locally` rewrites its clientConfig to a URL on loopback with
+a CA of the test's own (the operator serves it with a certificate for 127.0.0.1), as
+controller-runtime's envtest does for the webhooks of the operators it tests. Everything else in
+the configuration (rules, selectors, failure policy, timeouts) stays the chart's.
+
 Identities:
 - `operator_kubeconfig`: the chart's operator ServiceAccount (what its pod mounts), so the
   operator can do what the chart grants it, no more;
@@ -18,12 +25,16 @@ Identities:
 
 from __future__ import annotations
 
+import base64
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from sagatest.chart_tools import CHART, HELM, MINIMAL_VALUES
+from sagatest.cluster import pki
 from sagatest.cluster.kube import Kube
+from sagatest.cluster.processes import free_port
 
 RELEASE = "saga"
 RELEASE_NS = "agentsaga-system"
@@ -80,8 +91,6 @@ def wait_for_the_approval_policy(kube: Kube, namespace: str, timeout: float = 30
 
 def helm(kube: Kube, *args: str) -> str:
     """tools/bin/helm against `kube` as its admin; its output (an AssertionError if it fails)."""
-    import subprocess
-
     done = subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=180,
                           env=kube.env())
     assert done.returncode == 0, f"helm {' '.join(args)} failed:\n{done.stderr}"
@@ -106,3 +115,27 @@ def operator_kubeconfig(kube: Kube) -> Path:
 def person_kubeconfig(kube: Kube, user: str, groups: Sequence[str] = ()) -> Path:
     """A kubeconfig of a person: a client certificate for `user` in `groups`."""
     return kube.plane.user_kubeconfig(user, groups)
+
+
+WEBHOOK = f"{RELEASE}-agentsaga-webhook"
+
+
+def serve_webhook_locally(kube: Kube, cert_dir: Path) -> int:
+    """Point the chart's webhook configuration at https://127.0.0.1:PORT (same paths) and write
+    into `cert_dir` the tls.crt, tls.key and ca.crt the operator's webhook server then serves
+    (`--webhook-cert-dir`); returns PORT, for `--webhook-port`."""
+    authority = pki.Authority("agentsaga-test-webhook-ca")
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    authority.serving("127.0.0.1", ["127.0.0.1"]).write(cert_dir / "tls.crt",
+                                                         cert_dir / "tls.key")
+    (cert_dir / "ca.crt").write_bytes(authority.cert_pem)
+    port = free_port()
+    path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{WEBHOOK}"
+    configuration = kube.call("GET", path)
+    for webhook in configuration["webhooks"]:
+        service = webhook["clientConfig"]["service"]
+        webhook["clientConfig"] = {
+            "url": f"https://127.0.0.1:{port}{service.get('path', '/')}",
+            "caBundle": base64.b64encode(authority.cert_pem).decode()}
+    kube.call("PUT", path, configuration)
+    return port

@@ -60,6 +60,8 @@ AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
                 "omitStages": ["RequestReceived"], "rules": [{"level": "Metadata"}]}
 
 
+ADMIN = "agentsaga-test-admin"
+"""The admin's username (a client certificate in group system:masters)."""
 PREFIX = "agentsaga-cluster-"
 OWNER = "owner.pid"
 
@@ -132,7 +134,7 @@ class ControlPlane:
         (self.pki / "sa.key").write_bytes(private)
         (self.pki / "sa.key").chmod(0o600)
         (self.pki / "sa.pub").write_bytes(public)
-        admin = self._client_ca.client("agentsaga-test-admin", ["system:masters"])
+        admin = self._client_ca.client(ADMIN, ["system:masters"])
         admin.write(self.pki / "admin.crt", self.pki / "admin.key")
         pki.write_kubeconfig(self.admin_kubeconfig, server=self.server, ca_pem=self.ca_pem,
                              user="admin", client=admin)
@@ -365,4 +367,4 @@ class ControlPlane:
         return self.logs / f"{component}.log"
 
 
-__all__ = ["ComponentFailed", "ControlPlane"]
+__all__ = ["ADMIN", "ComponentFailed", "ControlPlane"]

@@ -20,7 +20,9 @@ from collections.abc import Iterator
 import pytest
 
 from sagatest.cluster.control_plane import ControlPlane
-from sagatest.cluster.kube import Kube
+from sagatest.cluster.kube import ROOT, Kube
+
+CRDS = ROOT / "crds"
 
 
 def _keep() -> bool:
@@ -45,3 +47,11 @@ def kube() -> Iterator[Kube]:
         yield Kube(plane, plane.workdir)
     finally:
         plane.stop()
+
+
+@pytest.fixture
+def kube_with_crds(kube: Kube) -> Kube:
+    """`kube` with the product's CRDs (crds/: AgentRun) served, and nothing of the chart: no
+    RBAC, no approval policy (the admin writes what a test needs)."""
+    kube.install_crds(CRDS)
+    return kube

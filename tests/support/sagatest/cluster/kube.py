@@ -20,7 +20,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -283,9 +284,28 @@ class Kube:
                               env=self.env(config), check=check)
 
 
+@contextmanager
+def kubectl_proxy(kube: Kube) -> Iterator[str]:
+    """`kubectl proxy` in front of the API server: plain HTTP on loopback with the admin's
+    credentials added, as an operator of a real cluster would give a client; yields its URL."""
+    if not KUBECTL.exists():
+        raise FileNotFoundError(f"{KUBECTL} is missing: run `make tools`")
+    proc = subprocess.Popen([str(KUBECTL), "--kubeconfig", str(kube.kubeconfig), "proxy",
+                             "--port=0"], stdout=subprocess.PIPE, text=True, env=kube.env())
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "Starting to serve on 127.0.0.1:PORT"
+        if "Starting to serve on" not in line:
+            raise RuntimeError(f"kubectl proxy did not start: {line!r}")
+        yield "http://" + line.rsplit(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def _established(crd: Obj | None) -> bool:
     conditions: Sequence[Obj] = ((crd or {}).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
-__all__ = ["ApiError", "Kube", "Request", "object_path"]
+__all__ = ["ApiError", "Kube", "Request", "kubectl_proxy", "object_path"]

@@ -1,0 +1,60 @@
+"""The operator outlives its API server: a restart (every watch cut, then resumed), and a restart
+past a compaction of etcd (every watch resumed from a resourceVersion etcd no longer has: 410
+Gone, a fresh list). After each, an eviction still orphans the run and starts its one Job."""
+
+from __future__ import annotations
+
+from sagatest.cluster.chart import OPERATOR
+from sagatest.operator_fixtures import Cluster, agentrun, evict
+
+RUN = "refund-5001"
+
+
+def running_run(cluster: Cluster) -> None:
+    cluster.kube.create(agentrun(RUN, grace=1))
+    cluster.start_operator("--standalone")
+    pod = cluster.create_pod("agent-0", RUN)
+    agent = cluster.start_sidecar(pod).client()
+    agent.begin_run(RUN, agent="refunder")
+    agent.dispatch(RUN, "create_ticket", {"summary": "refund 5001", "order_id": "5001"})
+    cluster.wait_run(RUN, lambda o: (o["status"].get("pod") or {}).get("uid")
+                     == pod["metadata"]["uid"]
+                     and (o["status"].get("steps") or {}).get("confirmed") == 1)
+
+
+def operator_lists_since(cluster: Cluster, seen: int) -> set[str]:
+    return {r.path for r in cluster.kube.requests[seen:]
+            if r.user == OPERATOR and r.verb == "list" and r.status == 200}
+
+
+def test_an_api_server_restart_loses_no_eviction(cluster: Cluster) -> None:
+    running_run(cluster)
+    cluster.kube.plane.restart_apiserver()
+
+    evict(cluster, "agent-0")
+    [job] = cluster.wait_jobs(1, timeout=60)
+    done = cluster.job_result(job)
+    assert done.returncode == 0 and done.succeeded, done.output
+    cluster.wait_phase(RUN, "Unwound", timeout=30)
+
+
+def test_watches_resumed_past_a_compaction_list_again(cluster: Cluster) -> None:
+    running_run(cluster)
+    # something changes that the operator does not watch, and etcd forgets everything before
+    # it while the API server is down: every resourceVersion the operator holds is now too old
+    cluster.kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "after-the-operator", "namespace": "default"}})
+    plane = cluster.kube.plane
+    plane.stop_apiserver()
+    plane.compact()
+    seen = len(cluster.kube.requests)
+    plane.start_apiserver()
+
+    evict(cluster, "agent-0")
+    [job] = cluster.wait_jobs(1, timeout=60)
+    assert job["metadata"]["ownerReferences"][0]["name"] == RUN
+    cluster.wait_phase(RUN, "Unwinding", timeout=30)
+    # it listed again, its old resourceVersions refused (410 Gone) after the compaction
+    relisted = operator_lists_since(cluster, seen)
+    assert any(p.endswith("/agentruns") for p in relisted), relisted
+    assert any(p.endswith("/pods") for p in relisted), relisted
