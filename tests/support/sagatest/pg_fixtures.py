@@ -96,26 +96,26 @@ def pg_template(pg_server: str) -> Iterator[str]:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def _scratch_database(server_dsn: str, prefix: str, create: str = "") -> Iterator[str]:
+    """A database of this test alone (`CREATE DATABASE name` + `create`), dropped after."""
+    name = f"{prefix}_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} {create}")
+    yield _with_db(server_dsn, name)
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture
 def pg(pg_server: str, pg_template: str) -> Iterator[str]:
     """DSN of a fresh, migrated database for this test."""
-    name = f"t_{os.getpid()}_{next(_counter)}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE {pg_template}")
-    yield _with_db(pg_server, name)
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    yield from _scratch_database(pg_server, "t", f"TEMPLATE {pg_template}")
 
 
 @pytest.fixture
 def pg_empty(pg_server: str) -> Iterator[str]:
     """DSN of a fresh database with nothing in it (no schema, as a new install finds it)."""
-    name = f"e_{os.getpid()}_{next(_counter)}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield _with_db(pg_server, name)
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    yield from _scratch_database(pg_server, "e")
 
 
 @pytest.fixture(scope="session")
