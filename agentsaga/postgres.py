@@ -9,9 +9,12 @@ started while a sidecar runs leaves the sidecar's server alone.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import pwd
 import subprocess
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +26,10 @@ from agentsaga.store.connections import with_user
 
 logger = logging.getLogger(__name__)
 
+SYSTEM_USER = "pgserver"
+"""The system user pgserver runs Postgres as when it is started by root (initdb refuses root)."""
+_SYSTEM_USER_LOCK = Path(tempfile.gettempdir()) / "agentsaga-pgserver-user.lock"
+
 
 def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
     """pgserver's server object for `data_dir` (started if it is not running)."""
@@ -33,6 +40,7 @@ def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
                 what="the embedded Postgres (used when no AGENTSAGA_DSN is set)")
         import pgserver
 
+        ensure_system_user()
         _forget_dead_users(data_dir)
         return pgserver.get_server(data_dir, cleanup_mode=cleanup_mode)  # type: ignore[attr-defined]
 
@@ -79,6 +87,24 @@ def embedded_migrated(settings: Settings) -> bool:
     SagaLog(saga_log_dsn(settings, "migrate"), min_size=1, max_size=1,
             async_outcomes=False).open(migrate=True, timeout=settings.db_wait_s).close()
     return True
+
+
+def ensure_system_user(name: str = SYSTEM_USER) -> None:
+    """As root, pgserver runs Postgres as a system user that it creates with `useradd` the
+    first time, unguarded: processes starting embedded servers at once on a machine that never
+    ran one race on it (one `useradd` fails, or one `initdb` looks the user up while another
+    process rewrites /etc/passwd). Create the user here, once, under a lock that every process
+    takes, before pgserver looks; then pgserver finds it and creates nothing."""
+    if os.geteuid() != 0:
+        return
+    with open(_SYSTEM_USER_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "-s", "/bin/bash", name], check=True,
+                           capture_output=True, text=True)
+            pwd.getpwnam(name)  # raises if useradd said nothing and did nothing
 
 
 def _forget_dead_users(data_dir: Path) -> None:

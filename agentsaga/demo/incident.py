@@ -25,10 +25,10 @@ from typing import Any
 from agentsaga.client import SagaClient, SidecarLost, ToolFailed, ToolOutcomeUnknown
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo import naive
+from agentsaga.demo.database import demo_database
 from agentsaga.demo.model import CHARGE, PLAN, RESHIP, retry_of
 from agentsaga.demo.report import outcome
 from agentsaga.demo.world import arm, connector_env
-from agentsaga.postgres import get_server
 from agentsaga.registry import Registry
 from agentsaga.store import SagaLog
 from agentsaga.world import World
@@ -135,20 +135,9 @@ def run_agentsaga(world: World, dsn: str, workdir: Path) -> Result:
 
 
 def run_both(dsn: str | None) -> tuple[Result, Result]:
-    with tempfile.TemporaryDirectory(prefix="agentsaga-demo-") as tmp, World() as world:
-        workdir = Path(tmp)
-        if dsn is None:
-            from agentsaga.postgres import embedded_dsn
-            dsn = embedded_dsn(workdir / "pg")
-        # the schema and the roles, as `agentsaga migrate` (a release's hook Job) prepares them:
-        # sidecars never migrate
-        SagaLog(dsn, min_size=1, max_size=1).open(migrate=True).close()
+    with tempfile.TemporaryDirectory(prefix="agentsaga-demo-") as tmp, World() as world, \
+            demo_database(dsn, Path(tmp)) as migrated:
         first = run_naive(world)
-        second = run_agentsaga(world, dsn, workdir)
-        if dsn.startswith("postgresql") and (workdir / "pg").exists():
-            _stop_embedded(workdir / "pg")
+        second = run_agentsaga(world, migrated, Path(tmp))
     return first, second
 
-
-def _stop_embedded(data_dir: Path) -> None:
-    get_server(data_dir, cleanup_mode="stop").cleanup()

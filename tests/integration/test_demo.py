@@ -1,37 +1,24 @@
-"""`agentsaga demo --json` as a subprocess: the numbers come from the world's ground truth."""
+"""`agentsaga demo --json` as a subprocess, the plain one and the framework ones, on an empty
+database and on the embedded default: the numbers come from the world's ground truth."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-
-@pytest.fixture
-def empty_db(pg_server: str) -> Iterator[str]:
-    """A database with no saga log in it, as `make demo` meets its new embedded Postgres."""
-    name = f"demo_empty_{os.getpid()}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    yield make_conninfo(**{**conninfo_to_dict(pg_server), "dbname": name})  # type: ignore[arg-type]
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+from agentsaga.demo.report import EXPECTED_AGENTSAGA
 
 
 def test_demo_agentsaga_is_exactly_right_and_naive_reproduces_the_essay(
-        tmp_path: Path, empty_db: str) -> None:
+        tmp_path: Path, pg_empty: str) -> None:
     """On a database with no schema yet: the demo prepares it as a release's migration does
     (its sidecars, like every sidecar, never migrate)."""
     done = subprocess.run(
-        [sys.executable, "-m", "agentsaga.cli", "demo", "--json", "--dsn", empty_db],
+        [sys.executable, "-m", "agentsaga.cli", "demo", "--json", "--dsn", pg_empty],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
@@ -48,3 +35,20 @@ def test_demo_agentsaga_is_exactly_right_and_naive_reproduces_the_essay(
     assert log["charge_card"]["audience"] == ["finance"]
     assert log["reship"]["status"] == "FAILED"
     assert [c["state"] for c in out["agentsaga_unwind"]["corrections"]] == ["Silent", "Silent"]
+
+
+@pytest.mark.parametrize("agent", ["openai-agents", "langgraph"])
+@pytest.mark.parametrize("database", ["--dsn", "embedded"])
+def test_framework_demos_end_in_the_plain_demos_ground_truth(
+        agent: str, database: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """With --dsn naming an empty database, and without (a throw-away embedded Postgres), as a
+    user types them on a fresh clone."""
+    dsn = ["--dsn", request.getfixturevalue("pg_empty")] if database == "--dsn" else []
+    done = subprocess.run(
+        [sys.executable, "-m", "agentsaga.cli", "demo", "--agent", agent, "--json", *dsn],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+    out = json.loads(done.stdout)
+    assert out["agent"] == agent
+    assert out["agentsaga"] == EXPECTED_AGENTSAGA

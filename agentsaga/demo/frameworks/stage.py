@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agentsaga import subprocesses
 from agentsaga.client import SagaClient
+from agentsaga.demo.database import demo_database
 from agentsaga.demo.world import arm
 from agentsaga.demo.world_mcp import WorldMCP, write_upstreams
 from agentsaga.world import Fault, World
@@ -43,15 +44,12 @@ def arm_framework(world: World) -> None:
 @contextmanager
 def stage(dsn: str | None = None) -> Iterator[Stage]:
     with tempfile.TemporaryDirectory(prefix="agentsaga-demo-") as tmp, World() as world, \
-            WorldMCP(world.url) as upstream:
+            WorldMCP(world.url) as upstream, demo_database(dsn, Path(tmp)) as migrated:
         arm_framework(world)
         upstreams = write_upstreams(upstream.url, Path(tmp) / "upstreams.yaml")
-        if dsn is None:
-            from agentsaga.postgres import embedded_dsn
-            dsn = embedded_dsn(Path(tmp) / "pg")
         proc = subprocess.Popen(
             [sys.executable, "-m", "agentsaga.cli", "sidecar", "--listen", "127.0.0.1:0",
-             "--dsn", dsn, "--mcp-listen", "127.0.0.1:0", "--mcp-upstreams", str(upstreams)],
+             "--dsn", migrated, "--mcp-listen", "127.0.0.1:0", "--mcp-upstreams", str(upstreams)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp,
             env={**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": RECHECK_PAUSE_S})
         try:
@@ -59,9 +57,6 @@ def stage(dsn: str | None = None) -> Iterator[Stage]:
             yield Stage(world, address, url)
         finally:
             subprocesses.stop(proc)
-            if dsn.startswith("postgresql") and (Path(tmp) / "pg").exists():
-                from agentsaga.postgres import get_server
-                get_server(Path(tmp) / "pg", cleanup_mode="stop").cleanup()
 
 
 def _wait_serving(proc: subprocess.Popen[str]) -> tuple[str, str]:

@@ -276,9 +276,11 @@ class Cluster:
 
     def refused_to_the_operator(self) -> list[str]:
         """Every request the operator sent that the API server refused (403): what the chart
-        does not grant it."""
+        does not grant it. Not those answered while the API server was starting: it refuses
+        everything until its authorizer has read the RBAC objects, whatever the chart grants."""
         return [f"{r.method} {r.path}?{r.query}" for r in self.kube.requests
-                if r.user == OPERATOR and r.status == 403]
+                if r.user == OPERATOR and r.status == 403
+                and not self.kube.plane.was_starting(r.received)]
 
     def close(self) -> None:
         for operator in self.operators:

@@ -29,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -119,6 +120,9 @@ class ControlPlane:
         self.audit_log = self.logs / "audit.log"
         self._components: dict[str, Component] = {}
         self.startup_seconds: float | None = None
+        self.starting: list[tuple[datetime, datetime]] = []
+        """When the API server was starting (launched, /readyz not yet 200): a real one answers
+        requests then, and refuses them (403) until its authorizer has read the RBAC objects."""
         self._write_credentials()
 
     # -- set-up ---------------------------------------------------------------------------
@@ -228,8 +232,14 @@ class ControlPlane:
         self.startup_seconds = time.monotonic() - started
 
     def start_apiserver(self) -> None:
+        launched = datetime.now(UTC)
         self._launch("kube-apiserver", self._apiserver())
         self._wait("kube-apiserver", "to answer /readyz", self._apiserver_ready)
+        self.starting.append((launched, datetime.now(UTC)))
+
+    def was_starting(self, moment: datetime) -> bool:
+        """Whether the API server was starting (not yet ready) at `moment`."""
+        return any(launched <= moment <= ready for launched, ready in self.starting)
 
     def stop_apiserver(self, *, grace: float = 3.0) -> None:
         """Stop the API server alone (etcd and the controllers keep running), as an API server

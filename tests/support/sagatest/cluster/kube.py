@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ class Request:
     stage: str
     annotations: dict[str, str]
     """The audit annotations (e.g. a ValidatingAdmissionPolicy's Audit-action failures)."""
+    received: datetime
 
 
 def _request(event: Obj) -> Request:
@@ -72,7 +74,8 @@ def _request(event: Obj) -> Request:
                    user_agent=str(event.get("userAgent", "")),
                    status=int((event.get("responseStatus") or {}).get("code", 0)),
                    stage=str(event.get("stage", "")),
-                   annotations=dict(event.get("annotations") or {}))
+                   annotations=dict(event.get("annotations") or {}),
+                   received=datetime.fromisoformat(str(event["requestReceivedTimestamp"])))
 
 
 def api_prefix(api_version: str) -> str:
