@@ -255,9 +255,7 @@ class PodRun:
         done = self._main_done()
         for container in self.main:
             container.poll()
-            if container.state == "waiting":
-                self._start(container)
-            elif (not done and container.should_restart()
+            if container.state == "waiting" or (not done and container.should_restart()
                   and time.monotonic() >= container.next_start):
                 self._start(container)
         if self._main_done():
