@@ -1,0 +1,85 @@
+"""Whether the operator trusts the approvals in AgentRuns: only under the chart's approval policy,
+bound with Deny where the run lives, failing closed and exempting no person (`approval_trust`,
+checked against the rendered chart and variations of it). The policy itself is evaluated by a
+real API server in tests/e2e/test_approval_policy.py."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from sagatest.chart_tools import one, render
+
+
+def test_the_operator_trusts_approvals_only_under_the_charts_policy_in_deny() -> None:
+    from agentsaga.operator.approval_trust import untrusted
+
+    docs = render()
+    vap, binding = one(docs, "ValidatingAdmissionPolicy"), one(
+        docs, "ValidatingAdmissionPolicyBinding")
+    assert untrusted([vap], [binding]) is None
+    warn = copy.deepcopy(binding)
+    warn["spec"]["validationActions"] = ["Warn", "Audit"]
+    assert "not bound with validationActions Deny" in str(untrusted([vap], [warn]))
+    assert "no ValidatingAdmissionPolicy" in str(untrusted([], []))
+    # a policy on AgentRuns that does not check who the approver is does not count
+    loose = copy.deepcopy(vap)
+    loose["spec"]["validations"] = [{"expression": "true"}]
+    assert "no ValidatingAdmissionPolicy" in str(untrusted([loose], [binding]))
+    off = render("--set", "admissionPolicy.enabled=false")
+    assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def test_the_operator_trusts_a_binding_only_where_it_applies() -> None:
+    """A Deny binding scoped away from the AgentRun's namespace (or labels), a policy that fails
+    open or whose match conditions could exempt a person: the approver's name is unchecked there,
+    and the operator says which binding and why."""
+    from agentsaga.operator.approval_trust import SETTLER, Scope, untrusted
+
+    docs = render()
+    vap, binding = one(docs, "ValidatingAdmissionPolicy"), one(
+        docs, "ValidatingAdmissionPolicyBinding")
+
+    def scope(namespace_labels: dict[str, str] | None = None,
+              labels: dict[str, str] | None = None) -> Scope:
+        return Scope("default", labels or {}, lambda: namespace_labels)
+
+    assert untrusted([vap], [binding], scope=scope()) is None  # the chart's own, as it comes
+    assert untrusted([vap], [binding], SETTLER, scope=scope()) is None
+
+    def scoped(match: dict[str, Any]) -> dict[str, Any]:
+        narrowed = copy.deepcopy(binding)
+        narrowed["spec"]["matchResources"] = match
+        return narrowed
+
+    policed = scoped({"namespaceSelector": {"matchLabels": {"policed": "true"}}})
+    why = str(untrusted([vap], [policed], scope=scope({})))
+    assert "applies to AgentRuns in namespace default" in why
+    assert "matchResources.namespaceSelector does not select namespace default" in why
+    assert untrusted([vap], [policed], scope=scope({"policed": "true"})) is None
+    assert "cannot read" in str(untrusted([vap], [policed], scope=scope(None)))
+    # another binding of the same policy that does cover the namespace is enough
+    assert untrusted([vap], [policed, binding], scope=scope({})) is None
+    expressions = scoped({"namespaceSelector": {"matchExpressions": [
+        {"key": "team", "operator": "NotIn", "values": ["payments"]}]}})
+    assert untrusted([vap], [expressions], scope=scope({"team": "support"})) is None
+    assert untrusted([vap], [expressions], scope=scope({"team": "payments"})) is not None
+    labelled = scoped({"objectSelector": {"matchLabels": {"gated": "yes"}}})
+    assert "objectSelector" in str(untrusted([vap], [labelled], scope=scope()))
+    assert untrusted([vap], [labelled], scope=scope(labels={"gated": "yes"})) is None
+    excluded = scoped({"excludeResourceRules": [{"apiGroups": ["agentsaga.io"],
+                                                 "apiVersions": ["*"], "operations": ["*"],
+                                                 "resources": ["agentruns/status"]}]})
+    assert "excludeResourceRules" in str(untrusted([vap], [excluded], scope=scope()))
+    elsewhere = scoped({"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["*"],
+                                           "operations": ["UPDATE"],
+                                           "resources": ["deployments"]}]})
+    assert "resourceRules leave out" in str(untrusted([vap], [elsewhere], scope=scope()))
+
+    fails_open = copy.deepcopy(vap)
+    fails_open["spec"]["failurePolicy"] = "Ignore"
+    assert "failurePolicy Ignore" in str(untrusted([fails_open], [binding], scope=scope()))
+    exempting = copy.deepcopy(vap)
+    exempting["spec"]["matchConditions"].append(
+        {"name": "not-alice", "expression": "request.userInfo.username != 'alice'"})
+    assert "could exempt a person" in str(untrusted([exempting], [binding], scope=scope()))
