@@ -75,7 +75,7 @@ def main(run_id: str) -> int:
         receipt = {"to": EMAIL, "subject": f"Your order {ORDER}",
                    "body": f"We put a hold of {quote['amount'] / 100:.2f} USD on your card "
                            "for the re-shipping."}
-        plan = [{"tool": "send_receipt", "args": receipt}]
+        plan: list[dict[str, Any]] = [{"tool": "send_receipt", "args": receipt}]
         staged = client.reach_pivot(run_id, plan)
         print(f"waiting for approval of plan {staged.plan_hash}:\n"
               f"  agentsaga approve --run {run_id} --plan-hash {staged.plan_hash} "

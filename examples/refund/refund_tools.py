@@ -73,12 +73,13 @@ def _listed(key: str, params: dict[str, Any]) -> dict[str, Any] | None:
     params = {**params, "limit": 100}
     for _ in range(LIST_PAGES):
         page = call("GET", "/v1/payment_intents", headers=STRIPE_KEY, params=params)
-        for intent in page["data"]:
+        intents: list[dict[str, Any]] = page["data"]
+        for intent in intents:
             if _marked(intent, key):
                 return intent
-        if not page["has_more"] or not page["data"]:
+        if not page["has_more"] or not intents:
             return None
-        params["starting_after"] = page["data"][-1]["id"]
+        params["starting_after"] = intents[-1]["id"]
     raise OutcomeUnknown(f"more than {LIST_PAGES * 100} holds to look through for {key}")
 
 
@@ -89,17 +90,17 @@ def find_charges(steps: Sequence[LookupContext]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for ctx in steps:
         if ctx.external_ref:
-            intent = call("GET", f"/v1/payment_intents/{ctx.external_ref}", headers=STRIPE_KEY)
-            if _marked(intent, ctx.key):
-                found[ctx.key] = intent
+            by_id = call("GET", f"/v1/payment_intents/{ctx.external_ref}", headers=STRIPE_KEY)
+            if _marked(by_id, ctx.key):
+                found[ctx.key] = by_id
                 continue
         window = {"customer": ctx.args["customer_id"],
                   "created[gte]": int(ctx.intended_at.timestamp()) - 60}
         if ctx.deadline is not None:
             window["created[lte]"] = int(ctx.deadline.timestamp()) + 61
-        intent = _listed(ctx.key, window)
-        if intent is not None:
-            found[ctx.key] = intent
+        listed = _listed(ctx.key, window)
+        if listed is not None:
+            found[ctx.key] = listed
     return found
 
 
@@ -139,19 +140,20 @@ def find_receipts(steps: Sequence[LookupContext]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for ctx in steps:
         if ctx.external_ref:
-            sent = call("GET", f"/emails/{ctx.external_ref}")
-            if sent.get("headers", {}).get("X-Saga-Key") == ctx.key:
-                found[ctx.key] = sent
+            by_id = call("GET", f"/emails/{ctx.external_ref}")
+            if by_id.get("headers", {}).get("X-Saga-Key") == ctx.key:
+                found[ctx.key] = by_id
                 continue
-        sent = find_receipt(ctx.key)
-        if sent is not None:
-            found[ctx.key] = sent
+        listed = find_receipt(ctx.key)
+        if listed is not None:
+            found[ctx.key] = listed
     return found
 
 
 def find_receipt(key: str) -> dict[str, Any] | None:
     page = call("GET", "/emails", params={"limit": 100})
-    for sent in page["data"]:
+    emails: list[dict[str, Any]] = page["data"]
+    for sent in emails:
         if sent.get("headers", {}).get("X-Saga-Key") == key:
             return sent
     if page["has_more"]:

@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -84,7 +84,7 @@ def plan_hash(run_id: str) -> re.Pattern[str]:
     return re.compile(rf"--run {run_id} --plan-hash ([0-9a-f]{{64}})")
 
 
-def ready(command: str) -> tuple[str, object]:
+def ready(command: str) -> tuple[str, Callable[[str], object]]:
     """What shows that a command the README starts with `&` is up (the next block needs it)."""
     if command.startswith("agentsaga world"):
         return "the world serving", world_serves
@@ -121,7 +121,7 @@ def test_every_command_block_of_the_readme_runs_as_written(pg: str, tmp_path: Pa
             for command in commands(block):
                 if command.split("#")[0].rstrip().endswith("&"):
                     what, seen = ready(command)
-                    shell.wait_for(seen, what)  # type: ignore[arg-type]
+                    shell.wait_for(seen, what)
             if run_id:
                 shell.wait_for(re.compile(f"run {run_id} succeeded").search,
                                f"the end of {run_id}")
