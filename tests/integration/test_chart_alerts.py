@@ -45,7 +45,7 @@ def rules_file(*args: str) -> str:
 
 def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     if not PROMTOOL.exists():
-        raise FileNotFoundError(f"{PROMTOOL} is missing: run `make tools`")
+        raise FileNotFoundError(f"{PROMTOOL} is missing: run `make test-tools`")
     return subprocess.run([str(PROMTOOL), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120)
 

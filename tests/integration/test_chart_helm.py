@@ -22,6 +22,7 @@ from sagatest.chart_tools import (
     CHART,
     EXAMPLE_VALUES,
     FULL_VALUES,
+    IMAGES,
     MINIMAL_VALUES,
     crd_schema,
     find,
@@ -376,7 +377,7 @@ def test_a_system_namespace_for_agents_is_refused(flags: list[str], message: str
 
 
 def test_an_injected_sidecar_without_tools_is_refused() -> None:
-    bare = helm("template", "x", str(CHART), check=False)
+    bare = helm("template", "x", str(CHART), *IMAGES, check=False)
     assert bare.returncode != 0
     assert "the injected sidecar would have no tools and exit at start" in bare.stderr
     for what in ("connectors.stripe.apiKeySecret.name", "sidecar.mcp.upstreams", "sidecar.tools"):
@@ -384,6 +385,28 @@ def test_an_injected_sidecar_without_tools_is_refused() -> None:
     # the connectors ConfigMap's settings alone (no key, no URL) configure no connector either
     assert helm("template", "x", str(CHART), "--set", "connectors.stripe.apiBase=https://s.example",
                 "--set", "connectors.jira.email=a@example.com", check=False).returncode != 0
+
+
+@pytest.mark.parametrize("image", ["operator", "sidecar"])
+def test_a_missing_image_is_refused_naming_how_to_build_it(image: str) -> None:
+    """No image is published: without its repository the chart renders nothing (an install
+    would only fail to pull), and the message says where the image comes from."""
+    given = [arg for setting in zip(IMAGES[::2], IMAGES[1::2], strict=True)
+             if not setting[1].startswith(f"{image}.") for arg in setting]
+    for values in ([], ["-f", str(MINIMAL_VALUES), "--set", f"{image}.image.repository="]):
+        result = helm("template", "x", str(CHART), "--set",
+                      "connectors.stripe.apiKeySecret.name=stripe-credentials", *given, *values,
+                      check=False)
+        assert result.returncode != 0
+        assert f"{image}.image.repository is required: no agentsaga image is published" in (
+            result.stderr), result.stderr
+        assert f"images/{image}.Dockerfile" in result.stderr
+        build = f"docker build -f images/{image}.Dockerfile -t REGISTRY/agentsaga/{image}:0.1.0 ."
+        assert build in result.stderr
+        assert "docs/deploy.md" in result.stderr
+    # the build command the message names is the one docs/deploy.md documents
+    assert f"docker build -f images/{image}.Dockerfile -t " in (
+        CHART.parents[1] / "docs" / "deploy.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -428,7 +451,7 @@ def test_a_connector_given_in_part_is_refused(flags: list[str], message: str) ->
     ids=["stripe", "zendesk", "jira", "email", "mcp", "own-module", "extra-env", "no-webhook"],
 )
 def test_a_sidecar_with_tools_or_without_the_webhook_renders(flags: list[str]) -> None:
-    docs = render(*flags, base=None)
+    docs = render(*IMAGES, *flags, base=None)
     injecting = find(docs, "MutatingWebhookConfiguration")
     assert bool(injecting) == ("injection.enabled=false" not in flags)
 
@@ -533,7 +556,7 @@ def test_the_sidecar_serves_mcp_with_its_upstreams_when_asked(tmp_path: Path) ->
     mounts = {m["mountPath"] for m in template["container"]["volumeMounts"]}
     assert "/etc/agentsaga/mcp" in mounts
     notes = helm("install", "saga", str(CHART), "--dry-run=client", "-n", "agentsaga-system",
-                 "-f", str(values)).stdout
+                 "-f", str(MINIMAL_VALUES), "-f", str(values)).stdout
     assert "http://127.0.0.1:8765/mcp" in notes and "Agentsaga-Run-Id" in notes
 
 

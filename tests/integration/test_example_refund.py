@@ -1,6 +1,8 @@
-"""examples/refund runs end to end as its README says: the world, the sidecar with
-`--tools ./refund_tools.py`, the agent loop to the pivot, `agentsaga approve`, `agentsaga log`;
-the outcome read from the world's ground truth."""
+"""examples/refund runs end to end as its README says: every command block of the README typed
+into one shell exactly as written (the world, the sidecar with `--tools ./refund_tools.py`, the
+agent loop to the pivot, `agentsaga approve`, `agentsaga log`, the fault of "things to try",
+`kill %1 %2`); and, with the pieces started by the test, the rejected plan's unwind. The
+outcome is read from the world's ground truth."""
 
 from __future__ import annotations
 
@@ -8,14 +10,16 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agentsaga import subprocesses
 from agentsaga.world import World
 from sagatest.cli_tools import agentsaga
+from sagatest.doc_blocks import Shell, blocks, commands
 from sagatest.sidecar_fixtures import ROOT
 
 EXAMPLE = ROOT / "examples" / "refund"
@@ -66,11 +70,81 @@ def finish(agent: subprocess.Popen[str]) -> tuple[int, str]:
     return agent.wait(timeout=120), rest
 
 
-def test_readme_commands_are_the_ones_tested() -> None:
-    for command in ("agentsaga sidecar --tools ./refund_tools.py", "python agent.py refund-1",
-                    "agentsaga approve --run refund-1 --plan-hash HASH --decision approved",
-                    "agentsaga log --run refund-1"):
-        assert command in README
+WORLD_URL = "http://127.0.0.1:8470"  # where the README's `agentsaga world --port 8470` serves
+
+
+def world_serves(_: str) -> bool:
+    try:
+        return httpx.get(f"{WORLD_URL}/_world/truth", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def plan_hash(run_id: str) -> re.Pattern[str]:
+    return re.compile(rf"--run {run_id} --plan-hash ([0-9a-f]{{64}})")
+
+
+def ready(command: str) -> tuple[str, Callable[[str], object]]:
+    """What shows that a command the README starts with `&` is up (the next block needs it)."""
+    if command.startswith("agentsaga world"):
+        return "the world serving", world_serves
+    if command.startswith("agentsaga sidecar"):
+        return "the sidecar listening", lambda out: "agentsaga sidecar listening on" in out
+    agent = re.match(r"python agent\.py (\S+)", command)
+    if agent:
+        return f"{agent.group(1)}'s plan hash", plan_hash(agent.group(1)).search
+    raise AssertionError(f"the README starts {command!r} in the background: say here what "
+                         "shows it is ready")
+
+
+def test_every_command_block_of_the_readme_runs_as_written(pg: str, tmp_path: Path) -> None:
+    """The blocks in order, in one shell started at the repository root (where the README says
+    to begin): `HASH` is the one word replaced, by the hash the agent of that run printed. The
+    saga log is the test's database (AGENTSAGA_DSN) instead of the per-user embedded one."""
+    assert (ROOT / ".venv" / "bin" / "activate").exists(), "make test creates .venv"
+    assert not world_serves(""), f"something already serves {WORLD_URL}"
+    found = blocks(README)
+    assert len(found) >= 6 and all(kind == "sh" for kind, _ in found)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "AGENTSAGA_ADDRESS",
+                                                            "EXAMPLE_WORLD_URL")}
+    shell = Shell(ROOT, {**env, "AGENTSAGA_DSN": pg, "EXAMPLE_APPROVAL_TIMEOUT_S": "120"},
+                  tmp_path / "shell.log")
+    try:
+        for _, block in found:
+            run = re.search(r"--run (\S+) --plan-hash HASH", block)
+            run_id = run.group(1) if run else ""
+            if run_id:
+                hashes = plan_hash(run_id).findall(shell.output())
+                assert hashes, f"no plan hash printed for {run_id}"
+                block = block.replace("HASH", hashes[-1])
+            shell.run(block)
+            for command in commands(block):
+                if command.split("#")[0].rstrip().endswith("&"):
+                    what, seen = ready(command)
+                    shell.wait_for(seen, what)
+            if run_id:
+                shell.wait_for(re.compile(f"run {run_id} succeeded").search,
+                               f"the end of {run_id}")
+            if "kill %1 %2" in block:
+                break
+            if world_serves(""):  # the world as it stood before `kill %1 %2`
+                truth = httpx.get(f"{WORLD_URL}/_world/truth", timeout=5).json()
+        else:
+            raise AssertionError("the README never stops the world and the sidecar")
+        shell.wait_for(lambda _: not world_serves(""), "the world stopped by kill %1 %2", 30)
+    finally:
+        code = shell.close()
+    output = shell.output()
+    assert code == 0, output
+    assert "Traceback" not in output, output
+    # refund-2 met the fault: OUTCOME UNKNOWN, called again, the hold found by its key
+    assert "charge_fee: OUTCOME UNKNOWN; calling it again" in output, output
+    assert [(p["amount"], p["status"]) for p in truth["payment_intents"]] == [
+        (500, "requires_capture")] * 2, truth
+    assert len({p["metadata"]["saga_key"] for p in truth["payment_intents"]}) == 2
+    assert [e["to"] for e in truth["emails"]] == [["dana@example.com"]] * 2
+    assert re.search(r"charge_fee\s+compensatable\s+CONFIRMED", output)
+    assert re.search(r"send_receipt\s+irreversible\s+CONFIRMED", output)
 
 
 def test_example_reaches_the_pivot_and_finishes_after_approval(

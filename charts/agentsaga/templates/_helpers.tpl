@@ -89,11 +89,19 @@ app.kubernetes.io/part-of: agentsaga
 {{- printf "%s:%s" .repository (.tag | default $.appVersion) }}
 {{- end }}
 
+{{- /* No image is published: both repositories are required, and a missing one is refused
+at render time (never an install that fails to pull), naming where the images come from. */ -}}
+{{- define "agentsaga.requiredImage" -}}
+{{- required (printf "%s.image.repository is required: no agentsaga image is published. Build it from images/%s.Dockerfile (docker build -f images/%s.Dockerfile -t REGISTRY/agentsaga/%s:%s .; docs/deploy.md, \"Build and push the images\"), push it, and set --set %s.image.repository=REGISTRY/agentsaga/%s" .name .name .name .name .appVersion .name .name) .image.repository }}
+{{- end }}
+
 {{- define "agentsaga.operatorImage" -}}
+{{- $_ := include "agentsaga.requiredImage" (dict "name" "operator" "image" .Values.operator.image "appVersion" .Chart.AppVersion) }}
 {{- include "agentsaga.image" (merge (dict "appVersion" .Chart.AppVersion) .Values.operator.image) }}
 {{- end }}
 
 {{- define "agentsaga.sidecarImage" -}}
+{{- $_ := include "agentsaga.requiredImage" (dict "name" "sidecar" "image" .Values.sidecar.image "appVersion" .Chart.AppVersion) }}
 {{- include "agentsaga.image" (merge (dict "appVersion" .Chart.AppVersion) .Values.sidecar.image) }}
 {{- end }}
 

@@ -19,6 +19,10 @@ HELM = ROOT / "tools" / "bin" / "helm"
 FULL_VALUES = CHART / "ci" / "full-values.yaml"
 MINIMAL_VALUES = CHART / "ci" / "minimal-values.yaml"
 EXAMPLE_VALUES = CHART / "examples" / "values-existing-postgres.yaml"
+IMAGES = ("--set", "operator.image.repository=registry.example.com/agentsaga/operator",
+          "--set", "sidecar.image.repository=registry.example.com/agentsaga/sidecar")
+"""The two image settings the chart requires (ci/minimal-values.yaml has them too), for a render
+over the bare defaults."""
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -94,7 +94,7 @@ class Prometheus:
 def start_prometheus(workdir: Path, jobs: Mapping[str, list[str]]) -> Prometheus:
     """Prometheus on a free loopback port, scraping each job's host:port targets."""
     if not PROMETHEUS.exists():
-        raise FileNotFoundError(f"{PROMETHEUS} is missing: run `make tools`")
+        raise FileNotFoundError(f"{PROMETHEUS} is missing: run `make test-tools`")
     workdir.mkdir(parents=True, exist_ok=True)
     config = {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "scrape_timeout": SCRAPE_INTERVAL,
