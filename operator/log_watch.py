@@ -98,6 +98,12 @@ class LogWatch:
         if watched is not None and content(body) != watched.seen:
             watched.wake.set()
 
+    def wake(self, key: Key) -> None:
+        """Wake the run's daemon for a pass, whatever its object shows."""
+        watched = self._runs.get(key)
+        if watched is not None:
+            watched.wake.set()
+
     async def sleep(self, key: Key, stopped: Callable[[], Awaitable[object]],
                     seconds: float | None) -> None:
         """Until the run is woken, its daemon is stopped, or `seconds` pass (None: no limit)."""

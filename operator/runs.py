@@ -63,10 +63,19 @@ def needs_daemon(body: kopf.Body, **_: Any) -> bool:
 async def run_changed(type: str | None, name: str, namespace: str | None, body: kopf.Body,
                       memo: Any, **_: Any) -> None:
     """A watch event of an AgentRun wakes its daemon (not its own status write, nor kopf's
-    bookkeeping) and keeps the pod → runs index (`run_pods`)."""
+    bookkeeping) and keeps the pod → runs index (`run_pods`).
+
+    A listing (`type` None: the operator's start, or a relist after its watches were cut, as
+    after an API server restart or a 410 Gone) wakes every live run's daemon even if the
+    object did not change: a pod deleted while the watches were down sends no event, and the
+    pass (`pods.bound_pod_gone`) is what finds it gone."""
     if namespace is not None:
-        context(memo).runs_by_pod.seen(namespace, name, None if type == "DELETED" else dict(body))
-        context(memo).log_watch.object_changed((namespace, name), dict(body))
+        ctx = context(memo)
+        ctx.runs_by_pod.seen(namespace, name, None if type == "DELETED" else dict(body))
+        if type is None and (not phase(body) or phase(body) in LIVE_PHASES):
+            ctx.log_watch.wake((namespace, name))
+        else:
+            ctx.log_watch.object_changed((namespace, name), dict(body))
 
 
 @kopf.daemon(*AGENTRUNS, id="resync", cancellation_timeout=5.0, when=needs_daemon)

@@ -1,6 +1,7 @@
-"""The operator outlives its API server: a restart (every watch cut, then resumed), and a restart
-past a compaction of etcd (every watch resumed from a resourceVersion etcd no longer has: 410
-Gone, a fresh list). After each, an eviction still orphans the run and starts its one Job."""
+"""The operator outlives its API server: a restart (every watch cut, then resumed: an eviction
+after it still orphans the run and starts its one Job), and a restart past a compaction of etcd
+(every watch resumed from a resourceVersion etcd no longer has: 410 Gone, a fresh list) with
+the run's pod gone meanwhile: no event ever says so, the relisted run's pass finds it."""
 
 from __future__ import annotations
 
@@ -38,23 +39,27 @@ def test_an_api_server_restart_loses_no_eviction(cluster: Cluster) -> None:
     cluster.wait_phase(RUN, "Unwound", timeout=30)
 
 
-def test_watches_resumed_past_a_compaction_list_again(cluster: Cluster) -> None:
+def test_a_pod_gone_while_the_watches_were_down_is_found_after_the_relist(
+        cluster: Cluster) -> None:
+    """The pod goes while the API server is down (removed from etcd: no watch event for it, ever)
+    and etcd forgets everything before that: every resourceVersion the operator holds is too
+    old (410 Gone), it lists again, and the listing no longer has the pod."""
     running_run(cluster)
-    # something changes that the operator does not watch, and etcd forgets everything before
-    # it while the API server is down: every resourceVersion the operator holds is now too old
-    cluster.kube.create({"apiVersion": "v1", "kind": "ConfigMap",
-                         "metadata": {"name": "after-the-operator", "namespace": "default"}})
     plane = cluster.kube.plane
     plane.stop_apiserver()
+    assert plane.remove_from_etcd("/registry/pods/default/agent-0") == 1
     plane.compact()
     seen = len(cluster.kube.requests)
     plane.start_apiserver()
 
-    evict(cluster, "agent-0")
     [job] = cluster.wait_jobs(1, timeout=60)
     assert job["metadata"]["ownerReferences"][0]["name"] == RUN
-    cluster.wait_phase(RUN, "Unwinding", timeout=30)
+    orphaned = cluster.wait_run(RUN, lambda o: bool(o["status"].get("orphanedAt")))
+    assert "agent-0 no longer exists" in orphaned["status"]["orphanReason"]
     # it listed again, its old resourceVersions refused (410 Gone) after the compaction
     relisted = operator_lists_since(cluster, seen)
     assert any(p.endswith("/agentruns") for p in relisted), relisted
     assert any(p.endswith("/pods") for p in relisted), relisted
+    done = cluster.job_result(job)
+    assert done.returncode == 0 and done.succeeded, done.output
+    cluster.wait_phase(RUN, "Unwound", timeout=30)

@@ -277,9 +277,11 @@ class Cluster:
     def refused_to_the_operator(self) -> list[str]:
         """Every request the operator sent that the API server refused (403): what the chart
         does not grant it. Not those answered while the API server was starting: it refuses
-        everything until its authorizer has read the RBAC objects, whatever the chart grants."""
+        everything until its authorizer has read the RBAC objects, whatever the chart grants;
+        nor the test's own kubectl calls with the operator's credentials (asserting refusals)."""
         return [f"{r.method} {r.path}?{r.query}" for r in self.kube.requests
                 if r.user == OPERATOR and r.status == 403
+                and not r.user_agent.startswith("kubectl")
                 and not self.kube.plane.was_starting(r.received)]
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ No node runs pods here: the scheduler finds no Node until a test support registe
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -338,6 +339,14 @@ class ControlPlane:
         revision = int(header["revision"])
         self._etcd_post("/v3/kv/compaction", {"revision": revision, "physical": True})
         return revision
+
+    def remove_from_etcd(self, key: str) -> int:
+        """Delete `key` (e.g. `/registry/pods/NS/NAME`) in etcd itself, behind the API server's
+        back: an object that is gone without any watch event for it, as one deleted while a
+        client's watches were down looks to that client. Returns how many keys went."""
+        encoded = base64.b64encode(key.encode()).decode()
+        answer = self._etcd_post("/v3/kv/deleterange", {"key": encoded})
+        return int(answer.get("deleted", 0))
 
     # -- identities -----------------------------------------------------------------------
 

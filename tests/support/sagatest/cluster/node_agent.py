@@ -75,7 +75,12 @@ class NodeAgent:
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
-            raise RuntimeError(f"{method} {path}: {error.code} {error.read()[:500]!r}") from None
+            failure = f"{method} {path}: {error.code} {error.read()[:500]!r}"
+            if error.code >= 500:
+                raise Unreachable(failure) from None
+            raise RuntimeError(failure) from None
+        except OSError as error:  # refused, reset, timed out: the API server is away
+            raise Unreachable(f"{method} {path}: {error}") from None
         return json.loads(raw) if raw else None
 
     # -- life -----------------------------------------------------------------------------
@@ -124,7 +129,10 @@ class NodeAgent:
     def _run(self) -> None:
         try:
             while not self._stopping.wait(TICK):
-                self._tick()
+                with contextlib.suppress(Unreachable):
+                    # as a kubelet does while its API server restarts: the pods keep running,
+                    # and what they report is sent at the next tick that reaches it
+                    self._tick()
         except BaseException as exc:  # kept for the test to see: a node that stopped
             self.error = exc
             raise
@@ -148,6 +156,10 @@ class NodeAgent:
                 del self._pods[uid]
                 continue
             run.step(pod)
+
+
+class Unreachable(RuntimeError):
+    """The API server did not answer (not listening, or a 5xx while it starts)."""
 
 
 class PodRun:
