@@ -27,6 +27,7 @@ node-lifecycle controller runs to do it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import signal
 import ssl
@@ -158,6 +159,10 @@ class NodeAgent:
             run.step(pod)
 
 
+def _expand_in(env: dict[str, str], value: str) -> str:
+    return pod_config.expand(value, env)
+
+
 class Unreachable(RuntimeError):
     """The API server did not answer (not listening, or a 5xx while it starts)."""
 
@@ -211,8 +216,8 @@ class PodRun:
             for container in (*self.init, *self.main):
                 mounts = pod_config.mount_table(container.spec, volumes)
                 env = pod_config.environment(pod, container.spec, sources, mounts, base)
-                argv = pod_config.command_line(
-                    container.spec, lambda value, env=env: pod_config.expand(value, env))
+                argv = pod_config.command_line(container.spec, functools.partial(
+                    _expand_in, env))
                 if argv is not None:
                     argv = [argv[0], *(mounts.argument(a) for a in argv[1:])]
                 prepared[container.name] = (argv, env)
