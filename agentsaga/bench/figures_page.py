@@ -9,6 +9,7 @@ ran; nothing on it is typed by hand, so it is regenerated, never edited.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -49,9 +50,9 @@ def page(results: dict[str, Any], latency: list[Row], summary: list[str]) -> str
         ".venv/bin/agentsaga bench --quick --write-docs docs/benchmarks/figures.md",
         "```",
         "",
-        "`--from-json FILE` writes it from a run saved with `--json` instead of measuring "
-        "again. What each row measures, and how to read it, is on "
-        "[How the benchmark works](index.md).",
+        "The run's results are beside it, [figures.json](figures.json); `--from-json FILE` "
+        "writes the page from such a file instead of measuring again. What each row measures, "
+        "and how to read it, is on [How the benchmark works](index.md).",
         "",
         "## The run",
         "",
@@ -79,9 +80,12 @@ def page(results: dict[str, Any], latency: list[Row], summary: list[str]) -> str
 
 
 def write(path: Path, results: dict[str, Any], latency: list[Row], summary: list[str]) -> None:
+    """The page at `path` and the run's results beside it (`path` with `.json`), from which the
+    page can be written again (`--from-json`) and checked."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page(results, latency, summary))
-    print(f"bench: wrote {path}", file=sys.stderr)
+    path.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"bench: wrote {path} and {path.with_suffix('.json').name}", file=sys.stderr)
 
 
 def _cell(text: str) -> str:
