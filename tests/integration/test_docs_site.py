@@ -48,7 +48,9 @@ def test_the_figures_page_is_the_bench_s_own() -> None:
     results = json.loads(FIGURES.with_suffix(".json").read_text())
     written = figures_page.page(results, latency_rows(results), summary_lines(results))
     assert FIGURES.read_text() == written, (
-        "docs/benchmarks/figures.md is written by `agentsaga bench --write-docs`, not by hand")
+        "docs/benchmarks/figures.md is written by `agentsaga bench --write-docs`, not by hand; "
+        "to write it again from the same run: `agentsaga bench --from-json "
+        "docs/benchmarks/figures.json --write-docs docs/benchmarks/figures.md`")
     assert results["run"]["command"].startswith("agentsaga bench ")
 
 
