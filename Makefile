@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # uv, pinned with its hashes in tools/uv-requirements.txt, installs every environment from uv.lock
 UV     := .uv/bin/uv
 
-.PHONY: demo test lint lock tools test-tools controlplane mutate bench-operator-scale clean
+.PHONY: demo test lint lock tools test-tools controlplane mutate bench-operator-scale docs clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
@@ -70,6 +70,12 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(PY) -P tools/typecheck.py
 
+# The documentation site (mkdocs.yml, docs/) into site/, warnings as errors as in the tests;
+# `.venv/bin/mkdocs serve` to read it while editing. The benchmark figures page is written by
+# `agentsaga bench --write-docs docs/benchmarks/figures.md`.
+docs: $(VENV)/.installed-test
+	$(VENV)/bin/mkdocs build --strict
+
 # The mutation score of the core modules against their fast tests ([tool.mutmut] in
 # pyproject.toml); slow, not in CI. Prints the score and the surviving mutants.
 mutate: $(VENV)/.installed-test
@@ -84,4 +90,4 @@ bench-operator-scale: $(VENV)/.installed-test test-tools
 	$(PY) -P tools/bench_operator_scale.py $(N) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .uv tools/bin .pytest_cache mutants
+	rm -rf $(VENV) .uv tools/bin .pytest_cache mutants site

@@ -42,7 +42,7 @@ class Variable:
     name: str
     """The environment variable, e.g. AGENTSAGA_DSN."""
     doc: str
-    """What it sets, one sentence for the README's table."""
+    """What it sets, one sentence for the configuration page's table."""
     secret: bool = False
     """Also read from the file named by NAME_FILE (which wins); never shown."""
     minimum: float | None = None

@@ -8,7 +8,7 @@
     └── debug: DebugSettings            crash points for tests, the demo and the chaos runner
 
 `Settings.from_env()` reads them all (`agentsaga.environment` parses, with errors that name the
-variable); each field carries its variable, default and description, from which the README's
+variable); each field carries its variable, default and description, from which the documentation's
 configuration table is generated (`tools/gen_config_table.py`).
 """
 

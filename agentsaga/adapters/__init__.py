@@ -8,5 +8,5 @@
                      ToolNode, dispatched through the gRPC client
 
 Pydantic AI connects to MCP servers natively: point its MCPToolset at the sidecar's URL with the
-run header (README, "Any agent").
+run header (docs/mcp.md).
 """

@@ -1,4 +1,4 @@
-"""`agentsaga bench`: every measurement of issue #9 in one run, side by side, as a table or JSON.
+"""`agentsaga bench`: every measurement in one run, side by side, as a table or JSON.
 
     agentsaga bench                 the full run (10,000-row reconcile: a few minutes)
     agentsaga bench --quick         under two minutes
@@ -8,6 +8,11 @@
     agentsaga bench --operator-scale N --kube-url URL
                                     the operator idle at N AgentRuns (90% finished), and the
                                     time from a pod eviction to the Job under that load
+    agentsaga bench --write-docs PAGE
+                                    also write the run's figures as the documentation's
+                                    Markdown page (docs/benchmarks/figures.md)
+    agentsaga bench --from-json FILE --write-docs PAGE
+                                    the page from a run saved with --json, measuring nothing
 Every process the bench starts (sidecars, peers' servers, the operator, its embedded Postgres)
 is stopped before it exits.
 """
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsaga.bench import (
+    figures_page,
     log_scale,
     mcp_overhead,
     operator_scale,
@@ -75,6 +81,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operator-idle-seconds", type=float, help="how long the operator is "
                         "watched at idle, once its start-up is over; several resync intervals, "
                         "so that its steady work counts at its real rate (default 60, quick 30)")
+    parser.add_argument("--write-docs", type=Path, metavar="PAGE", help="also write the run's "
+                        "figures as a Markdown page (the documentation's is "
+                        "docs/benchmarks/figures.md)")
+    parser.add_argument("--from-json", type=Path, metavar="FILE", help="measure nothing: take "
+                        "the results of a run saved with --json (for --write-docs)")
 
 
 def _defaults(args: argparse.Namespace) -> None:
@@ -97,16 +108,26 @@ def _defaults(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _defaults(args)
-    for noisy in ("stripe", "httpx", "httpx2", "mcp", "pgserver"):  # a line per request otherwise
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    results = measure(args, progress=lambda what: print(f"bench: {what}", file=sys.stderr,
-                                                          flush=True))
+    saved = args.from_json
+    results = _run(args) if saved is None else json.loads(saved.read_text())
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         print(render(results))
+    if args.write_docs is not None:
+        figures_page.write(args.write_docs, results, latency_rows(results),
+                           summary_lines(results))
     return 0
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    _defaults(args)
+    for noisy in ("stripe", "httpx", "httpx2", "mcp", "pgserver"):  # a line per request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    facts = figures_page.run_facts(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:])
+    results = measure(args, progress=lambda what: print(f"bench: {what}", file=sys.stderr,
+                                                          flush=True))
+    return {**results, "run": facts}
 
 
 def measure(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -303,8 +324,8 @@ def _ms(value: Any) -> str:
     return "not measured" if value is None else f"{value:.3f}"
 
 
-def render(out: dict[str, Any]) -> str:
-    """The table printed by `agentsaga bench` (and pasted into the README)."""
+def latency_rows(out: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The latency table's rows: label, p50 (ms), p99 (ms), note."""
     rows: list[tuple[str, str, str, str]] = []
 
     def lat(label: str, key: str, note: str = "") -> None:
@@ -326,11 +347,23 @@ def render(out: dict[str, Any]) -> str:
         ours = "in-process" if "inhandler" in peer or peer == "dbos_step" else "the sidecar"
         ratio = out.get(f"{peer}_vs_ours")
         lat(f"peer: {peer}", peer, "" if ratio is None else f"{ratio:.1f}x {ours}")
+    return rows
+
+
+def render(out: dict[str, Any]) -> str:
+    """The table printed by `agentsaga bench`."""
+    rows = latency_rows(out)
     width = max(len(r[0]) for r in rows)
     lines = [f"{'latency (ms)':<{width}}  {'p50':>12}  {'p99':>12}  note",
              f"{'-' * width}  {'-' * 12}  {'-' * 12}  ----"]
     lines += [f"{a:<{width}}  {b:>12}  {c:>12}  {d}" for a, b, c, d in rows]
-    lines.append("")
+    return "\n".join([*lines, "", *summary_lines(out)])
+
+
+def summary_lines(out: dict[str, Any]) -> list[str]:
+    """What follows the latency table: throughput, memory, reconcile, the log, the operator,
+    the peers."""
+    lines: list[str] = []
     tp = ", ".join(f"{c} runs {out[f'throughput_{c}_per_s']:.0f}/s" for c in CONCURRENCY)
     lines.append(f"throughput (side-effecting dispatches, one sidecar): {tp}")
     lines.append(
@@ -385,4 +418,4 @@ def render(out: dict[str, Any]) -> str:
         lines.extend(f"  {pair}: {ms:.2f} ms (median)" for pair, ms in phases.items())
     for name, error in out.get("peers_errors", {}).items():
         lines.append(f"peer {name} not measured: {error.splitlines()[-1] if error else ''}")
-    return "\n".join(lines)
+    return lines

@@ -1,5 +1,5 @@
 """The settings root: every AGENTSAGA_* variable declared once, read once, with clear errors, and
-the README's configuration table generated from it."""
+the configuration page's table (docs/configuration.md) generated from it."""
 
 from __future__ import annotations
 
@@ -29,12 +29,12 @@ def _tool() -> ModuleType:
     return module
 
 
-def test_readme_configuration_table_is_generated_from_the_settings_root() -> None:
+def test_the_configuration_page_is_generated_from_the_settings_root() -> None:
     tool = _tool()
-    readme = (ROOT / "README.md").read_text()
-    assert tool.rewrite(readme) == readme, "run `python -P tools/gen_config_table.py`"
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert tool.rewrite(page) == page, "run `python -P tools/gen_config_table.py`"
     for name in DECLARED:
-        assert f"`{name}`" in readme
+        assert f"`{name}`" in page
 
 
 def test_the_table_tool_rewrites_a_stale_table() -> None:
