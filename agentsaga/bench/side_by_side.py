@@ -35,7 +35,7 @@ def measure(dsn: str, variants: Mapping[str, Mapping[str, str]], *, calls: int,
         for name, env in variants.items():
             sidecars[name] = start_sidecar(dsn, env=dict(env))
         for n in range(rounds):
-            order = list(variants) if n % 2 == 0 else list(reversed(variants))
+            order = list(variants) if n % 2 == 0 else list(variants)[::-1]
             progress(f"{what}, round {n + 1} of {rounds}: {' then '.join(order)}")
             for name in order:
                 sample: Sample = overhead.through_sidecar(sidecars[name].address, calls)
