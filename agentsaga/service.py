@@ -147,10 +147,19 @@ class SagaService:
 
     def _check_quota(self, run_id: str) -> None:
         """A new run is begun only while this sidecar holds fewer than AGENTSAGA_MAX_OPEN_RUNS
-        open runs (adopting one it holds again is always allowed)."""
+        open runs (adopting one it holds again is always allowed). At the limit, the runs that
+        ended without EndRun here (unwound, ended by another writer) are let go first."""
         limit = self.settings.max_open_runs
         with self._guard:
             if run_id in self._epochs or len(self._epochs) < limit:
+                return
+            held = list(self._epochs)
+        for other in held:
+            run = self.saga_log.run(other)
+            if run is None or not run.open:
+                self.release(other)
+        with self._guard:
+            if len(self._epochs) < limit:
                 return
         raise RateLimited(
             f"this sidecar holds {limit} open runs already, its limit (AGENTSAGA_MAX_OPEN_RUNS); "
@@ -368,12 +377,11 @@ class SagaService:
         run_id = self.log_id(run_id)
         with self.run_lock(run_id, on_wait=lambda: logger.info(
                 "unwind waits for the call in flight", extra={"run_id": run_id})):
-            report = unwind_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
-                                  recheck_pause_s=self.settings.recheck_pause_s,
-                                  sleep=self.sleep)
-        if not self.saga_log.require_run(run_id).open:
-            self.release(run_id)
-        return report
+            # the epoch is kept: unwinding again is allowed (and settles nothing new); the
+            # quota lets an unwound run go when it needs the room
+            return unwind_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
+                                recheck_pause_s=self.settings.recheck_pause_s,
+                                sleep=self.sleep)
 
 
 def _log_outcome(run_id: str, tool: str, out: DispatchResult) -> None:

@@ -119,7 +119,8 @@ class KubeApi:
         if self._whoami is None:
             try:
                 review = _raw(lambda: self.authentication.create_self_subject_review(
-                    {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+                    client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1",
+                                               kind="SelfSubjectReview"),
                     _preload_content=False)) or {}
             except ApiException:
                 return None
