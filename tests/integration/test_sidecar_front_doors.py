@@ -158,6 +158,11 @@ def test_run_creation_is_bounded_per_sidecar(sidecar_factory: Factory, ledger: s
     client.end_run("open-0", "Failed")
     client.begin_run("one-too-many")  # a run ended: room for one more
     assert client.get_run("one-too-many").state == "running"
+    with pytest.raises(RateLimited):
+        client.begin_run("after-unwind")
+    client.unwind("open-1")  # ended by its unwind, not EndRun: let go when room is needed
+    client.begin_run("after-unwind")
+    assert client.get_run("after-unwind").state == "running"
 
 
 def test_per_run_state_is_released_when_runs_end_or_never_existed(
