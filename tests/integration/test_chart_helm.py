@@ -270,7 +270,8 @@ def test_rbac_is_least_privilege() -> None:
 
 def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     docs = render()
-    secret = one(docs, "Secret")
+    (secret,) = [d for d in find(docs, "Secret")
+                 if not d["metadata"]["name"].endswith("-sidecar-access")]
     webhook = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]
     assert webhook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
     assert webhook["clientConfig"]["service"] == {
@@ -295,7 +296,8 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     checksum = annotations["checksum/webhook-tls"]
     assert len(checksum) == len(hashlib.sha256().hexdigest())
     regenerated = render("--set", "injection.timeoutSeconds=4")  # another render, another cert
-    assert one(regenerated, "Secret")["data"]["ca.crt"] != secret["data"]["ca.crt"]
+    assert one(regenerated, "Secret", secret["metadata"]["name"])["data"]["ca.crt"] != \
+        secret["data"]["ca.crt"]
     assert one(regenerated, "Deployment")["spec"]["template"]["metadata"]["annotations"][
         "checksum/webhook-tls"] != checksum
     managed = render("--set", "injection.certificate.certManager.enabled=true",
@@ -303,7 +305,8 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
                      "--set", "injection.certificate.certManager.issuerRef.kind=ClusterIssuer")
     certificate = one(managed, "Certificate")
     assert certificate["spec"]["secretName"] == "saga-agentsaga-webhook-tls"
-    assert not find(managed, "Secret")
+    assert not [d for d in find(managed, "Secret")
+                if not d["metadata"]["name"].endswith("-sidecar-access")]
     configuration = one(managed, "MutatingWebhookConfiguration")
     assert configuration["metadata"]["annotations"] == {
         "cert-manager.io/inject-ca-from": "agentsaga-system/saga-agentsaga-webhook"}
@@ -318,7 +321,8 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     full = render("-f", str(FULL_VALUES))
     assert one(full, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Fail"
     off = render("--set", "injection.enabled=false")
-    assert not find(off, "MutatingWebhookConfiguration") and not find(off, "Secret")
+    assert not find(off, "MutatingWebhookConfiguration")
+    assert [d["metadata"]["name"] for d in find(off, "Secret")] == ["saga-agentsaga-sidecar-access"]
 
 
 def injected_namespaces(*args: str) -> set[str]:
