@@ -148,16 +148,17 @@ class SagaService:
     def _check_quota(self, run_id: str) -> None:
         """A new run is begun only while this sidecar holds fewer than AGENTSAGA_MAX_OPEN_RUNS
         open runs (adopting one it holds again is always allowed). At the limit, the runs that
-        ended without EndRun here (unwound, ended by another writer) are let go first."""
+        ended without EndRun here (unwound, ended or adopted by another writer) are let go
+        first."""
         limit = self.settings.max_open_runs
         with self._guard:
             if run_id in self._epochs or len(self._epochs) < limit:
                 return
-            held = list(self._epochs)
-        for other in held:
+            held = dict(self._epochs)
+        for other, epoch in held.items():
             run = self.saga_log.run(other)
-            if run is None or not run.open:
-                self.release(other)
+            if run is None or not run.open or run.owner_epoch != epoch:
+                self.release(other)  # ended, or adopted by another writer (R12)
         with self._guard:
             if len(self._epochs) < limit:
                 return
