@@ -243,14 +243,21 @@ class SagaService:
 
     # -- ownership (R12) -------------------------------------------------------------------
 
-    def epoch(self, run_id: str) -> int:
-        """The epoch this process holds for the run (taken by `begin_run`)."""
+    def epoch(self, run_id: str, *, ended: str = "no more calls",
+              settling: bool = False) -> int:
+        """The epoch this process holds for the run (taken by `begin_run`, let go when the run
+        ended here). An ended run is refused (RunEnded, saying `ended`), unless `settling`
+        (reconcile, unwind: they settle an ended run's rows) and this sidecar's pod is still its
+        owner in the log: no one adopted it since, so its epoch there is this pod's."""
         held = self._epochs.get(run_id)
         if held is None:
             run = self.saga_log.require_run(run_id)
             self.check_bound(run)
             if not run.open:
-                raise RunEnded(f"run {run_id!r} has ended ({run.state}); no more calls")
+                if settling and (run.owner, run.pod_uid) == (self.settings.pod_name,
+                                                            self.settings.pod_uid):
+                    return run.owner_epoch
+                raise RunEnded(f"run {run_id!r} has ended ({run.state}); {ended}")
             raise RunNotFound(run_id, in_log=True)
         return held
 
@@ -335,7 +342,8 @@ class SagaService:
         its call will be."""
         run_id = self.log_id(run_id)
         with self.run_lock(run_id):
-            return pivot.stage(self.saga_log, self.registry, run_id, self.epoch(run_id), plan,
+            epoch = self.epoch(run_id, ended="it has no pivot to reach")
+            return pivot.stage(self.saga_log, self.registry, run_id, epoch, plan,
                                max_args_bytes=self.settings.max_args_bytes)
 
     def reach_pivot_request(self, run_id: str, plan_json: str) -> PivotRecord:
@@ -370,7 +378,8 @@ class SagaService:
     def reconcile(self, run_id: str) -> SettleReport:
         run_id = self.log_id(run_id)
         with self.run_lock(run_id):
-            return reconcile_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
+            return reconcile_owned(self.saga_log, self.registry, run_id,
+                                   self.epoch(run_id, settling=True),
                                    recheck_pause_s=self.settings.recheck_pause_s,
                                    sleep=self.sleep)
 
@@ -380,7 +389,8 @@ class SagaService:
                 "unwind waits for the call in flight", extra={"run_id": run_id})):
             # the epoch is kept: unwinding again is allowed (and settles nothing new); the
             # quota lets an unwound run go when it needs the room
-            return unwind_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
+            return unwind_owned(self.saga_log, self.registry, run_id,
+                                self.epoch(run_id, settling=True),
                                 recheck_pause_s=self.settings.recheck_pause_s,
                                 sleep=self.sleep)
 

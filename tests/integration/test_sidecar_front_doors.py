@@ -185,6 +185,9 @@ def test_per_run_state_is_released_when_runs_end_or_never_existed(
             with pytest.raises(Refused) as ended:
                 client.dispatch("cycle-7", "charge_card", {"customer_id": "c", "amount": 5})
             assert "has ended" in str(ended.value)
+            # an ended run's rows are still settled here: its pod is still its owner
+            assert client.unwind("cycle-7").settled
+            assert client.get_run("cycle-7").state == "unwound"
     finally:
         serving.stop()
     assert ledger_service.run_state() == {"open_runs": 0, "run_locks": 0}
