@@ -44,3 +44,8 @@ class RunRateLimiter:
             if len(self._buckets) >= self._max_runs and run_id not in self._buckets:
                 self._buckets.clear()  # bounded memory: idle runs start with a full bucket
             self._buckets[run_id] = (tokens - 1.0, now)
+
+    def forget(self, run_id: str) -> None:
+        """Drop the run's bucket (its run ended here): a bucket is per-run state too."""
+        with self._lock:
+            self._buckets.pop(run_id, None)

@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TypeVar
 
 from agentsaga import pivot, telemetry, waiting
@@ -49,6 +50,7 @@ from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import JSON, Registry
 from agentsaga.requests import end_state, log_run_id, parse_args, parse_plan
+from agentsaga.run_locks import RunLocks
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
@@ -91,7 +93,7 @@ class SagaService:
         self._waiters = threading.BoundedSemaphore(max(1, settings.workers // 2))
         self.interceptors = tuple(interceptors)
         self._epochs: dict[str, int] = {}
-        self._locks: dict[str, waiting.WaitingLock] = {}
+        self._locks = RunLocks()
         self._guard = threading.Lock()
 
     # -- bounds ----------------------------------------------------------------------------
@@ -119,6 +121,7 @@ class SagaService:
         _NAMESPACE, set by the chart's injection), never from the request; a run bound to
         another pod is adopted only once the operator saw that pod go."""
         run_id = self.log_id(run_id)
+        self._check_quota(run_id)
         existing = self.saga_log.run(run_id)
         if existing is not None and not existing.open:
             raise RunEnded(f"run {run_id!r} has ended ({existing.state}); start a new run id")
@@ -141,6 +144,44 @@ class SagaService:
         with self.run_lock(run_id):
             if not self.holds(run_id):
                 self.begin_run(run_id, agent=agent)
+
+    def _check_quota(self, run_id: str) -> None:
+        """A new run is begun only while this sidecar holds fewer than AGENTSAGA_MAX_OPEN_RUNS
+        open runs (adopting one it holds again is always allowed). At the limit, the runs that
+        ended without EndRun here (unwound, ended or adopted by another writer) are let go
+        first."""
+        limit = self.settings.max_open_runs
+        with self._guard:
+            if run_id in self._epochs or len(self._epochs) < limit:
+                return
+            held = dict(self._epochs)
+        for other, epoch in held.items():
+            run = self.saga_log.run(other)
+            if run is None or not run.open or run.owner_epoch != epoch:
+                self.release(other)  # ended, or adopted by another writer (R12)
+        with self._guard:
+            if len(self._epochs) < limit:
+                return
+        raise RateLimited(
+            f"this sidecar holds {limit} open runs already, its limit (AGENTSAGA_MAX_OPEN_RUNS); "
+            f"run {run_id!r} was not begun and nothing was written. End a run (EndRun) first, "
+            "or raise the limit.")
+
+    def release(self, run_id: str) -> None:
+        """Forget what this process keeps of a run that ended here: its epoch (a later call is
+        told the run has ended, from the log)."""
+        with self._guard:
+            self._epochs.pop(run_id, None)
+        self.limiter.forget(run_id)
+        self.request_limiter.forget(run_id)
+
+    def run_state(self) -> dict[str, int]:
+        """What this process keeps per run: the runs it holds open (epochs) and the run locks
+        held or waited for now. Both return to zero once every run ended and no call is in
+        flight, whatever runs were named."""
+        with self._guard:
+            held = len(self._epochs)
+        return {"open_runs": held, "run_locks": len(self._locks)}
 
     def holds(self, run_id: str) -> bool:
         """Whether this process began or adopted the run (holds an epoch of it, R12)."""
@@ -179,6 +220,7 @@ class SagaService:
             if call.state == RunState.SUCCEEDED:
                 self._check_all_settled(run_id)
             self.saga_log.set_run_state(run_id, epoch, call.state, end=True)
+            self.release(run_id)
             return self.saga_log.require_run(run_id)
 
     def _check_all_settled(self, run_id: str) -> None:
@@ -201,12 +243,21 @@ class SagaService:
 
     # -- ownership (R12) -------------------------------------------------------------------
 
-    def epoch(self, run_id: str) -> int:
-        """The epoch this process holds for the run (taken by `begin_run`)."""
+    def epoch(self, run_id: str, *, ended: str = "no more calls",
+              settling: bool = False) -> int:
+        """The epoch this process holds for the run (taken by `begin_run`, let go when the run
+        ended here). An ended run is refused (RunEnded, saying `ended`), unless `settling`
+        (reconcile, unwind: they settle an ended run's rows) and this sidecar's pod is still its
+        owner in the log: no one adopted it since, so its epoch there is this pod's."""
         held = self._epochs.get(run_id)
         if held is None:
             run = self.saga_log.require_run(run_id)
             self.check_bound(run)
+            if not run.open:
+                if settling and (run.owner, run.pod_uid) == (self.settings.pod_name,
+                                                            self.settings.pod_uid):
+                    return run.owner_epoch
+                raise RunEnded(f"run {run_id!r} has ended ({run.state}); {ended}")
             raise RunNotFound(run_id, in_log=True)
         return held
 
@@ -227,11 +278,12 @@ class SagaService:
             return RunPolicy(self.settings.irreversible_before_pivot)
         return RunPolicy.from_spec(run.policy)
 
-    def run_lock(self, run_id: str) -> waiting.WaitingLock:
+    def run_lock(self, run_id: str,
+                 on_wait: Callable[[], None] | None = None) -> AbstractContextManager[None]:
         """One action at a time on a run in this process: a dispatch, a reconcile, an unwind,
-        staging the pivot, ending the run (an unwind must not settle a call in flight)."""
-        with self._guard:
-            return self._locks.setdefault(run_id, waiting.WaitingLock())
+        staging the pivot, ending the run (an unwind must not settle a call in flight). The
+        lock is gone once nobody holds or waits for it (`run_locks`)."""
+        return self._locks.hold(run_id, on_wait=on_wait)
 
     # -- dispatch --------------------------------------------------------------------------
 
@@ -290,7 +342,8 @@ class SagaService:
         its call will be."""
         run_id = self.log_id(run_id)
         with self.run_lock(run_id):
-            return pivot.stage(self.saga_log, self.registry, run_id, self.epoch(run_id), plan,
+            epoch = self.epoch(run_id, ended="it has no pivot to reach")
+            return pivot.stage(self.saga_log, self.registry, run_id, epoch, plan,
                                max_args_bytes=self.settings.max_args_bytes)
 
     def reach_pivot_request(self, run_id: str, plan_json: str) -> PivotRecord:
@@ -325,21 +378,21 @@ class SagaService:
     def reconcile(self, run_id: str) -> SettleReport:
         run_id = self.log_id(run_id)
         with self.run_lock(run_id):
-            return reconcile_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
+            return reconcile_owned(self.saga_log, self.registry, run_id,
+                                   self.epoch(run_id, settling=True),
                                    recheck_pause_s=self.settings.recheck_pause_s,
                                    sleep=self.sleep)
 
     def unwind(self, run_id: str) -> SettleReport:
         run_id = self.log_id(run_id)
-        lock = self.run_lock(run_id)
-        if not lock.acquire(blocking=False):
-            logger.info("unwind waits for the call in flight", extra={"run_id": run_id})
-            lock.acquire()
-        try:
-            return unwind_owned(self.saga_log, self.registry, run_id, self.epoch(run_id),
-                                recheck_pause_s=self.settings.recheck_pause_s, sleep=self.sleep)
-        finally:
-            lock.release()
+        with self.run_lock(run_id, on_wait=lambda: logger.info(
+                "unwind waits for the call in flight", extra={"run_id": run_id})):
+            # the epoch is kept: unwinding again is allowed (and settles nothing new); the
+            # quota lets an unwound run go when it needs the room
+            return unwind_owned(self.saga_log, self.registry, run_id,
+                                self.epoch(run_id, settling=True),
+                                recheck_pause_s=self.settings.recheck_pause_s,
+                                sleep=self.sleep)
 
 
 def _log_outcome(run_id: str, tool: str, out: DispatchResult) -> None:

@@ -99,6 +99,11 @@ class McpSettings:
         "AGENTSAGA_POD_RUN_ID", "",
         "the run of an MCP request without an `Agentsaga-Run-Id` header (the chart passes the "
         "pod's annotation `agentsaga.io/run-id`)")
+    allowed_hosts: tuple[str, ...] = variable(
+        "AGENTSAGA_MCP_ALLOWED_HOSTS", (),
+        "host names (besides the listen address, and the loopback names when it is loopback) "
+        "that MCP requests may name in `Host` and `Origin`; any other is refused with 421/403 "
+        "(DNS rebinding), comma-separated, e.g. `agent.ns.svc,10.1.2.3`")
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,16 @@ class Settings:
         "let the sidecar listen (gRPC and MCP) on a non-loopback address, as `--allow-remote` "
         "does: whoever reaches the pod's IP can then call its tools; the chart sets it when "
         "`sidecar.listen` or `sidecar.mcp.listen` is not loopback")
+    access_token: str | None = variable(
+        "AGENTSAGA_ACCESS_TOKEN", None,
+        "the per-pod bearer token every request to a non-loopback listener (gRPC or MCP) must "
+        "carry (`authorization: Bearer ...`); read from `AGENTSAGA_ACCESS_TOKEN_FILE` (the "
+        "chart mounts it from a Secret); a non-loopback listener without it refuses to start; "
+        "the client and the adapters send it when it is set", secret=True)
+    max_open_runs: int = variable(
+        "AGENTSAGA_MAX_OPEN_RUNS", 100,
+        "the most runs one sidecar holds open at once (begun or adopted, not yet ended); one "
+        "more BeginRun is refused with RESOURCE_EXHAUSTED until a run ends", minimum=1)
     tools: tuple[str, ...] = variable(
         "AGENTSAGA_TOOLS", (),
         "the tools modules: dotted names (the current directory is searched too) or files such "

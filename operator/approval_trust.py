@@ -58,11 +58,13 @@ def guards_approvals(policy: Obj, field: str = APPROVER) -> bool:
 
 
 def untrusted(policies: list[Obj], bindings: list[Obj], field: str = APPROVER,
-              scope: Scope | None = None) -> str | None:
+              scope: Scope | None = None, *, operator: str | None = None) -> str | None:
     """Why the name in `field` cannot be trusted with these policies and bindings, or None.
     With `scope` (the AgentRun at hand), a policy and a binding count only where they apply to
     it: a selector or an exclusion that leaves its namespace or its labels out, a match
-    condition that could exempt a person, or `failurePolicy: Ignore` makes them not count."""
+    condition that exempts anyone but `operator` (this operator's own username, as the API
+    server knows it; None: unknown, so no exemption is understood), or `failurePolicy: Ignore`
+    makes them not count."""
     guarding = sorted(p["metadata"]["name"] for p in policies if guards_approvals(p, field))
     if not guarding:
         return (f"no ValidatingAdmissionPolicy binds {field} to the requesting user, so the "
@@ -80,7 +82,7 @@ def untrusted(policies: list[Obj], bindings: list[Obj], field: str = APPROVER,
     gaps = []
     for binding in denying:
         policy = by_name[binding["spec"]["policyName"]]
-        gap = (_policy_gap(policy, scope)
+        gap = (_policy_gap(policy, scope, operator)
                or _selection_gap((binding.get("spec") or {}).get("matchResources") or {},
                                  scope))
         if gap is None:
@@ -101,7 +103,8 @@ def check(kube: KubeApi, field: str = APPROVER, run: Obj | None = None) -> str |
                 f"{exc.reason}), so it cannot tell whether approvers are who they say: grant "
                 "it get/list on validatingadmissionpolicies and their bindings (the chart does)")
     scope = None if run is None else Scope.of(kube, run)
-    return untrusted(policies, bindings, field, scope)
+    operator = None if run is None else kube.whoami()
+    return untrusted(policies, bindings, field, scope, operator=operator)
 
 
 # -- where a policy and its binding apply ----------------------------------------------------
@@ -129,20 +132,34 @@ class Scope:
         return cls(namespace, dict(metadata.get("labels") or {}), namespace_labels)
 
 
-_EXEMPTS_A_SERVICE_ACCOUNT = re.compile(
-    r"^\s*request\.userInfo\.username\s*!=\s*(['\"])system:serviceaccount:[^'\"]+\1\s*$")
+_EXEMPTS_ONE_USER = re.compile(
+    r"^\s*request\.userInfo\.username\s*!=\s*(['\"])(?P<user>[^'\"]+)\1\s*$")
 
 
-def _policy_gap(policy: Obj, scope: Scope) -> str | None:
+def exempted_user(expression: str) -> str | None:
+    """The one user a match condition `request.userInfo.username != '<user>'` exempts, else
+    None (an expression not understood, which could exempt anyone)."""
+    found = _EXEMPTS_ONE_USER.match(expression)
+    return None if found is None else found.group("user")
+
+
+def _policy_gap(policy: Obj, scope: Scope, operator: str | None) -> str | None:
     spec = policy.get("spec") or {}
+    name = policy["metadata"]["name"]
     if spec.get("failurePolicy", "Fail") != "Fail":
-        return (f"policy {policy['metadata']['name']} has failurePolicy "
+        return (f"policy {name} has failurePolicy "
                 f"{spec.get('failurePolicy')}: a request it fails to evaluate passes")
     for condition in spec.get("matchConditions") or []:
-        if not _EXEMPTS_A_SERVICE_ACCOUNT.match(str(condition.get("expression") or "")):
-            return (f"policy {policy['metadata']['name']} has matchCondition "
-                    f"{condition.get('name')!r}, which could exempt a person (only "
-                    "`request.userInfo.username != 'system:serviceaccount:...'` is understood)")
+        user = exempted_user(str(condition.get("expression") or ""))
+        if user is None:
+            return (f"policy {name} has matchCondition {condition.get('name')!r}, which could "
+                    "exempt a person (only `request.userInfo.username != '<the operator's "
+                    "ServiceAccount>'` is understood)")
+        if user != operator:
+            whom = f"the operator ({operator})" if operator else (
+                "the operator (whose own username the operator could not learn)")
+            return (f"policy {name} has matchCondition {condition.get('name')!r}, which exempts "
+                    f"{user}, not {whom}: whoever holds that identity could approve as anyone")
     return _selection_gap(spec.get("matchConstraints") or {}, scope, policy_level=True)
 
 

@@ -48,6 +48,8 @@ class KubeApi:
         self.core = client.CoreV1Api(api)
         self.batch = client.BatchV1Api(api)
         self.admission = client.AdmissionregistrationV1Api(api)
+        self.authentication = client.AuthenticationV1Api(api)
+        self._whoami: str | None = None
 
     # -- AgentRuns -------------------------------------------------------------------------
 
@@ -110,6 +112,23 @@ class KubeApi:
         bindings = _raw(lambda: self.admission.list_validating_admission_policy_binding(
             _preload_content=False)) or {}
         return list(policies.get("items") or []), list(bindings.get("items") or [])
+
+    def whoami(self) -> str | None:
+        """This client's username as the API server sees it (a SelfSubjectReview, which every
+        authenticated user may create), once; None when it cannot be learnt."""
+        if self._whoami is None:
+            try:
+                review = _raw(lambda: self.authentication.create_self_subject_review(
+                    client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1",
+                                               kind="SelfSubjectReview"),
+                    _preload_content=False)) or {}
+            except ApiException:
+                return None
+            user = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+            if not user:
+                return None
+            self._whoami = str(user)
+        return self._whoami
 
     def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         """The namespace's labels; None when it cannot be read (no RBAC, gone)."""

@@ -12,6 +12,7 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from agentsaga.sidecar import access
 from agentsaga.sidecar.server import SidecarServicer, bind, start
 
 from agentsaga import telemetry
@@ -139,7 +140,7 @@ def build_registry(settings: Settings) -> Registry:
     return registry
 
 
-def serve_mcp_endpoint(service: SagaService) -> MCPServing:
+def serve_mcp_endpoint(service: SagaService, token: str | None = None) -> MCPServing:
     """The MCP front end over the same service as gRPC: one validation, run lock, rate limit,
     set of epochs and error meaning, whichever front end a call comes through."""
     from agentsaga.sidecar.mcp_endpoint.handlers import Endpoint
@@ -149,7 +150,9 @@ def serve_mcp_endpoint(service: SagaService) -> MCPServing:
         for noisy in ("httpx2", "mcp"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     endpoint = Endpoint(service, pod_run_id=service.settings.mcp.pod_run_id)
-    return serve_mcp(endpoint.server(), service.settings.mcp.listen)
+    mcp = service.settings.mcp
+    return serve_mcp(endpoint.server(), mcp.listen, allowed_hosts=mcp.allowed_hosts,
+                     token=token)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,10 +161,14 @@ def run(args: argparse.Namespace) -> int:
     check_listen(settings.listen, allow_remote)
     if settings.mcp.listen:
         check_listen(settings.mcp.listen, allow_remote)
+    # a non-loopback listener requires the pod's token: refused here without one
+    grpc_token = access.required_token(settings, [settings.listen])
+    mcp_token = access.required_token(settings, [settings.mcp.listen])
     telemetry.setup("agentsaga-sidecar")  # OTEL_* environment; off when none is set
     registry = build_registry(settings)  # a broken tools module is reported at once
     # the port before the database: a taken port is reported at once, not after the wait
-    bound = bind(settings.listen, workers=settings.workers, hot_workers=settings.hot_workers)
+    bound = bind(settings.listen, workers=settings.workers, hot_workers=settings.hot_workers,
+                 token=grpc_token)
     try:
         saga_log = open_log(settings)
     except BaseException:
@@ -173,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     telemetry.zero_tool_counters(telemetry.current().instruments,
                                  ((s.name, s.cls) for s in service.registry))
     # MCP first: once gRPC health says SERVING, both front ends answer
-    mcp = serve_mcp_endpoint(service) if settings.mcp.listen else None
+    mcp = serve_mcp_endpoint(service, mcp_token) if settings.mcp.listen else None
     serving = start(bound, SidecarServicer(service))
     print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
           f"{len(service.registry)} tools)", flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import grpc
+from agentsaga.sidecar.access import TokenInterceptor
 from agentsaga.sidecar.addresses import add_ports
 from agentsaga.sidecar.grpc_adapter import SidecarServicer
 from agentsaga.sidecar.worker_pool import WorkerPool
@@ -38,17 +39,21 @@ class Serving:
         self.workers.shutdown(wait=True)
 
 
-def bind(listen: str, *, workers: int = 32, hot_workers: int = 8) -> Serving:
+def bind(listen: str, *, workers: int = 32, hot_workers: int = 8,
+         token: str | None = None) -> Serving:
     """Take `listen` (host:port, port 0 for any, or unix:/path) before anything else, so that a
     taken port is reported at once, not after the wait for Postgres. Nothing is served until
     `start`; health says NOT_SERVING until then. RPCs run on at most `workers` threads, of which
-    `hot_workers` take work while calls are quick (`worker_pool`)."""
+    `hot_workers` take work while calls are quick (`worker_pool`). With `token`, every RPC but
+    health carries it (`access.TokenInterceptor`)."""
     pool = WorkerPool(hot=min(hot_workers, workers), most=workers, name="sidecar")
     server = grpc.server(
         pool,  # grpc calls only `submit`
         # no SO_REUSEPORT: a second sidecar on a taken port must fail, not share it
         options=[("grpc.max_receive_message_length", 8 << 20), ("grpc.so_reuseport", 0)],
-        interceptors=telemetry.server_interceptors(),  # `traceparent` from the agent
+        # `traceparent` from the agent; the token, first, when the address is not loopback
+        interceptors=[*([TokenInterceptor(token, listen)] if token is not None else []),
+                      *telemetry.server_interceptors()],
     )
     try:  # every address of the host, or none: never half of `localhost`
         port = add_ports(server, listen)
@@ -78,6 +83,6 @@ def start(bound: Serving, servicer: SidecarServicer) -> Serving:
 
 
 def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32,
-          hot_workers: int = 8) -> Serving:
+          hot_workers: int = 8, token: str | None = None) -> Serving:
     """Bind `listen` and serve `servicer` there at once."""
-    return start(bind(listen, workers=workers, hot_workers=hot_workers), servicer)
+    return start(bind(listen, workers=workers, hot_workers=hot_workers, token=token), servicer)

@@ -23,7 +23,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from agentsaga.client import AsyncSagaClient, SagaClient
+from agentsaga.client import AsyncSagaClient, SagaClient, auth_headers
 from agentsaga.client.codec import ERROR_CODES, maybe_happened
 from agentsaga.errors import ErrorCode
 from agentsaga.v1 import sidecar_pb2 as pb
@@ -38,9 +38,13 @@ def run_headers(run_id: str, agent: str = "") -> dict[str, str]:
     return {RUN_HEADER: run_id, **({AGENT_HEADER: agent} if agent else {})}
 
 
-async def sidecar_tools(mcp_url: str, run_id: str = "", agent: str = "") -> list[types.Tool]:
-    """`tools/list` of the sidecar's MCP endpoint: every tool with its JSON Schema and class."""
-    http = httpx2.AsyncClient(headers=run_headers(run_id, agent) if run_id else {})
+async def sidecar_tools(mcp_url: str, run_id: str = "", agent: str = "",
+                        token: str | None = None) -> list[types.Tool]:
+    """`tools/list` of the sidecar's MCP endpoint: every tool with its JSON Schema and class;
+    with the pod's access token when one is configured (`token`, else
+    AGENTSAGA_ACCESS_TOKEN_FILE)."""
+    headers = {**(run_headers(run_id, agent) if run_id else {}), **auth_headers(token)}
+    http = httpx2.AsyncClient(headers=headers)
     async with Client(streamable_http_client(mcp_url, http_client=http)) as client:
         return list((await client.list_tools()).tools)
 

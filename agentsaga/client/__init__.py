@@ -26,6 +26,7 @@ harness enforces them.
 
 from __future__ import annotations
 
+import os
 from typing import Any, TypeVar
 
 import grpc
@@ -46,6 +47,7 @@ from agentsaga.client.errors import (
     ToolNeedsHuman,
     ToolOutcomeUnknown,
 )
+from agentsaga.environment import read_secret
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
 
@@ -55,6 +57,21 @@ __all__ = ["SYSTEM_PROMPT", "ApprovalRequired", "AsyncSagaClient", "PermissionDe
            "ToolOutcomeUnknown"]
 
 R = TypeVar("R")
+
+TOKEN_VARIABLE = "AGENTSAGA_ACCESS_TOKEN"
+
+
+def access_token(token: str | None = None) -> str | None:
+    """The pod's access token: `token` if given, else AGENTSAGA_ACCESS_TOKEN_FILE (or
+    AGENTSAGA_ACCESS_TOKEN) of this process; None when none is configured (a loopback sidecar
+    needs none)."""
+    return token if token is not None else read_secret(os.environ, TOKEN_VARIABLE)
+
+
+def auth_headers(token: str | None = None) -> dict[str, str]:
+    """`authorization: Bearer <token>` when a token is configured, else nothing."""
+    found = access_token(token)
+    return {"authorization": f"Bearer {found}"} if found else {}
 
 SYSTEM_PROMPT = """\
 Tool calls with side effects go through a harness that records every call before it is made.
@@ -74,18 +91,22 @@ Never report an action as done unless its result is CONFIRMED."""
 
 class SagaClient:
     """Blocking client. `target` is host:port or unix:/path. With `tracing` (default: when this
-    process records OpenTelemetry spans) each call carries `traceparent` to the sidecar."""
+    process records OpenTelemetry spans) each call carries `traceparent` to the sidecar. Each
+    call carries the pod's access token (`token`, else AGENTSAGA_ACCESS_TOKEN_FILE) when one is
+    configured: a sidecar on a non-loopback address requires it."""
 
     def __init__(self, target: str, *, timeout: float = 60.0,
-                 tracing: bool | None = None) -> None:
+                 tracing: bool | None = None, token: str | None = None) -> None:
         self.channel = telemetry.traced_channel(grpc.insecure_channel(target), tracing)
         self.stub = pb_grpc.SidecarStub(self.channel)
         self.timeout = timeout
+        self.metadata = tuple(auth_headers(token).items())
 
     def _run(self, call: Call[R]) -> R:
         try:
             reply = getattr(self.stub, call.method)(call.request,
-                                                    timeout=call.timeout or self.timeout)
+                                                    timeout=call.timeout or self.timeout,
+                                                    metadata=self.metadata)
         except grpc.RpcError as exc:
             raise call.failure(exc) from exc
         return call.decode(reply)
@@ -142,16 +163,18 @@ class AsyncSagaClient:
     """The asyncio variant of SagaClient (grpc.aio): the same methods and parameters."""
 
     def __init__(self, target: str, *, timeout: float = 60.0,
-                 tracing: bool | None = None) -> None:
+                 tracing: bool | None = None, token: str | None = None) -> None:
         self.channel = grpc.aio.insecure_channel(
             target, interceptors=telemetry.aio_client_interceptors(tracing))
         self.stub = pb_grpc.SidecarStub(self.channel)
         self.timeout = timeout
+        self.metadata = tuple(auth_headers(token).items())
 
     async def _run(self, call: Call[R]) -> R:
         try:
             reply = await getattr(self.stub, call.method)(call.request,
-                                                          timeout=call.timeout or self.timeout)
+                                                          timeout=call.timeout or self.timeout,
+                                                          metadata=self.metadata)
         except grpc.RpcError as exc:
             raise call.failure(exc) from exc
         return call.decode(reply)

@@ -38,6 +38,7 @@ from agentsaga.connectors.config import (
 )
 from agentsaga.connectors.email import EmailConnector
 from agentsaga.connectors.jira import JiraTickets, label
+from agentsaga.connectors.paths import segment
 from agentsaga.connectors.stripe import StripeConnector, reason
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import OutcomeUnknown, Rejected
@@ -115,7 +116,7 @@ def check_jira(config: JiraConfig, tickets: JiraTickets) -> Iterator[Check]:
 
     def project() -> str:
         try:
-            found["project"] = api.call("GET", f"{base}/project/{config.project}")
+            found["project"] = api.call("GET", f"{base}/project/{segment(config.project)}")
         except Rejected as exc:
             raise Failed(f"project {config.project!r} is not visible ({exc}); set "
                          "AGENTSAGA_JIRA_PROJECT to a project key this account can browse") \
@@ -131,8 +132,8 @@ def check_jira(config: JiraConfig, tickets: JiraTickets) -> Iterator[Check]:
     def labels() -> str:
         if "type_id" not in found:
             raise Failed("skipped: the project check failed")
-        meta = api.call("GET", f"{base}/issue/createmeta/{config.project}/issuetypes/"
-                               f"{found['type_id']}")
+        meta = api.call("GET", f"{base}/issue/createmeta/{segment(config.project)}/issuetypes/"
+                               f"{segment(found['type_id'])}")
         fields = {f.get("fieldId") for f in meta.get("fields", meta.get("results", []))}
         if "labels" not in fields:
             raise Failed(f"the create screen of {config.project}/{config.issue_type} has no "
@@ -144,7 +145,7 @@ def check_jira(config: JiraConfig, tickets: JiraTickets) -> Iterator[Check]:
     def done() -> str:
         if "type_id" not in found:
             raise Failed("skipped: the project check failed")
-        rows = api.call("GET", f"{base}/project/{config.project}/statuses")
+        rows = api.call("GET", f"{base}/project/{segment(config.project)}/statuses")
         statuses: list[dict[str, Any]] = next((r.get("statuses", []) for r in rows
                          if r.get("id") == found["type_id"]), [])
         finished = [s.get("name") for s in statuses

@@ -19,6 +19,7 @@ from typing import Any
 
 from agentsaga.connectors.config import EmailConfig, HttpSettings
 from agentsaga.connectors.json_api import JsonApi, with_backoff
+from agentsaga.connectors.paths import segment
 from agentsaga.errors import OutcomeUnknown, Rejected
 from agentsaga.registry import Effect, LookupContext
 
@@ -52,7 +53,7 @@ class EmailConnector:
 
     def delete_draft(self, draft: str, key: str) -> Effect:
         try:
-            self.api.call("DELETE", f"/drafts/{draft}")
+            self.api.call("DELETE", f"/drafts/{segment(draft)}")
         except Rejected as exc:
             if exc.status != 404:
                 raise
@@ -79,7 +80,7 @@ class EmailConnector:
         if not email_id:
             return None
         try:
-            row = self.api.call("GET", f"/emails/{email_id}")
+            row = self.api.call("GET", f"/emails/{segment(email_id)}")
         except Rejected as exc:
             if exc.status == 404:
                 return None

@@ -41,12 +41,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import yaml
 
 from agentsaga.connectors.config import HttpSettings
 from agentsaga.connectors.json_api import JsonApi, with_backoff
+from agentsaga.connectors.paths import segment
 from agentsaga.errors import ConfigurationError
 from agentsaga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
 from agentsaga.settings import read_secret
@@ -126,7 +126,7 @@ def _fill(template: str, values: Mapping[str, Any], *,
     missing = used - set(values)
     if missing:
         raise KeyError(f"the URL needs {sorted(missing)}")
-    filled = {k: quote(str(values[k]), safe="") if url else values[k] for k in used}
+    filled = {k: segment(values[k]) if url else values[k] for k in used}
     return template.format(**filled), used
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from agentsaga.connectors.config import HttpSettings, JiraConfig
 from agentsaga.connectors.json_api import JsonApi, with_backoff
+from agentsaga.connectors.paths import segment
 from agentsaga.errors import Rejected
 from agentsaga.registry import Effect, LookupContext
 
@@ -124,7 +125,7 @@ class JiraTickets:
                 return issues
 
     def _get(self, ticket: str) -> dict[str, Any]:
-        issue: dict[str, Any] = self.api.call("GET", f"{API}/issue/{ticket}",
+        issue: dict[str, Any] = self.api.call("GET", f"{API}/issue/{segment(ticket)}",
                                               params={"fields": "summary,status,labels"})
         return issue
 
@@ -133,13 +134,13 @@ class JiraTickets:
         status = issue["fields"]["status"]
         if status.get("statusCategory", {}).get("key") == category:
             return _ticket(issue)  # already there: repeating the step changes nothing
-        listing = self.api.call("GET", f"{API}/issue/{ticket}/transitions")
+        listing = self.api.call("GET", f"{API}/issue/{segment(ticket)}/transitions")
         choice = next((t for t in listing.get("transitions", [])
                        if t.get("to", {}).get("statusCategory", {}).get("key") == category), None)
         if choice is None:
             raise Rejected(f"jira: no transition from {status.get('name')} into the "
                            f"{category!r} category for {ticket}")
-        self.api.call("POST", f"{API}/issue/{ticket}/transitions", json_body={
+        self.api.call("POST", f"{API}/issue/{segment(ticket)}/transitions", json_body={
             "transition": {"id": choice["id"]},
             "update": {"comment": [{"add": {"body": adf(comment)}}]},
         })
@@ -154,7 +155,7 @@ class JiraTickets:
 
     def delete(self, ticket: str, key: str) -> Effect:
         try:
-            self.api.call("DELETE", f"{API}/issue/{ticket}")
+            self.api.call("DELETE", f"{API}/issue/{segment(ticket)}")
         except Rejected as exc:
             if exc.status != 404:
                 raise

@@ -13,6 +13,7 @@ from typing import Any
 
 from agentsaga.connectors.config import HttpSettings, WarehouseConfig
 from agentsaga.connectors.json_api import JsonApi
+from agentsaga.connectors.paths import segment
 from agentsaga.errors import Rejected
 from agentsaga.registry import Effect
 
@@ -39,7 +40,7 @@ class WarehouseConnector:
 
     def cancel(self, reship: str, key: str) -> Effect:
         try:
-            done = self.api.call("POST", f"/warehouse/reships/{reship}/cancel",
+            done = self.api.call("POST", f"/warehouse/reships/{segment(reship)}/cancel",
                                  headers={"Idempotency-Key": key})
         except Rejected as exc:
             if exc.status == 404:  # gone or already cancelled

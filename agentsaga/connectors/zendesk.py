@@ -14,6 +14,7 @@ from typing import Any
 
 from agentsaga.connectors.config import HttpSettings, ZendeskConfig
 from agentsaga.connectors.json_api import JsonApi, with_backoff
+from agentsaga.connectors.paths import segment
 from agentsaga.errors import Rejected
 from agentsaga.registry import Effect, LookupContext
 
@@ -72,7 +73,8 @@ class ZendeskTickets:
         if not ticket:
             return None
         try:
-            current: dict[str, Any] = self.api.call("GET", f"{API}/tickets/{ticket}.json")["ticket"]
+            current: dict[str, Any] = self.api.call(
+                "GET", f"{API}/tickets/{segment(ticket)}.json")["ticket"]
         except Rejected as exc:
             if exc.status == 404:
                 return None
@@ -80,10 +82,10 @@ class ZendeskTickets:
         return current if current.get("external_id") == key else None
 
     def _update(self, ticket: str, status: str, note: str, done: tuple[str, ...]) -> Effect:
-        current = self.api.call("GET", f"{API}/tickets/{ticket}.json")["ticket"]
+        current = self.api.call("GET", f"{API}/tickets/{segment(ticket)}.json")["ticket"]
         if current["status"] in done:
             return _ticket(current)
-        updated = self.api.call("PUT", f"{API}/tickets/{ticket}.json", json_body={
+        updated = self.api.call("PUT", f"{API}/tickets/{segment(ticket)}.json", json_body={
             "ticket": {"status": status, "comment": {"body": note, "public": False}}})
         return _ticket(updated["ticket"])
 

@@ -28,6 +28,8 @@ class Exchange:
     status: int
     response_headers: tuple[tuple[str, str], ...]
     response_body: bytes
+    raw_path: str = ""
+    """The path as sent, percent-encoding kept (`path` is decoded)."""
 
     def header(self, name: str) -> str | None:
         """A request header by case-insensitive name (the first one)."""
@@ -36,7 +38,8 @@ class Exchange:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "method": self.method, "path": self.path, "query": [list(q) for q in self.query],
+            "method": self.method, "path": self.path, "raw_path": self.raw_path,
+            "query": [list(q) for q in self.query],
             "headers": dict(self.headers), "body": self.body.decode(errors="replace"),
             "status": self.status, "response_headers": dict(self.response_headers),
             "response_body": self.response_body.decode(errors="replace"),

@@ -269,6 +269,7 @@ class World:
             status=response.status if response is not None else 0,
             response_headers=tuple(response.headers.items()) if response is not None else (),
             response_body=answer if isinstance(answer, bytes) else b"",
+            raw_path=request.raw_path.partition("?")[0],
         ))
 
     async def _http_truth(self, request: web.Request) -> web.Response:

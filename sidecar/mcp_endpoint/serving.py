@@ -1,4 +1,4 @@
-"""Streamable HTTP at `/mcp` on a loopback port, served by uvicorn in a thread of the sidecar
+"""Streamable HTTP at `/mcp` on the MCP listen address, served by uvicorn in a thread of the sidecar
 process (the gRPC server keeps its own threads). `MCPServing.url` is what an agent points its
 MCP client at."""
 
@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from agentsaga.sidecar import access
 from mcp.server.lowlevel import Server
 
 from agentsaga.errors import ConfigurationError
@@ -42,13 +44,19 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def serve_mcp(mcp_server: Server[Any], listen: str) -> MCPServing:
-    """Serve `mcp_server` on `listen` (host:port, port 0 for any free port)."""
+def serve_mcp(mcp_server: Server[Any], listen: str, *, allowed_hosts: Sequence[str] = (),
+              token: str | None = None) -> MCPServing:
+    """Serve `mcp_server` on `listen` (host:port, port 0 for any free port). Host and Origin
+    are checked whatever the address (`access.transport_security`); with `token`, every request
+    carries it (`access.BearerToken`)."""
     host, port = split_listen(listen)
     # stateless: every request names its run (header) and nothing is pushed to the client, so
     # no session state is kept between requests (and each call costs less)
-    app = mcp_server.streamable_http_app(streamable_http_path=PATH, json_response=True,
-                                         stateless_http=True, host=host)
+    app: Any = mcp_server.streamable_http_app(
+        streamable_http_path=PATH, json_response=True, stateless_http=True, host=host,
+        transport_security=access.transport_security(host, allowed_hosts))
+    if token is not None:
+        app = access.BearerToken(app, token, listen)
     return serve_app(app, host, port)
 
 

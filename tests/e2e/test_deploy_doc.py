@@ -80,8 +80,7 @@ def _decide(kube: Kube) -> None:
 def _fill_in_the_dsns(kube: Kube, dsn: str) -> None:
     """What the guide's reader does with its CHANGE-MEs: the real database and passwords (here
     the test's database, each role's DSN as the guide names the role)."""
-    for namespace, secret in (("agentsaga-system", "agentsaga-postgres"),
-                              ("support-agents", "agentsaga-postgres"),
+    for namespace, secret in (("support-agents", "agentsaga-postgres"),
                               ("agentsaga-system", "agentsaga-postgres-operator"),
                               ("agentsaga-system", "agentsaga-postgres-migrate")):
         found = kube.get("v1", "secrets", namespace, secret)
@@ -132,9 +131,10 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube, node: NodeAgent,
             "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'saga_%'")}
     assert {"saga_runs", "saga_log"} <= tables, tables
 
-    for namespace in ("agentsaga-system", NAMESPACE):
-        secret = kube.kubectl("-n", namespace, "get", "secret", "agentsaga-postgres", "-o", "json")
-        assert secret.returncode == 0, secret.stderr
+    secret = kube.kubectl("-n", NAMESPACE, "get", "secret", "agentsaga-postgres", "-o", "json")
+    assert secret.returncode == 0, secret.stderr
+    # the operator's namespace holds no sidecar credential
+    assert kube.get("v1", "secrets", "agentsaga-system", "agentsaga-postgres") is None
     operator = json.loads(kube.kubectl("-n", "agentsaga-system", "get", "deployment",
                                        "agentsaga-operator", "-o", "json").stdout)
     assert operator["spec"]["template"]["spec"]["containers"][0]["image"] == (

@@ -6,9 +6,17 @@ real API server in tests/e2e/test_approval_policy.py."""
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
-from sagatest.chart_tools import one, render
+from sagatest.chart_tools import find, one, render
+
+
+def operator_user(docs: list[dict[str, Any]]) -> str:
+    """The username of the chart's operator, from its rendered ServiceAccount."""
+    (account,) = [d for d in find(docs, "ServiceAccount")
+                  if d["metadata"]["labels"].get("app.kubernetes.io/component") == "operator"]
+    return f"system:serviceaccount:{account['metadata']['namespace']}:{account['metadata']['name']}"
 
 
 def test_the_operator_trusts_approvals_only_under_the_charts_policy_in_deny() -> None:
@@ -44,8 +52,10 @@ def test_the_operator_trusts_a_binding_only_where_it_applies() -> None:
               labels: dict[str, str] | None = None) -> Scope:
         return Scope("default", labels or {}, lambda: namespace_labels)
 
-    assert untrusted([vap], [binding], scope=scope()) is None  # the chart's own, as it comes
-    assert untrusted([vap], [binding], SETTLER, scope=scope()) is None
+    me = operator_user(docs)
+    checked = functools.partial(untrusted, operator=me)
+    assert checked([vap], [binding], scope=scope()) is None  # the chart's own, as it comes
+    assert checked([vap], [binding], SETTLER, scope=scope()) is None
 
     def scoped(match: dict[str, Any]) -> dict[str, Any]:
         narrowed = copy.deepcopy(binding)
@@ -53,33 +63,69 @@ def test_the_operator_trusts_a_binding_only_where_it_applies() -> None:
         return narrowed
 
     policed = scoped({"namespaceSelector": {"matchLabels": {"policed": "true"}}})
-    why = str(untrusted([vap], [policed], scope=scope({})))
+    why = str(checked([vap], [policed], scope=scope({})))
     assert "applies to AgentRuns in namespace default" in why
     assert "matchResources.namespaceSelector does not select namespace default" in why
-    assert untrusted([vap], [policed], scope=scope({"policed": "true"})) is None
-    assert "cannot read" in str(untrusted([vap], [policed], scope=scope(None)))
+    assert checked([vap], [policed], scope=scope({"policed": "true"})) is None
+    assert "cannot read" in str(checked([vap], [policed], scope=scope(None)))
     # another binding of the same policy that does cover the namespace is enough
-    assert untrusted([vap], [policed, binding], scope=scope({})) is None
+    assert checked([vap], [policed, binding], scope=scope({})) is None
     expressions = scoped({"namespaceSelector": {"matchExpressions": [
         {"key": "team", "operator": "NotIn", "values": ["payments"]}]}})
-    assert untrusted([vap], [expressions], scope=scope({"team": "support"})) is None
-    assert untrusted([vap], [expressions], scope=scope({"team": "payments"})) is not None
+    assert checked([vap], [expressions], scope=scope({"team": "support"})) is None
+    assert checked([vap], [expressions], scope=scope({"team": "payments"})) is not None
     labelled = scoped({"objectSelector": {"matchLabels": {"gated": "yes"}}})
-    assert "objectSelector" in str(untrusted([vap], [labelled], scope=scope()))
-    assert untrusted([vap], [labelled], scope=scope(labels={"gated": "yes"})) is None
+    assert "objectSelector" in str(checked([vap], [labelled], scope=scope()))
+    assert checked([vap], [labelled], scope=scope(labels={"gated": "yes"})) is None
     excluded = scoped({"excludeResourceRules": [{"apiGroups": ["agentsaga.io"],
                                                  "apiVersions": ["*"], "operations": ["*"],
                                                  "resources": ["agentruns/status"]}]})
-    assert "excludeResourceRules" in str(untrusted([vap], [excluded], scope=scope()))
+    assert "excludeResourceRules" in str(checked([vap], [excluded], scope=scope()))
     elsewhere = scoped({"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["*"],
                                            "operations": ["UPDATE"],
                                            "resources": ["deployments"]}]})
-    assert "resourceRules leave out" in str(untrusted([vap], [elsewhere], scope=scope()))
+    assert "resourceRules leave out" in str(checked([vap], [elsewhere], scope=scope()))
 
     fails_open = copy.deepcopy(vap)
     fails_open["spec"]["failurePolicy"] = "Ignore"
-    assert "failurePolicy Ignore" in str(untrusted([fails_open], [binding], scope=scope()))
+    assert "failurePolicy Ignore" in str(checked([fails_open], [binding], scope=scope()))
     exempting = copy.deepcopy(vap)
     exempting["spec"]["matchConditions"].append(
         {"name": "not-alice", "expression": "request.userInfo.username != 'alice'"})
-    assert "could exempt a person" in str(untrusted([exempting], [binding], scope=scope()))
+    assert "which exempts alice, not the operator" in str(
+        checked([exempting], [binding], scope=scope()))
+    opaque = copy.deepcopy(vap)
+    opaque["spec"]["matchConditions"] = [{"name": "x", "expression": "!('a' in request)"}]
+    assert "could exempt a person" in str(checked([opaque], [binding], scope=scope()))
+
+
+def test_the_operator_trusts_a_policy_that_exempts_only_itself() -> None:
+    """The policy may exempt the chart's operator (the only writer of AgentRuns) and no one
+    else: exempting any other ServiceAccount (the original critical misconfiguration), or the
+    operator when it cannot tell who it is, makes approvals untrusted, naming whom."""
+    from agentsaga.operator.approval_trust import Scope, untrusted
+
+    docs = render()
+    vap, binding = one(docs, "ValidatingAdmissionPolicy"), one(
+        docs, "ValidatingAdmissionPolicyBinding")
+    me = operator_user(docs)
+    here = Scope("default", {}, lambda: {})
+    assert untrusted([vap], [binding], scope=here, operator=me) is None
+    for other in ("system:serviceaccount:agents:agentsaga-sidecar",
+                  "system:serviceaccount:kube-system:default",
+                  "system:serviceaccount:agentsaga-system:agentsaga-operator-old"):
+        exempting = copy.deepcopy(vap)
+        exempting["spec"]["matchConditions"] = [
+            {"name": "not-the-operator",
+             "expression": f"request.userInfo.username != '{other}'"}]
+        why = str(untrusted([exempting], [binding], scope=here, operator=me))
+        assert f"which exempts {other}, not the operator ({me})" in why
+    # exempting the operator and another as well: the other still could approve as anyone
+    both = copy.deepcopy(vap)
+    both["spec"]["matchConditions"].append(
+        {"name": "not-ci", "expression": "request.userInfo.username != "
+                                         "'system:serviceaccount:ci:deployer'"})
+    assert "exempts system:serviceaccount:ci:deployer" in str(
+        untrusted([both], [binding], scope=here, operator=me))
+    # an operator that cannot learn its own name trusts no exemption
+    assert "could not learn" in str(untrusted([vap], [binding], scope=here, operator=None))

@@ -185,10 +185,8 @@ def test_operator_deployment_is_hardened_and_configured() -> None:
     assert "--webhook-cert-dir=/etc/agentsaga/webhook-tls" in container["args"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
     env = {e["name"]: e for e in container["env"]}
-    assert env["AGENTSAGA_DSN"]["valueFrom"]["secretKeyRef"] == {
-        "name": "saga-postgres",
-        "key": "connection-string",
-    }
+    # the operator holds its own credential, never the sidecar's (test_the_operator_holds_...)
+    assert "AGENTSAGA_DSN" not in env
     assert env["AGENTSAGA_SIDECAR_IMAGE"]["value"] == (
         "registry.example.com/agentsaga/sidecar:0.1.0-rc1"
     )
@@ -272,7 +270,8 @@ def test_rbac_is_least_privilege() -> None:
 
 def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     docs = render()
-    secret = one(docs, "Secret")
+    (secret,) = [d for d in find(docs, "Secret")
+                 if not d["metadata"]["name"].endswith("-sidecar-access")]
     webhook = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]
     assert webhook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
     assert webhook["clientConfig"]["service"] == {
@@ -297,7 +296,8 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     checksum = annotations["checksum/webhook-tls"]
     assert len(checksum) == len(hashlib.sha256().hexdigest())
     regenerated = render("--set", "injection.timeoutSeconds=4")  # another render, another cert
-    assert one(regenerated, "Secret")["data"]["ca.crt"] != secret["data"]["ca.crt"]
+    assert one(regenerated, "Secret", secret["metadata"]["name"])["data"]["ca.crt"] != \
+        secret["data"]["ca.crt"]
     assert one(regenerated, "Deployment")["spec"]["template"]["metadata"]["annotations"][
         "checksum/webhook-tls"] != checksum
     managed = render("--set", "injection.certificate.certManager.enabled=true",
@@ -305,7 +305,8 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
                      "--set", "injection.certificate.certManager.issuerRef.kind=ClusterIssuer")
     certificate = one(managed, "Certificate")
     assert certificate["spec"]["secretName"] == "saga-agentsaga-webhook-tls"
-    assert not find(managed, "Secret")
+    assert not [d for d in find(managed, "Secret")
+                if not d["metadata"]["name"].endswith("-sidecar-access")]
     configuration = one(managed, "MutatingWebhookConfiguration")
     assert configuration["metadata"]["annotations"] == {
         "cert-manager.io/inject-ca-from": "agentsaga-system/saga-agentsaga-webhook"}
@@ -320,7 +321,8 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     full = render("-f", str(FULL_VALUES))
     assert one(full, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Fail"
     off = render("--set", "injection.enabled=false")
-    assert not find(off, "MutatingWebhookConfiguration") and not find(off, "Secret")
+    assert not find(off, "MutatingWebhookConfiguration")
+    assert [d["metadata"]["name"] for d in find(off, "Secret")] == ["saga-agentsaga-sidecar-access"]
 
 
 def injected_namespaces(*args: str) -> set[str]:
@@ -558,6 +560,65 @@ def test_the_sidecar_serves_mcp_with_its_upstreams_when_asked(tmp_path: Path) ->
     notes = helm("install", "saga", str(CHART), "--dry-run=client", "-n", "agentsaga-system",
                  "-f", str(MINIMAL_VALUES), "-f", str(values)).stdout
     assert "http://127.0.0.1:8765/mcp" in notes and "Agentsaga-Run-Id" in notes
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_the_operator_holds_no_sidecar_credential(values: str) -> None:
+    """The operator connects as its own role (AGENTSAGA_OPERATOR_DSN); the sidecar's DSN Secret
+    is nowhere in its Deployment, and the operator's settings pick the operator DSN."""
+    from agentsaga.operator.config import OperatorConfig
+
+    docs = render(*VALUE_SETS[values])
+    deployment = one(docs, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert "AGENTSAGA_DSN" not in env and "AGENTSAGA_DSN_FILE" not in env
+    sidecar_secret = sidecar_template(docs)["container"]["env"]
+    (dsn,) = [e for e in sidecar_secret if e["name"] == "AGENTSAGA_DSN"]
+    refs = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e
+            and "secretKeyRef" in e["valueFrom"]]
+    assert dsn["valueFrom"]["secretKeyRef"] not in refs
+    assert env["AGENTSAGA_OPERATOR_DSN"]["valueFrom"]["secretKeyRef"]["name"]
+    config = OperatorConfig.from_env({"AGENTSAGA_OPERATOR_DSN": "postgresql://operator@db/saga"})
+    assert config.dsn == "postgresql://operator@db/saga"
+
+
+def test_each_agent_namespace_gets_an_access_token_mounted_in_the_sidecar(
+        tmp_path: Path) -> None:
+    docs = render("-f", str(FULL_VALUES))
+    secrets = [d for d in find(docs, "Secret") if d["metadata"]["name"].endswith("-sidecar-access")]
+    namespaces = {d["metadata"]["namespace"] for d in find(docs, "ServiceAccount")
+                  if d["metadata"]["name"] == "saga-agent"}
+    assert {s["metadata"]["namespace"] for s in secrets} == namespaces and namespaces
+    tokens = [base64.b64decode(s["data"]["token"]).decode() for s in secrets]
+    assert all(len(t) == 48 for t in tokens) and len(set(tokens)) == len(tokens)
+    template = sidecar_template(docs)
+    env = {e["name"]: e.get("value") for e in template["container"]["env"]}
+    path = env["AGENTSAGA_ACCESS_TOKEN_FILE"]
+    mounts = {m["name"]: m for m in template["container"]["volumeMounts"]}
+    assert path.startswith(mounts["agentsaga-access-token"]["mountPath"] + "/")
+    assert mounts["agentsaga-access-token"]["readOnly"] is True
+    volumes = {v["name"]: v for v in template["volumes"]}
+    assert volumes["agentsaga-access-token"]["secret"]["secretName"] == \
+        secrets[0]["metadata"]["name"]
+    # the rendered variable is one the sidecar reads (a file, as mounted)
+    (tmp_path / "token").write_text(tokens[0])
+    mounted = Settings.from_env({"AGENTSAGA_ACCESS_TOKEN_FILE": str(tmp_path / "token")})
+    assert mounted.access_token == tokens[0]
+
+
+def test_network_policy_is_on_by_default_and_lets_nothing_in() -> None:
+    docs = render("-f", str(MINIMAL_VALUES))
+    policies = find(docs, "NetworkPolicy")
+    assert policies, "no NetworkPolicy by default"
+    for policy in policies:
+        validate(policy)
+        assert policy["spec"]["ingress"] == []
+        assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress open until postgres is named
+    full = find(render("-f", str(FULL_VALUES)), "NetworkPolicy")
+    assert full and all(p["spec"]["policyTypes"] == ["Ingress", "Egress"] for p in full)
+    assert not find(render("-f", str(MINIMAL_VALUES), "--set", "networkPolicy.enabled=false"),
+                    "NetworkPolicy")
 
 
 def test_the_charts_jobs_have_no_token_a_deadline_and_a_ttl() -> None:

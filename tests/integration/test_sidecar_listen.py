@@ -95,21 +95,24 @@ def test_listen_that_is_not_host_port_says_so(listen: str, tmp_path: Path) -> No
 
 
 def test_a_non_loopback_listen_is_served_only_when_allowed_by_the_environment(
-        sidecar_factory: Factory, ledger: str) -> None:
+        sidecar_factory: Factory, ledger: str, tmp_path: Path) -> None:
     """The pod's IP (0.0.0.0: every address, as the kubelet's gRPC probe needs) is refused
-    unless AGENTSAGA_ALLOW_REMOTE (the chart's way of saying `--allow-remote`) is true."""
+    unless AGENTSAGA_ALLOW_REMOTE (the chart's way of saying `--allow-remote`) is true, and then
+    served to holders of the pod's token (test_sidecar_front_doors.py)."""
     for env in ({}, {"AGENTSAGA_ALLOW_REMOTE": "false"}):
         refused = agentsaga("sidecar", "--tools", TOOLS, "--dsn", UNREACHABLE, "--listen",
                             "0.0.0.0:0", cwd=ROOT, env=env)
         assert refused.returncode == 2, refused.stdout
         assert "refusing to listen on '0.0.0.0:0': not a loopback address" in refused.stderr
         assert "AGENTSAGA_ALLOW_REMOTE=true" in refused.stderr
+    (tmp_path / "token").write_text("t0ken")
     sidecar = sidecar_factory(ledger, TOOLS, listen="0.0.0.0:0",
-                              env={"AGENTSAGA_ALLOW_REMOTE": "true"})
+                              env={"AGENTSAGA_ALLOW_REMOTE": "true",
+                                   "AGENTSAGA_ACCESS_TOKEN_FILE": str(tmp_path / "token")})
     host, port = sidecar.address.rsplit(":", 1)
     assert host == "0.0.0.0"
-    sidecar.address = f"127.0.0.1:{port}"
-    client = sidecar.client()
+    client = SagaClient(f"127.0.0.1:{port}", timeout=30, token="t0ken")
+    sidecar.clients.append(client)
     client.begin_run("served-on-every-address")
     assert client.get_run("served-on-every-address").state == "running"
 

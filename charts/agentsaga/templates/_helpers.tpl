@@ -41,6 +41,12 @@
 {{- printf "%s-connectors" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The Secret holding the sidecar's access token (key `token`), one per agent namespace: a
+sidecar listening on a non-loopback address requires it of every request. */}}
+{{- define "agentsaga.accessTokenSecret" -}}
+{{- printf "%s-sidecar-access" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "agentsaga.sidecarTemplateConfigMap" -}}
 {{- printf "%s-sidecar-template" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}

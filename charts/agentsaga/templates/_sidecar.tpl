@@ -161,6 +161,11 @@ env:
   - name: AGENTSAGA_MCP_UPSTREAMS
     value: /etc/agentsaga/mcp/upstreams.yaml
   {{- end }}
+  # the pod's access token: required of every request when the sidecar listens on a non-loopback
+  # address (an agent container mounts the volume agentsaga-access-token and sets the same
+  # variable; the client sends it)
+  - name: AGENTSAGA_ACCESS_TOKEN_FILE
+    value: /var/run/secrets/agentsaga/access/token
   - name: AGENTSAGA_POD_RUN_ID
     valueFrom:
       fieldRef:
@@ -193,6 +198,9 @@ securityContext:
 volumeMounts:
   - name: agentsaga-sidecar-tmp
     mountPath: /tmp
+  - name: agentsaga-access-token
+    mountPath: /var/run/secrets/agentsaga/access
+    readOnly: true
   {{- if .Values.sidecar.mcp.upstreams }}
   - name: agentsaga-mcp-upstreams
     mountPath: /etc/agentsaga/mcp
@@ -210,6 +218,13 @@ volumeMounts:
 - name: agentsaga-sidecar-tmp
   emptyDir:
     sizeLimit: 64Mi
+- name: agentsaga-access-token
+  secret:
+    secretName: {{ include "agentsaga.accessTokenSecret" . }}
+    defaultMode: 0444
+    items:
+      - key: token
+        path: token
 {{- if .Values.sidecar.mcp.upstreams }}
 - name: agentsaga-mcp-upstreams
   configMap:

@@ -57,9 +57,9 @@ def _drain(stream: Any) -> None:
 
 
 def start_mcp_sidecar(dsn: str, upstreams: Path, *, env: dict[str, str] | None = None,
-                      tools: str | None = None) -> MCPSidecar:
+                      tools: str | None = None, mcp_listen: str = "127.0.0.1:0") -> MCPSidecar:
     args = [sys.executable, "-m", "agentsaga.cli", "sidecar", "--listen", "127.0.0.1:0",
-            "--dsn", dsn, "--mcp-listen", "127.0.0.1:0", "--mcp-upstreams", str(upstreams)]
+            "--dsn", dsn, "--mcp-listen", mcp_listen, "--mcp-upstreams", str(upstreams)]
     if tools:
         args += ["--tools", tools]
     full_env = {**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": "0.05", **(env or {})}

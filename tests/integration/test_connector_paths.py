@@ -1,0 +1,119 @@
+"""Every connector puts ids and arguments into its URLs as one encoded path segment: a `..`, a
+`.`, a `/`, a `?` or a `#` never changes the path the vendor receives (asserted on the raw path
+each stand-in received, and on its ground truth: no other object changed)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentsaga.connectors.config import (
+    EmailConfig,
+    HttpSettings,
+    JiraConfig,
+    WarehouseConfig,
+    ZendeskConfig,
+)
+from agentsaga.connectors.email import EmailConnector
+from agentsaga.connectors.http import register_file
+from agentsaga.connectors.jira import JiraTickets
+from agentsaga.connectors.warehouse import WarehouseConnector
+from agentsaga.connectors.zendesk import ZendeskTickets
+from agentsaga.errors import SagaError
+from agentsaga.registry import Registry, as_effect
+from agentsaga.world import World
+
+HTTP = HttpSettings(timeout_s=2.0, search_rate=1000.0)
+HOSTILE = {
+    "..": "%2E%2E",
+    ".": "%2E",
+    "../SUP-1": "..%2FSUP-1",
+    "SUP-1/../SUP-2": "SUP-1%2F..%2FSUP-2",
+    "a/b": "a%2Fb",
+    "x?y#z": "x%3Fy%23z",
+}
+
+
+def received(world: World, call: Callable[[str], object], before: str, after: str = "") -> None:
+    """`call(hostile)` for each hostile id: every request the vendor received for it has the
+    path `before` + the id as one encoded segment, then `after` or a further segment of the
+    connector's own (`/transitions`) or nothing."""
+    for hostile, encoded in HOSTILE.items():
+        seen = len(world.exchanges())
+        # refused by the vendor (no such object): what matters is where it went
+        with contextlib.suppress(SagaError):
+            call(hostile)
+        paths = {e.raw_path for e in world.exchanges()[seen:]}
+        assert paths, f"no request for {hostile!r}"
+        prefix = f"{before}{encoded}"
+        assert all(p.startswith(prefix) and p[len(prefix):] in ("", after, "/transitions")
+                   for p in paths), (hostile, paths)
+
+
+def test_jira_encodes_the_ticket_in_every_path(world: World) -> None:
+    jira = JiraTickets(JiraConfig(world.url, "SUP"), HTTP)
+    jira.create("a", "1", "", "k1", draft=True)
+    before = world.truth()["tickets"]
+    received(world, lambda t: jira.close(t, "k2", "x"), "/rest/api/3/issue/")
+    received(world, lambda t: jira.open(t, "k3"), "/rest/api/3/issue/")
+    received(world, lambda t: jira.delete(t, "k4"), "/rest/api/3/issue/")
+    assert world.truth()["tickets"] == before
+
+
+def test_zendesk_encodes_the_ticket_in_every_path(world: World) -> None:
+    zendesk = ZendeskTickets(ZendeskConfig(world.url), HTTP)
+    zendesk.create("a", "1", "", "k1", draft=False)
+    before = world.truth()["tickets"]
+    received(world, lambda t: zendesk.close(t, "k2", "x"), "/api/v2/tickets/", ".json")
+    received(world, lambda t: zendesk.open(t, "k3"), "/api/v2/tickets/", ".json")
+    assert world.truth()["tickets"] == before
+
+
+def test_email_and_warehouse_encode_their_ids(world: World) -> None:
+    email = EmailConnector(EmailConfig(world.url, "support@shop.example"), HTTP)
+    email.create_draft("dana@example.com", "Draft", "Body", "k1")
+    drafts = world.truth()["drafts"]
+    received(world, lambda d: email.delete_draft(d, "c1"), "/drafts/")
+    assert world.truth()["drafts"] == drafts
+    warehouse = WarehouseConnector(WarehouseConfig(world.url), HTTP)
+    warehouse.reship("1182", ["sku"], "lost", "k2")
+    reships = world.truth()["reships"]
+    received(world, lambda r: warehouse.cancel(r, "c2"), "/warehouse/reships/", "/cancel")
+    assert world.truth()["reships"] == reships
+
+
+def test_a_generic_http_tool_keeps_a_dot_segment_in_its_place(
+        world: World, tmp_path: Path) -> None:
+    """`..` alone is what percent-encoding leaves as it is, and what every URL normaliser
+    removes with the segment before it: the tool's path would become /rest/api/3/transitions."""
+    jira = JiraTickets(JiraConfig(world.url, "SUP"), HTTP)
+    made = as_effect(jira.create("a", "1", "", "k1", draft=True))
+    assert made is not None
+    config = tmp_path / "tools.yaml"
+    config.write_text(f"""
+tools:
+  - name: move_issue
+    class: irreversible
+    method: POST
+    url: {world.url}/rest/api/3/issue/{{id}}/transitions
+""")
+    registry = Registry()
+    register_file(registry, str(config), HTTP, {})
+    move = registry.get("move_issue").fn
+    before = world.truth()["tickets"]
+    received(world, lambda i: move(id=i, transition={"id": "21"}, idempotency_key="k2"),
+             "/rest/api/3/issue/", "/transitions")
+    assert world.truth()["tickets"] == before
+
+
+@pytest.mark.parametrize("hostile", sorted(HOSTILE))
+def test_the_segment_helper_round_trips(hostile: str) -> None:
+    from urllib.parse import unquote
+
+    from agentsaga.connectors.paths import segment
+
+    assert "/" not in segment(hostile) and segment(hostile) not in (".", "..")
+    assert unquote(segment(hostile)) == hostile
