@@ -147,8 +147,8 @@ def test_a_plan_keeps_its_commit_arguments_whole_but_their_card_numbers() -> Non
 
 
 @pytest.fixture
-def command_logging() -> Iterator[None]:
-    """A command's logging (`logformat.setup`), undone afterwards."""
+def command_logging(capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
+    """A command's logging (`logformat.setup`, to the captured stderr), undone afterwards."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     factory = logging.getLogRecordFactory()
