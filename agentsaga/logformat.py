@@ -72,6 +72,9 @@ def setup(verbose: bool) -> None:
     """Root logging for a command: INFO (DEBUG with --verbose) to stderr, every record
     masked."""
     install()
+    # a handler that fails to write would print the failure's traceback, and with it the
+    # record's own exception unmasked: dropped instead
+    logging.raiseExceptions = False
     handler = logging.StreamHandler()
     handler.setFormatter(ContextFormatter(FORMAT))
     root = logging.getLogger()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
@@ -147,20 +149,22 @@ def test_a_plan_keeps_its_commit_arguments_whole_but_their_card_numbers() -> Non
 
 
 @pytest.fixture
-def command_logging(capsys: pytest.CaptureFixture[str]) -> Iterator[None]:
-    """A command's logging (`logformat.setup`, to the captured stderr), undone afterwards."""
+def command_log() -> Iterator[io.StringIO]:
+    """A command's logging (`logformat.setup`), its handler writing here; undone afterwards."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    factory = logging.getLogRecordFactory()
+    factory, raising = logging.getLogRecordFactory(), logging.raiseExceptions
     logformat.setup(verbose=False)
-    yield
+    written = io.StringIO()
+    cast(logging.StreamHandler[io.StringIO], root.handlers[0]).setStream(written)
+    yield written
     root.handlers[:] = handlers
     root.setLevel(level)
     logging.setLogRecordFactory(factory)
+    logging.raiseExceptions = raising
 
 
-@pytest.mark.usefixtures("command_logging")
-def test_every_log_record_is_masked_when_it_is_made(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_log_record_is_masked_when_it_is_made(command_log: io.StringIO) -> None:
     """Whoever logs and whichever handler writes: the message, its arguments and the
     exception's text, chained causes included."""
     log = logging.getLogger("a.tool")
@@ -171,7 +175,7 @@ def test_every_log_record_is_masked_when_it_is_made(capsys: pytest.CaptureFixtur
             raise RuntimeError("Authorization: Bearer sk_live_51HxYzAbCdEf") from cause
     except RuntimeError:
         log.warning("charge %s failed", "4242 4242 4242 4242", exc_info=True)
-    written = capsys.readouterr().err
+    written = command_log.getvalue()
     assert "charge [card ****4242] failed" in written and "Traceback" in written
     assert "4242424242424242" not in written and "4242 4242 4242 4242" not in written
     assert "sk_live_51HxYzAbCdEf" not in written and "Bearer [redacted]" in written
