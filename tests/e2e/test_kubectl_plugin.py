@@ -15,6 +15,8 @@ RUN = "refund-3001"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CARD = "4242 4242 4242 4242"
+LONG = "We are sorry for the delay; " * 4 + "Token evil.example/claim, password=hunter2."
+"""Longer than any column: shown whole, its `Token ...` and `password=...` too."""
 
 
 def staged_run(cluster: Cluster) -> str:
@@ -85,20 +87,24 @@ def _staged_by_hand(kube: Kube, name: str) -> None:
     status = {"status": {"phase": "AwaitingApproval", "pivot": {
         "state": "AwaitingApproval", "planHash": "9f2c41d7e0b3a6c5",
         "commit": [{"tool": "send_email", "class": "irreversible", "audience": ["customer"],
-                    "args": {"to": "dana@example.com", "body": f"Refunded to {CARD}.",
+                    "args": {"to": "dana@example.com", "body": f"Refunded to {CARD}. {LONG}",
                              "api_token": "tok_live_123"}}]}}}
     patched = kube.kubectl("patch", "agentrun", name, "--subresource=status", "--type=merge",
                            "-p", json.dumps(status))
     assert patched.returncode == 0, patched.stderr
 
 
-def test_plan_masks_arguments_and_reject_writes_the_current_hash(kube_with_crds: Kube) -> None:
+def test_plan_shows_arguments_whole_but_cards_and_reject_writes_the_current_hash(
+        kube_with_crds: Kube) -> None:
+    """The approver sees what they approve: every argument whole, card numbers masked to their
+    last four (even in a status written by hand), nothing else hidden or cut."""
     kube = kube_with_crds
     _staged_by_hand(kube, "refund-77")
     plan = kubectl_agentsaga(kube, "plan", "refund-77", "-n", "default")
     assert plan.returncode == 0, plan.stderr
-    assert CARD not in plan.stdout and "[card ****4242]" in plan.stdout
-    assert "tok_live_123" not in plan.stdout and "api_token=****" in plan.stdout
+    assert CARD not in plan.stdout
+    assert (f"to=dana@example.com body=Refunded to [card ****4242]. {LONG} "
+            "api_token=tok_live_123") in plan.stdout
 
     rejected = kubectl_agentsaga(kube, "reject", "refund-77", "--reason", "wrong customer")
     assert rejected.returncode == 0, rejected.stderr
@@ -122,7 +128,7 @@ def test_approve_refuses_a_plan_staged_again_after_the_review(kube_with_crds: Ku
                            "--type=merge", "-p", json.dumps(restaged))
     assert patched.returncode == 0, patched.stderr
 
-    approved = kubectl_agentsaga(kube, "approve", "refund-78", "--plan-hash",
+    approved = kubectl_agentsaga(kube, "approve", "refund-78", "--hash",
                                  "9f2c41d7e0b3a6c5", "--reason", "plan reviewed")
     assert approved.returncode == 1
     assert ("now awaits approval of plan 1111aaaa2222bbbb, not of plan 9f2c41d7e0b3a6c5 that "
