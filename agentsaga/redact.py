@@ -47,7 +47,7 @@ _FULL_WIDTH = str.maketrans({chr(0xFF10 + d): str(d) for d in range(10)})
 
 _SECRETS = (
     # Stripe and webhook secrets
-    (re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]+|\bwhsec_[0-9A-Za-z]+"), MASK),
+    (re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z_]+|\bwhsec_[0-9A-Za-z_]+"), MASK),
     # PEM private keys, whole or cut off (in JSON text their newlines are escaped)
     (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE "
                 r"KEY-----|[A-Za-z0-9+/=\s\\]*)", re.DOTALL), MASK),
