@@ -73,9 +73,11 @@ class SettleReport:
     def to_json(self) -> dict[str, Any]:
         """The report as every front end and Job prints it, masked (`agentsaga.redact`): a
         failed compensation's `why` quotes what the real system said."""
-        return redact_value({"run_id": self.run_id, "action": self.action, "epoch": self.epoch,
-                "settled": self.settled, "state": self.state, "reconciled": self.reconciled,
-                "compensated": self.compensated, "queued": self.queued, "failed": self.failed,
-                "pending": self.pending, "unsettled": self.unsettled, "skipped": self.skipped,
-                "corrections": self.corrections, "wait_s": self.wait_s, "waiting": self.waiting,
-                "needs_human": self.needs_human})
+        report: dict[str, Any] = redact_value({
+            "run_id": self.run_id, "action": self.action, "epoch": self.epoch,
+            "settled": self.settled, "state": self.state, "reconciled": self.reconciled,
+            "compensated": self.compensated, "queued": self.queued, "failed": self.failed,
+            "pending": self.pending, "unsettled": self.unsettled, "skipped": self.skipped,
+            "corrections": self.corrections, "wait_s": self.wait_s, "waiting": self.waiting,
+            "needs_human": self.needs_human})
+        return report
