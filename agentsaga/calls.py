@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentsaga.redact import redact_text
 from agentsaga.states import DispatchOutcome, RunState
 
 if TYPE_CHECKING:  # annotations only: the agent's side imports no database driver
@@ -37,6 +38,11 @@ class DispatchResult:
     retry_after_s: float | None = None
     """UNKNOWN: seconds until reconcile can be certain whether it happened (R7); None when
     only a human can tell."""
+
+    def __post_init__(self) -> None:
+        # the message quotes what a tool or a real system said: masked once, here, for every
+        # front end and span that carries it (`agentsaga.redact`)
+        object.__setattr__(self, "message", redact_text(self.message))
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar
 
+from agentsaga.redact import redact_text
+
 
 class ErrorCode(StrEnum):
     """What kind of refusal an error is, for every front end (gRPC, MCP)."""
@@ -52,9 +54,14 @@ class ErrorCode(StrEnum):
 
 
 class SagaError(Exception):
-    """Root of every error agentsaga raises on purpose."""
+    """Root of every error agentsaga raises on purpose. Its message is masked when it is made
+    (`agentsaga.redact`): a tool's or a real system's words quoted in it (a card number, a
+    `Bearer` token) never reach a log line, a gRPC status or an MCP answer in clear."""
 
     error_code: ClassVar[ErrorCode] = ErrorCode.FAILED_PRECONDITION
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_text(a) if isinstance(a, str) else a for a in args))
 
 
 class RegistrationError(SagaError):
@@ -183,7 +190,7 @@ class LogUnavailable(SagaError):
             f"the saga log's Postgres at {where} is unreachable ({_first_line(cause)}); "
             "nothing was called. Call again once it is back."))
         self.where = where
-        self.reason = _first_line(cause)
+        self.reason = redact_text(_first_line(cause))
         """Why Postgres could not be reached, without the claim that nothing was called (a
         write after the call, such as its outcome's, is reported with this)."""
 

@@ -28,6 +28,7 @@ from agentsaga import telemetry
 from agentsaga.commands import open_log_from
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import CONNECTORS, load_tools
+from agentsaga.redact import redact_text
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import Sleep, reconcile_run, unwind_run
@@ -144,7 +145,7 @@ def render(report: SettleReport) -> str:
         lines.append("  waiting for a person (the run is not done until each is settled):")
         lines += [f"    step {w['step_idx']} {w['tool']}: {w['what']}; run: {w['command']}"
                   for w in report.waiting]
-    return "\n".join(lines)
+    return redact_text("\n".join(lines))  # a failed compensation's why quotes a real system
 
 
 def _line(item: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from agentsaga import telemetry
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
+from agentsaga.redact import redact_plan
 from agentsaga.registry import JSON, Registry, ToolSpec
 from agentsaga.requests import args_too_large, sent_size
 from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
@@ -85,8 +86,8 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy,
                                 "no side effects until a human decides")
     if pivot is not None and state == PivotState.APPROVED:
         used = taken()
-        # the stored plan's arguments are masked (agentsaga.redact); what was approved exactly
-        # is the digest of the raw arguments, taken when the plan was staged
+        # the stored plan's arguments have their card numbers masked (agentsaga.redact); what
+        # was approved exactly is the digest of the raw arguments, taken when it was staged
         digest = args_digest(args, pivot.digest_key)
         matching = [index for index, step in enumerate(pivot.commit)
                     if step.get("tool") == spec.name and step.get("argsDigest") == digest]
@@ -165,8 +166,9 @@ def _not_staged(index: int, problem: str) -> InvalidArguments:
 def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
           plan: list[JSON], *, max_args_bytes: int) -> PivotRecord:
     """R10: stage the whole plan for one human approval; returns the pivot record as stored
-    (and as the approver sees it: card numbers masked). A commit step whose arguments are
-    over `max_args_bytes` (AGENTSAGA_MAX_ARGS_BYTES) is refused, as its call would be."""
+    (and as the approver sees it: card numbers masked, nothing else). A commit step whose
+    arguments are over `max_args_bytes` (AGENTSAGA_MAX_ARGS_BYTES) is refused, as its call
+    would be; so is a plan too large to review whole (`too_large`)."""
     with telemetry.pivot_stage_span(run_id) as span:
         run = saga_log.require_owner(run_id, epoch)
         if not run.open:
@@ -188,44 +190,56 @@ def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
                              commit=commit,
                              irreversible_before_pivot=run.irreversible_before_pivot,
                              digest_key=key)
+        refused = too_large(record)
+        if refused is not None:
+            raise InvalidArguments(
+                f"{refused}: too large to review, so it was not staged and nothing was "
+                "written. Stage a smaller plan (fewer or shorter commit steps), or split the "
+                "work into more than one run.")
         stored = saga_log.update_run(run_id, epoch, pivot=record,
                                      state=RunState.AWAITING_APPROVAL).pivot or record
         span.staged(stored)
         return stored
 
 
-SHOWN_ARGS_BYTES = 2048
-"""At most this much JSON of one step's (masked) arguments in a shown plan; longer ones show a
-note instead (the whole plan stays in the saga log: `agentsaga log`)."""
-SHOWN_STEPS = 50
-"""At most this many steps of each list in a shown plan; the rest are counted in `*Omitted`.
-With SHOWN_ARGS_BYTES this keeps an AgentRun's status.pivot and a ReachPivot answer small
-whatever the plan's size (about 120 KiB at most); approval needs only the planHash."""
-_SHOWN_KEYS = ("step", "tool", "class", "audience", "externalRef", "args",
+MAX_COMMIT_STEPS = 50
+"""The most commit steps one plan may hold: a person reviews each one (R10)."""
+MAX_REVIEW_BYTES = 256 * 1024
+"""The largest plan a person is asked to review: its JSON as shown (`shown`: the steps done so
+far and the commit steps' arguments, whole), as the AgentRun's status.pivot carries it. Well
+within what an object in the Kubernetes API may hold (etcd stores at most 1.5 MiB of one)."""
+_SHOWN_KEYS = ("step", "tool", "class", "status", "audience", "externalRef", "args",
                "argsDigest")
 
 
 def shown(record: PivotRecord) -> JSON:
-    """The plan as an approver (status.pivot) and the agent (ReachPivot) see it: masked
-    arguments (as stored) bounded in size, each with its digest, and the decision."""
+    """The plan as an approver (status.pivot) and the agent (ReachPivot) see it: every step,
+    each commit step's arguments whole (as stored: card numbers masked to their last four,
+    nothing else hidden, `agentsaga.redact.redact_plan`) with its digest, and the decision.
+    Nothing is cut: a plan too large to show whole is refused at staging (`too_large`)."""
     full = record.to_json()
     out: JSON = {k: full[k] for k in ("state", "planHash", "stagedAt", "decision",
                                       "decidedBy", "decidedAt", "reason") if full.get(k)}
-    for key, steps in (("steps", record.staged), ("commit", record.commit)):
-        out[key] = [_shown_step(step) for step in steps[:SHOWN_STEPS]]
-        if len(steps) > SHOWN_STEPS:
-            out[f"{key}Omitted"] = len(steps) - SHOWN_STEPS
+    out["steps"] = [_shown_step(step) for step in record.staged]
+    out["commit"] = [_shown_step(step) for step in record.commit]
     return out
 
 
 def _shown_step(step: JSON) -> JSON:
-    out = {k: step[k] for k in _SHOWN_KEYS if k in step}
-    if "args" in out:
-        size = len(canonical(out["args"]).encode())
-        if size > SHOWN_ARGS_BYTES:
-            out["args"] = {"omitted": f"{size} bytes of arguments; `agentsaga log <run>` shows "
-                                      "them, argsDigest identifies them"}
-    return out
+    return {k: step[k] for k in _SHOWN_KEYS if k in step}
+
+
+def too_large(record: PivotRecord) -> str | None:
+    """Why `record` is too large for a person to review (over MAX_COMMIT_STEPS commit steps, or
+    over MAX_REVIEW_BYTES as shown), or None."""
+    if len(record.commit) > MAX_COMMIT_STEPS:
+        return (f"the plan has {len(record.commit)} commit steps; a person reviews at most "
+                f"{MAX_COMMIT_STEPS} in one plan")
+    size = len(canonical(redact_plan(shown(record))).encode())
+    if size > MAX_REVIEW_BYTES:
+        return (f"the plan is {size} bytes as a person reviews it (the steps done so far and "
+                f"the commit steps' arguments, whole); the limit is {MAX_REVIEW_BYTES} bytes")
+    return None
 
 
 def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: str,

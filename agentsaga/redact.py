@@ -12,15 +12,23 @@ error messages (PCI: store no PAN; no credential at rest in clear).
   private keys become `[redacted]`.
 
 `redact_value` applies it to every string of a JSON value (and masks a card number given as a
-JSON number); the saga log stores every JSON value and error text through it. `clip` masks
-before it shortens a text: a card number cut in half no longer passes the Luhn check. What the tool
-itself receives is unchanged: masking happens on the way to storage, after the call's
-arguments, its compensation and its key were taken from the real values.
+JSON number); the saga log stores every JSON value and error text through it, every log record
+passes it (`agentsaga.logformat`), every `SagaError` message is masked when it is made
+(`agentsaga.errors`) and every span's status and payload (`agentsaga.telemetry.payloads`).
+
+One exception, on purpose: the commit steps' arguments of a staged plan (R10) are what a person
+approves, so they are shown whole with only card numbers masked (`mask_cards_value`,
+`redact_plan`): a general rule would hide `Token evil.example/claim` as `Token [redacted]`.
+
+`clip` masks before it shortens a text: a card number cut in half no longer passes the Luhn
+check. What the tool itself receives is unchanged: masking happens on the way to storage, after
+the call's arguments, its compensation and its key were taken from the real values.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 MASK = "[redacted]"
@@ -39,7 +47,7 @@ _FULL_WIDTH = str.maketrans({chr(0xFF10 + d): str(d) for d in range(10)})
 
 _SECRETS = (
     # Stripe and webhook secrets
-    (re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]+|\bwhsec_[0-9A-Za-z]+"), MASK),
+    (re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z_]+|\bwhsec_[0-9A-Za-z_]+"), MASK),
     # PEM private keys, whole or cut off (in JSON text their newlines are escaped)
     (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----(?:.*?-----END [A-Z0-9 ]*PRIVATE "
                 r"KEY-----|[A-Za-z0-9+/=\s\\]*)", re.DOTALL), MASK),
@@ -81,15 +89,21 @@ def _replace(match: re.Match[str]) -> str:
 _ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
-def redact_text(text: str) -> str:
-    """`text` with every card number masked to its last four digits, secret-looking values
-    replaced by `[redacted]`, and NUL characters (which Postgres text and JSON cannot hold),
-    raw or JSON-escaped, replaced by U+FFFD."""
+def mask_cards(text: str) -> str:
+    """`text` with every card number masked to its last four digits and NUL characters
+    (which Postgres text and JSON cannot hold), raw or JSON-escaped, replaced by U+FFFD;
+    nothing else changed."""
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
     if "\\u0000" in text:
         text = _ESCAPED_NUL.sub(lambda m: m.group(1) + "\\ufffd", text)
-    text = _CANDIDATE.sub(_replace, text)
+    return _CANDIDATE.sub(_replace, text)
+
+
+def redact_text(text: str) -> str:
+    """`text` with every card number masked to its last four digits (`mask_cards`) and
+    secret-looking values replaced by `[redacted]`."""
+    text = mask_cards(text)
     for pattern, replacement in _SECRETS:
         text = pattern.sub(replacement, text)
     return text
@@ -120,11 +134,48 @@ def redact_value(value: Any) -> Any:
                 else redact_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_value(v) for v in value]
+    return _masked_number(value, redact_text)
+
+
+def mask_cards_value(value: Any) -> Any:
+    """A JSON value with only its card numbers masked (in strings, keys and JSON numbers):
+    what an approver reads of a commit step's arguments."""
+    if isinstance(value, str):
+        return mask_cards(value)
+    if isinstance(value, dict):
+        return {mask_cards(str(k)): mask_cards_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_cards_value(v) for v in value]
+    return _masked_number(value, mask_cards)
+
+
+def _masked_number(value: Any, mask: Callable[[str], str]) -> Any:
+    """A card number given as a JSON number (an integer, or a float with no fraction such as
+    4242424242424242.0) as its masked text; any other value as it is."""
     if isinstance(value, float) and value.is_integer() and abs(value) > 10**12:
-        value = int(value)  # 4242424242424242.0: a card number written as a float
-        masked = redact_text(str(value))
-        return masked if masked != str(value) else float(value)
+        masked = mask(str(int(value)))
+        return masked if masked != str(int(value)) else value
     if isinstance(value, int) and not isinstance(value, bool) and value > 10**12:
-        masked = redact_text(str(value))
+        masked = mask(str(value))
         return masked if masked != str(value) else value
     return value
+
+
+def redact_plan(plan: Any) -> Any:
+    """A staged plan (`PivotRecord.to_json()` or the `status.pivot` shown of it, whole or a
+    merge patch of it): every field redacted (`redact_value`) but the commit steps'
+    arguments, which keep all but their card numbers (`mask_cards_value`): the approver sees
+    what they approve."""
+    if not isinstance(plan, dict) or not isinstance(plan.get("commit"), list):
+        return redact_value(plan)
+    out: dict[str, Any] = redact_value({k: v for k, v in plan.items() if k != "commit"})
+    out["commit"] = [_commit_step(step) for step in plan["commit"]]
+    return out
+
+
+def _commit_step(step: Any) -> Any:
+    if not isinstance(step, dict) or "args" not in step:
+        return redact_value(step)
+    out: dict[str, Any] = redact_value({k: v for k, v in step.items() if k != "args"})
+    out["args"] = mask_cards_value(step["args"])
+    return out

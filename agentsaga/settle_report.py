@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentsaga.reconcile import Reconciled
+from agentsaga.redact import redact_value
 from agentsaga.states import StepStatus
 
 Action = Literal["reconcile", "unwind"]
@@ -70,9 +71,13 @@ class SettleReport:
         return max(float(w) for w in waits if w is not None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "action": self.action, "epoch": self.epoch,
-                "settled": self.settled, "state": self.state, "reconciled": self.reconciled,
-                "compensated": self.compensated, "queued": self.queued, "failed": self.failed,
-                "pending": self.pending, "unsettled": self.unsettled, "skipped": self.skipped,
-                "corrections": self.corrections, "wait_s": self.wait_s, "waiting": self.waiting,
-                "needs_human": self.needs_human}
+        """The report as every front end and Job prints it, masked (`agentsaga.redact`): a
+        failed compensation's `why` quotes what the real system said."""
+        report: dict[str, Any] = redact_value({
+            "run_id": self.run_id, "action": self.action, "epoch": self.epoch,
+            "settled": self.settled, "state": self.state, "reconciled": self.reconciled,
+            "compensated": self.compensated, "queued": self.queued, "failed": self.failed,
+            "pending": self.pending, "unsettled": self.unsettled, "skipped": self.skipped,
+            "corrections": self.corrections, "wait_s": self.wait_s, "waiting": self.waiting,
+            "needs_human": self.needs_human})
+        return report

@@ -1,7 +1,8 @@
 """kopf's settings for agentsaga, applied in a startup handler: our own finalizer and
-annotation prefix (`agentsaga.io`), a last-handled configuration that is masked, Events for
-warnings only, bounded network retries, peering priority, and the admission webhook server when
-`--webhook-port` is given."""
+annotation prefix (`agentsaga.io`), a last-handled configuration and handler progress that are
+masked, Events for warnings only (their messages are log records: masked when made), bounded
+network retries, peering priority, and the admission webhook server when `--webhook-port` is
+given."""
 
 from __future__ import annotations
 
@@ -31,11 +32,19 @@ class MaskedDiffBase(kopf.AnnotationsDiffBaseStorage):
         return essence
 
 
+class MaskedProgress(kopf.AnnotationsProgressStorage):
+    """kopf's per-handler progress (an annotation), masked (`agentsaga.redact`): a failed
+    handler's `message` is its exception's text, which may quote a card number or a secret."""
+
+    def store(self, *, key: Any, record: Any, body: kopf.Body, patch: Any) -> None:
+        super().store(key=key, record=redact_value(dict(record)), body=body, patch=patch)
+
+
 @kopf.on.startup(id="agentsaga-settings")
 def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     ctx = context(memo)
     settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.progress_storage = MaskedProgress(prefix=PREFIX)
     settings.persistence.diffbase_storage = MaskedDiffBase(
         prefix=PREFIX, key="last-handled-configuration")
     settings.posting.level = logging.WARNING

@@ -5,6 +5,8 @@ patch from it, and send that patch with the object's resourceVersion as a precon
 409 (the sidecar or a human wrote in between) read again and recompute. Every status patch is
 masked first (`agentsaga.redact`): what the log holds is masked already, but a person's text
 (an approval's or a settlement's reason) is copied into messages and conditions as written.
+The staged plan's commit arguments are the one part shown with only their card numbers masked:
+the approver sees what they approve (`agentsaga.redact.redact_plan`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,21 @@ from agentsaga.operator.config import GROUP, PLURAL, VERSION
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from agentsaga.redact import redact_value
+from agentsaga.redact import redact_plan, redact_value
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], Obj | None]
 """Given the newest AgentRun, the `status` merge patch to write, or None for nothing."""
+
+
+def masked_status(patch: Obj) -> Obj:
+    """A status patch as written: every field masked, `pivot` as a plan (`redact_plan`)."""
+    out: Obj = redact_value({k: v for k, v in patch.items() if k != "pivot"})
+    if "pivot" in patch:
+        out["pivot"] = redact_plan(patch["pivot"])
+    return out
 
 
 class Conflicted(Exception):
@@ -90,7 +100,7 @@ class KubeApi:
             if not patch:
                 return None
             body = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                    "status": redact_value(patch)}
+                    "status": masked_status(patch)}
             try:
                 return cast(Obj, self.custom.patch_namespaced_custom_object_status(
                     GROUP, VERSION, namespace, PLURAL, name, body,

@@ -212,8 +212,9 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
 
 
 def pivot_status(record: PivotRecord | None) -> Obj | None:
-    """The saga log's pivot record in the CRD's status.pivot shape: masked arguments bounded in
-    size, at most `pivot.SHOWN_STEPS` steps of each list (`agentsaga.pivot.shown`)."""
+    """The saga log's pivot record in the CRD's status.pivot shape: every step, each commit
+    step's arguments whole with card numbers masked (`agentsaga.pivot.shown`; a plan too large
+    to show whole was refused at staging)."""
     if record is None or not record.plan_hash:
         return None
     return pivot.shown(record)

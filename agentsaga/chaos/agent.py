@@ -28,9 +28,12 @@ class Agent:
         """The arguments of each (run, tool) as the agent last sent them (its transcript)."""
         self.begun_on: dict[str, Sidecar] = {}
         """The sidecar that last began (adopted) each run."""
+        self.told: list[str] = []
+        """Every answer's message and result, as the agent read them (scanned for secrets)."""
 
     def note(self, run_id: str, reply: pb.DispatchResponse) -> str:
         outcome = pb.Outcome.Name(reply.outcome)
+        self.told.append(f"{reply.message}\n{reply.result_json}")
         if reply.idempotency_key and outcome in ANSWERED:
             self.answers.append(Answer(run_id, reply.step_idx, reply.idempotency_key, outcome))
         return outcome

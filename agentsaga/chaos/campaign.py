@@ -27,6 +27,7 @@ from agentsaga.chaos import faults as fk
 from agentsaga.chaos.agent import Agent
 from agentsaga.chaos.invariants import Answer, Violation, check
 from agentsaga.chaos.processes import EmbeddedPostgres, Output, Processes, Sidecar
+from agentsaga.chaos.scan import hostile_body, scan
 from agentsaga.connectors.tools import SEARCHED_TOOLS
 from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.store import SagaLog
@@ -75,6 +76,8 @@ class Campaign:
         self.answers: list[Answer] = []
         self.run_index: dict[str, int] = {}
         self.nonce = secrets.token_hex(3)
+        self.stripe_key = config.stripe_key or f"sk_test_chaos_{secrets.token_hex(8)}"
+        """What the connectors send to the world's Stripe: never to be found in clear."""
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -91,8 +94,7 @@ class Campaign:
             started.callback(world.stop)
             env = {
                 "AGENTSAGA_STRIPE_API_BASE": world.url,
-                "AGENTSAGA_STRIPE_API_KEY": self.config.stripe_key or
-                f"sk_test_chaos_{secrets.token_hex(8)}",
+                "AGENTSAGA_STRIPE_API_KEY": self.stripe_key,
                 # tickets go to Jira: no idempotency key, a lagging search (the hard case)
                 "AGENTSAGA_JIRA_URL": world.url, "AGENTSAGA_JIRA_PROJECT": "SUP",
                 "AGENTSAGA_EMAIL_URL": world.url,
@@ -107,7 +109,14 @@ class Campaign:
             procs = Processes(dsn, TOOLS, env, self.result.output)
             started.callback(procs.stop_all)
             self._campaign(world, pg, saga_log, procs, dsn)
+        # every process stopped: the whole of what they printed is in
+        self._scan({"the output of the sidecars and Jobs": self.result.output.text()})
         return self.result
+
+    def _scan(self, outputs: dict[str, str]) -> None:
+        """The hostile-output scan (`agentsaga.chaos.scan`) of `outputs`."""
+        for violation in scan(outputs, [self.stripe_key]):
+            self.result.violations.append((violation, -1))
 
     def _campaign(self, world: World, pg: EmbeddedPostgres | None, saga_log: SagaLog,
                   procs: Processes, dsn: str) -> None:
@@ -132,6 +141,9 @@ class Campaign:
         for violation in check(runs, steps, world.truth(), self.answers,
                                human_settled_tools=manual):
             self.result.violations.append((violation, self.run_index.get(violation.run_id, -1)))
+        tables = saga_log.every_table_text()
+        self._scan({"what the agent was told": "\n".join(ctx.agent.told),
+                    **{f"table {name}": text for name, text in tables.items()}})
 
 
 @dataclass
@@ -230,7 +242,12 @@ class RunContext:
 
     def world_fault(self, run_id: str, tool: str, args: dict[str, Any],
                     kind: str) -> dict[str, Any] | None:
-        if kind == "world:search_lag":  # beyond the re-check pause, within the contract
+        if kind == "world:hostile_reject":  # nothing happens; the answer says secrets
+            method, path = fk.ROUTES[tool]
+            fault = self.world.faults.add(Fault(
+                method, path, "reject", on_call=1, status=402,
+                body=hostile_body(self.campaign.stripe_key)))
+        elif kind == "world:search_lag":  # beyond the re-check pause, within the contract
             self.world.config.search_lag = min(self.campaign.config.recheck_pause_s * 6,
                                                self.campaign.config.search_lag_s)
             fault = self._add(tool, "commit_then_504")

@@ -50,8 +50,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {kind:<26} {result.faults[kind]}{extra}")
     print("violations:" if result.violations else "violations: none")
     for violation, index in result.violations:
-        print(f"  [{violation.invariant}] run {violation.run_id}: {violation.detail}"
-              f"  (replay: agentsaga chaos --seed {config.seed} --only-run {index})")
+        replay = f"  (replay: agentsaga chaos --seed {config.seed} --only-run {index})" \
+            if index >= 0 else ""
+        print(f"  [{violation.invariant}] run {violation.run_id}: {violation.detail}{replay}")
     print(f"runs: {result.runs}, faults: {result.fault_count}, "
           f"violations: {len(result.violations)}", flush=True)
     sys.stdout.flush()

@@ -11,6 +11,10 @@
     world:search_lag          ... commits, answers 504, and its search lags beyond the re-check
                               (tickets go to Jira, which takes no idempotency key: only the
                               time contract keeps a re-send from doubling the ticket)
+    world:hostile_reject      the real system refuses (402), its error quoting card numbers
+                              and the caller's own `Bearer` key and another API key back
+                              (the hostile-output scan, `agentsaga.chaos.scan`, then finds
+                              none of them in clear in anything the campaign produced)
     late_confirm              the call is held; meanwhile another sidecar adopts the run, so
                               the first is fenced when its call confirms (an observation)
     sidecar_sigkill           the sidecar is SIGKILLed while a call is in flight
@@ -33,8 +37,8 @@ from dataclasses import dataclass
 STEP_FAULTS = (
     "crash:after_intent", "crash:after_call", "crash:during_reconcile",
     "world:commit_then_504", "world:commit_then_reset", "world:drop_response",
-    "world:search_lag", "sidecar_sigkill", "postgres_restart", "concurrent_dispatch",
-    "late_confirm",
+    "world:search_lag", "world:hostile_reject", "sidecar_sigkill", "postgres_restart",
+    "concurrent_dispatch", "late_confirm",
 )
 UNWIND_FAULTS = ("crash:after_compensation", "job_sigkill", "zombie_pod", "unwind_in_flight")
 FAULT_KINDS = STEP_FAULTS + UNWIND_FAULTS

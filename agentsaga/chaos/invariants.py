@@ -10,6 +10,8 @@
     settled               every row ends settled or explicitly handed to a human; runs end
     no_row_lost           every step the agent was answered about is still in the saga log,
                           and a CONFIRMED answer is never taken back
+    masked                no planted card number or secret in clear in anything the
+                          campaign produced (`agentsaga.chaos.scan`)
 
 Pure functions of plain data, so a test can feed a doctored ground truth and see it caught.
 """

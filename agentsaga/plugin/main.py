@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("run", metavar="RUN", help="the AgentRun's name")
         if name in ("approve", "reject"):
             command.add_argument(
-                "--plan-hash", required=name == "approve", metavar="HASH",
+                "--plan-hash", "--hash", dest="plan_hash", required=name == "approve",
+                metavar="HASH",
                 help="the hash of the plan you reviewed (`kubectl agentsaga plan RUN` prints it):"
                 " a plan staged since is not the one you "
                 + ("approve" if name == "approve" else "reject") + ", and nothing is written")

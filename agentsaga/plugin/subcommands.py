@@ -9,11 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentsaga.plugin.kube import Kubectl, PluginError
-from agentsaga.redact import redact_text
+from agentsaga.redact import mask_cards
 
 Subcommand = Callable[[Kubectl, argparse.Namespace], str]
-SECRET_WORDS = ("password", "secret", "token", "api_key", "apikey", "credential")
-MAX_VALUE = 48
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -53,14 +51,14 @@ def plan(kube: Kubectl, args: argparse.Namespace) -> str:
     done = pivot.get("steps") or []
     if done:
         lines += ["", "done before the pivot:", table(
-            ("STEP", "TOOL", "CLASS", "AUDIENCE", "REF"),
-            [(str(s.get("step", "")), s["tool"], s.get("class", ""),
+            ("STEP", "TOOL", "CLASS", "STATUS", "AUDIENCE", "REF"),
+            [(str(s.get("step", "")), s["tool"], s.get("class", ""), s.get("status") or "-",
               ",".join(s.get("audience") or []) or "-", s.get("externalRef") or "-")
              for s in done])]
     lines += ["", "commit steps to approve:", table(
         ("#", "TOOL", "CLASS", "AUDIENCE", "ARGUMENTS"),
         [(str(i), s["tool"], s.get("class", ""), ",".join(s.get("audience") or []) or "-",
-          masked(s.get("args") or {})) for i, s in enumerate(pivot.get("commit") or [])])]
+          arguments(s.get("args") or {})) for i, s in enumerate(pivot.get("commit") or [])])]
     if pivot.get("decision"):
         lines += ["", f"decided: {pivot['decision']} by {pivot.get('decidedBy')} at "
                       f"{pivot.get('decidedAt')} ({pivot.get('reason') or 'no reason given'})"]
@@ -156,18 +154,16 @@ def trace(kube: Kubectl, args: argparse.Namespace) -> str:
     ])
 
 
-def masked(args: dict[str, Any]) -> str:
-    """Arguments as one line: card numbers masked, secret-looking values hidden, long values
-    cut."""
+def arguments(args: dict[str, Any]) -> str:
+    """A commit step's arguments as one line, whole: what the approver approves. Card numbers
+    are masked to their last four (the operator wrote them so; masked again here in case a
+    status was written by hand); nothing else is hidden or cut. A value that is not a one-line
+    string is shown as JSON."""
     shown = []
     for name, value in args.items():
-        if any(word in name.lower() for word in SECRET_WORDS):
-            text = "****"
-        else:
-            text = redact_text(value if isinstance(value, str) else json.dumps(value))
-            if len(text) > MAX_VALUE:
-                text = text[: MAX_VALUE - 1] + "…"
-        shown.append(f"{name}={text}")
+        plain = isinstance(value, str) and value.isprintable()
+        text = value if plain else json.dumps(value, ensure_ascii=False)
+        shown.append(f"{name}={mask_cards(text)}")
     return " ".join(shown) or "-"
 
 
@@ -185,9 +181,9 @@ def _age(stamp: str) -> str:
 
 SUBCOMMANDS: dict[str, tuple[Subcommand, str]] = {
     "runs": (runs, "list AgentRuns across namespaces (or in -n NAMESPACE)"),
-    "plan": (plan, "show a run's staged plan: commit steps, tools, masked arguments, "
-                   "audiences, plan hash"),
-    "approve": (approve, "approve a run's staged plan (its current hash, as you)"),
+    "plan": (plan, "show a run's staged plan: commit steps, tools, their whole arguments "
+                   "(card numbers masked), audiences, plan hash"),
+    "approve": (approve, "approve the staged plan you reviewed (--plan-hash HASH, as you)"),
     "reject": (reject, "reject a run's staged plan (the run is unwound)"),
     "settle": (settle, "settle a step no lookup can settle: --happened [--ref ID] or "
                        "--not-happened, with --reason (as you)"),

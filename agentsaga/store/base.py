@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agentsaga.redact import redact_text, redact_value
+from agentsaga.redact import redact_plan, redact_text, redact_value
 from agentsaga.store.connections import Database
 from agentsaga.store.cursors import Cursors
 from agentsaga.store.group_commit import GroupCommit
@@ -29,6 +29,14 @@ class StoreBase:
 
 def to_json(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value, dumps=_dumps)
+
+
+def to_plan_json(plan: Any) -> Jsonb:
+    """A staged plan (`PivotRecord.to_json()`) as stored: masked like every value, except the
+    commit steps' arguments, which keep all but their card numbers (`redact_plan`): a person
+    approves them."""
+    return Jsonb(json.dumps(redact_plan(plan), default=str, separators=(",", ":")),
+                 dumps=_as_is)
 
 
 def to_stored_json(value: Any) -> tuple[Jsonb | None, Any]:

@@ -13,6 +13,10 @@ from agentsaga.store.fencing import status_in
 from agentsaga.store.records import PivotRecord, decided_pivot
 
 _UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
+_TABLES = (
+    "SELECT quote_ident(table_schema) || '.' || quote_ident(table_name)"
+    " FROM information_schema.tables WHERE table_type = 'BASE TABLE'"
+    " AND table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1")
 
 
 class CountStatements(StoreBase):
@@ -39,3 +43,12 @@ class CountStatements(StoreBase):
                 run["pivot"] = decided_pivot(PivotRecord.from_json(run["pivot"]),
                                              run.get("pivot_decision")).to_json()
         return runs, steps
+
+    def every_table_text(self) -> dict[str, str]:
+        """Every table of the database this role can read, as text, a row a line: what the
+        chaos campaign's hostile-output scan searches for planted secrets."""
+        with self.db.connection() as conn:
+            tables = [str(name) for (name,) in conn.execute(_TABLES).fetchall()]
+            return {table: "\n".join(str(row) for (row,) in conn.execute(
+                f"SELECT t::text FROM {table} t").fetchall())  # noqa: S608
+                for table in tables}

@@ -11,7 +11,7 @@ from psycopg.rows import tuple_row
 from agentsaga.errors import Fenced, PermissionDenied, RunNotFound
 from agentsaga.keys import log_run_id
 from agentsaga.states import RunState
-from agentsaga.store.base import StoreBase, to_json
+from agentsaga.store.base import StoreBase, to_json, to_plan_json
 from agentsaga.store.connections import translated
 from agentsaga.store.fencing import check_epoch
 from agentsaga.store.records import (
@@ -158,7 +158,7 @@ class RunStatements(StoreBase):
                 "UPDATE saga_runs SET pivot = COALESCE(%s, pivot), state = COALESCE(%s, state),"
                 " irreversible_before_pivot = irreversible_before_pivot + %s,"
                 f" updated_at = now() WHERE run_id = %s RETURNING {RUN_COLUMNS}",
-                (None if pivot is None else to_json(pivot.to_json()),
+                (None if pivot is None else to_plan_json(pivot.to_json()),
                  None if state is None else str(state), 1 if count_irreversible else 0, run_id),
             ).fetchone()
         if row is None:

@@ -12,6 +12,8 @@ sidecar with no collector stays quiet):
     OTEL_EXPORTER_PROMETHEUS_HOST/_PORT      the scrape endpoint (default localhost:9464)
     OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, OTEL_BSP_*,
     OTEL_METRIC_EXPORT_INTERVAL              read by the SDK itself
+
+Every exported span is masked on its way out (`masked_export`), whoever recorded it.
 """
 
 from __future__ import annotations
@@ -174,11 +176,14 @@ def setup(service_name: str, env: Mapping[str, str] | None = None) -> Telemetry:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from agentsaga.telemetry.masked_export import MaskedSpanExporter
+
     resource = Resource.create({"service.name": service_name})  # OTEL_SERVICE_NAME wins
     tracer_provider: TracerProvider | None = None
     if config.traces != "none":
         tracer_provider = TracerProvider(resource=resource)
-        tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(config)))
+        tracer_provider.add_span_processor(BatchSpanProcessor(MaskedSpanExporter(
+            _span_exporter(config))))
         trace.set_tracer_provider(tracer_provider)
     meter_provider: MeterProvider | None = None
     readers: tuple[MetricReader, ...] = ()

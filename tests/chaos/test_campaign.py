@@ -12,6 +12,8 @@ import psycopg
 import pytest
 
 from agentsaga.chaos import Answer, Campaign, CampaignConfig, check
+from agentsaga.chaos.scan import HOSTILE_KEY, hostile_body, scan
+from agentsaga.redact import redact_text
 from sagatest.sidecar_fixtures import ROOT
 
 SECRET = "sk_test_PLANTED_9f3b1c7e5d"
@@ -41,15 +43,32 @@ def _dump(dsn: str) -> str:
 
 
 def test_campaign_output_and_saga_log_hold_no_secret_and_no_card_number(pg: str) -> None:
+    """A whole campaign whose real systems turn hostile twice (seed 9: a Jira and a Stripe call
+    refused with an error quoting card numbers, the caller's own `Bearer` key and another API
+    key): its hostile-output scan (`agentsaga.chaos.scan`: every process's output, every answer
+    the agent read, every table) finds none of them in clear."""
     seen: list[str] = []
-    result = Campaign(CampaignConfig(seed=11, runs=5, dsn=pg, stripe_key=SECRET),
+    result = Campaign(CampaignConfig(seed=9, runs=5, dsn=pg, stripe_key=SECRET),
                       say=seen.append).run()
+    assert result.faults["world:hostile_reject"] == 2, result.faults
     assert result.violations == []
     stored = _dump(pg)
     assert "[card ****4242]" in stored  # the charges' arguments were stored, masked
     everything = "\n".join([*seen, result.output.text(), stored])
     for leak in (SECRET, *CARD_FORMS):
         assert leak not in everything
+
+
+def test_the_hostile_output_scan_finds_a_card_or_a_key_in_clear_even_in_part() -> None:
+    outputs = {"clean": f"card [card ****4242], Bearer [redacted], {HOSTILE_KEY[:8]}",
+               "a card": "charged 4242-4242-4242-4242", "a key cut": SECRET[-12:],
+               "another card": "tried 5555 5555 5555 4444"}
+    found = {v.detail for v in scan(outputs, [SECRET])}
+    assert found == {"a card holds card ****4242 in clear",
+                     f"a key cut holds secret {SECRET[:8]}… in clear",
+                     "another card holds card ****4444 in clear"}
+    assert "Bearer [redacted]" in redact_text(str(hostile_body(SECRET)))
+    assert scan({"masked": redact_text(str(hostile_body(SECRET)))}, [SECRET]) == []
 
 
 def _truth(**extra: Any) -> dict[str, Any]:

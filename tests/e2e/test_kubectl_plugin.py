@@ -1,20 +1,25 @@
 """`kubectl agentsaga` with the real kubectl against a real API server: the runs table, the
 staged plan, approve (by an approver, as themselves, through the real operator) and reject,
-the trace."""
+the trace; and the example approve script."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 from sagatest.cluster.control_plane import ADMIN
-from sagatest.cluster.kube import Kube
+from sagatest.cluster.kube import KUBECTL, ROOT, Kube
 from sagatest.operator_fixtures import APPROVER, Cluster
 from sagatest.plugin_tools import kubectl_agentsaga
 
 RUN = "refund-3001"
+APPROVE_SH = ROOT / "charts" / "agentsaga" / "examples" / "approve.sh"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CARD = "4242 4242 4242 4242"
+LONG = "We are sorry for the delay; " * 4 + "Token evil.example/claim, password=hunter2."
+"""Longer than any column: shown whole, its `Token ...` and `password=...` too."""
 
 
 def staged_run(cluster: Cluster) -> str:
@@ -85,20 +90,25 @@ def _staged_by_hand(kube: Kube, name: str) -> None:
     status = {"status": {"phase": "AwaitingApproval", "pivot": {
         "state": "AwaitingApproval", "planHash": "9f2c41d7e0b3a6c5",
         "commit": [{"tool": "send_email", "class": "irreversible", "audience": ["customer"],
-                    "args": {"to": "dana@example.com", "body": f"Refunded to {CARD}.",
+                    "args": {"to": "dana@example.com", "body": f"Refunded to {CARD}. {LONG}",
                              "api_token": "tok_live_123"}}]}}}
     patched = kube.kubectl("patch", "agentrun", name, "--subresource=status", "--type=merge",
                            "-p", json.dumps(status))
     assert patched.returncode == 0, patched.stderr
 
 
-def test_plan_masks_arguments_and_reject_writes_the_current_hash(kube_with_crds: Kube) -> None:
+def test_plan_shows_arguments_whole_but_cards_and_reject_writes_the_current_hash(
+        kube_with_crds: Kube) -> None:
+    """The approver sees what they approve: every argument whole, card numbers masked to their
+    last four (even in a status written by hand), nothing else hidden or cut."""
     kube = kube_with_crds
     _staged_by_hand(kube, "refund-77")
     plan = kubectl_agentsaga(kube, "plan", "refund-77", "-n", "default")
     assert plan.returncode == 0, plan.stderr
-    assert CARD not in plan.stdout and "[card ****4242]" in plan.stdout
-    assert "tok_live_123" not in plan.stdout and "api_token=****" in plan.stdout
+    assert CARD not in plan.stdout
+    for argument in (f"body=Refunded to [card ****4242]. {LONG}", "to=dana@example.com",
+                     "api_token=tok_live_123"):
+        assert argument in plan.stdout, plan.stdout
 
     rejected = kubectl_agentsaga(kube, "reject", "refund-77", "--reason", "wrong customer")
     assert rejected.returncode == 0, rejected.stderr
@@ -122,7 +132,7 @@ def test_approve_refuses_a_plan_staged_again_after_the_review(kube_with_crds: Ku
                            "--type=merge", "-p", json.dumps(restaged))
     assert patched.returncode == 0, patched.stderr
 
-    approved = kubectl_agentsaga(kube, "approve", "refund-78", "--plan-hash",
+    approved = kubectl_agentsaga(kube, "approve", "refund-78", "--hash",
                                  "9f2c41d7e0b3a6c5", "--reason", "plan reviewed")
     assert approved.returncode == 1
     assert ("now awaits approval of plan 1111aaaa2222bbbb, not of plan 9f2c41d7e0b3a6c5 that "
@@ -130,6 +140,37 @@ def test_approve_refuses_a_plan_staged_again_after_the_review(kube_with_crds: Ku
     assert "kubectl agentsaga plan refund-78" in approved.stderr
     run = json.loads(kube.kubectl("get", "agentrun", "refund-78", "-o", "json").stdout)
     assert "approval" not in run["status"]  # nothing was written
+
+
+def test_the_example_approve_script_approves_only_the_hash_reviewed(kube_with_crds: Kube) -> None:
+    """charts/agentsaga/examples/approve.sh: without a hash it prints the plan and its hash and
+    writes nothing; with the hash reviewed after the agent staged another plan, it refuses and
+    writes nothing; with the staged hash it writes exactly that approval (no operator here:
+    its wait for the decision times out)."""
+    kube = kube_with_crds
+    _staged_by_hand(kube, "refund-79")
+    env = {**kube.env(), "PATH": os.pathsep.join([str(KUBECTL.parent), os.environ["PATH"]]),
+           "APPROVE_WAIT": "1s"}
+
+    def script(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", str(APPROVE_SH), "refund-79", "default", *args],
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    shown = script()
+    assert shown.returncode == 0, shown.stderr
+    assert "plan hash: 9f2c41d7e0b3a6c5" in shown.stdout and "api_token" in shown.stdout
+    restaged = {"status": {"pivot": {"planHash": "1111aaaa2222bbbb"}}}
+    patched = kube.kubectl("patch", "agentrun", "refund-79", "--subresource=status",
+                           "--type=merge", "-p", json.dumps(restaged))
+    assert patched.returncode == 0, patched.stderr
+    stale = script("9f2c41d7e0b3a6c5")
+    assert stale.returncode == 1 and "Nothing was written" in stale.stderr
+    run = json.loads(kube.kubectl("get", "agentrun", "refund-79", "-o", "json").stdout)
+    assert "approval" not in run["status"]
+    script("1111aaaa2222bbbb")  # its wait for the operator times out: none runs here
+    run = json.loads(kube.kubectl("get", "agentrun", "refund-79", "-o", "json").stdout)
+    assert run["status"]["approval"] == {"planHash": "1111aaaa2222bbbb", "decision": "Approved",
+                                         "approver": ADMIN, "reason": "plan reviewed"}
 
 
 def test_trace_prints_the_trace_id_and_links(kube_with_crds: Kube) -> None:

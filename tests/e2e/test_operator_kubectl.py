@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 
+import grpc
+import pytest
 from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.keys import log_run_id
+from agentsaga.pivot import MAX_REVIEW_BYTES
 from agentsaga.store import SagaLog
 from sagatest.cluster.chart import APPROVER_ROLE, bind_user, person_kubeconfig
 from sagatest.operator_fixtures import Cluster, logged
@@ -145,12 +148,12 @@ def test_rejection_at_the_pivot_starts_the_unwind_job(cluster: Cluster) -> None:
         "agentsaga", "unwind", "--run", logged(RUN)]
 
 
-def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
+def test_a_plan_too_large_to_review_is_refused_and_a_large_one_is_shown_whole(
         cluster: Cluster) -> None:
-    """The whole plan stays in the saga log; status.pivot shows bounded, masked arguments with
-    their digests, and the approval by planHash still admits the exact step. Five steps of a
-    megabyte each: every step within AGENTSAGA_MAX_ARGS_BYTES (a larger one could never be
-    dispatched, and is refused when staged), the plan within AGENTSAGA_MAX_PLAN_BYTES."""
+    """A plan of five megabytes (each step within AGENTSAGA_MAX_ARGS_BYTES, the plan within
+    AGENTSAGA_MAX_PLAN_BYTES) is more than a person reviews: refused at staging, saying what
+    was too large and the limit, and nothing staged. A plan just under the limit is shown in
+    status.pivot whole, every argument of every step, and approved by its planHash."""
     cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=30)
     cluster.start_operator("--standalone")
     agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
@@ -158,22 +161,25 @@ def test_a_plan_of_five_megabytes_leaves_the_agentrun_small_and_is_approved(
     attachments = [{"to": "finance@example.com", "body": f"ledger {part} " + "x" * 1_000_000}
                    for part in range(5)]
     letter = {"to": "customer@example.com", "body": "Your refund is on its way."}
-    staged = agent.reach_pivot(RUN, [*({"tool": "send_email", "args": a} for a in attachments),
+    with pytest.raises(grpc.RpcError) as refused:
+        agent.reach_pivot(RUN, [*({"tool": "send_email", "args": a} for a in attachments),
+                                {"tool": "send_email", "args": letter}])
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"the limit is {MAX_REVIEW_BYTES} bytes: too large to review" in (
+        refused.value.details())
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        assert saga_log.require_run(logged(RUN)).pivot is None
+
+    ledger = {"to": "finance@example.com", "body": "ledger " + "x" * (MAX_REVIEW_BYTES // 2)}
+    staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": ledger},
                                      {"tool": "send_email", "args": letter}])
     waiting = cluster.wait_phase(RUN, "AwaitingApproval")
-    *big, small = waiting["status"]["pivot"]["commit"]
-    assert len(json.dumps(waiting).encode()) < 256 << 10
-    assert len(big) == 5 and all("omitted" in step["args"] for step in big)
-    assert small["args"] == letter
-    assert all(len(step["argsDigest"]) == 64 for step in big) and len(staged.plan_hash) == 64
+    assert [step["args"] for step in waiting["status"]["pivot"]["commit"]] == [ledger, letter]
     approve(cluster, staged.plan_hash)
     cluster.wait_run(RUN, lambda o: (o["status"].get("pivot") or {}).get("state") == "Approved")
     agent.dispatch(RUN, "send_email", letter)
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(logged(RUN)).pivot
         steps = saga_log.steps(logged(RUN))
-    assert record is not None
-    assert sum(len(step["args"]["body"]) for step in record.commit[:5]) > 5_000_000
     assert [(s.tool, s.status) for s in steps] == [("send_email", "CONFIRMED")]
 
 

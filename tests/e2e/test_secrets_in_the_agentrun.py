@@ -2,21 +2,33 @@
 a real sidecar dispatches tools and stages a pivot whose arguments hold every planted form, the
 operator (as the chart's ServiceAccount) writes the AgentRun's status from the log, an approver
 approves with kubectl, the commit step goes out. The tools receive the real values; the AgentRun
-read back from the API (status.pivot, conditions, message, annotations: all of it), the Events,
-every saga log table, the operator's own output and every span both processes export (OTLP,
-payloads on) hold none of them."""
+read back from the API (conditions, message, annotations: all of it), the Events, every saga log
+table, the operator's own output and every span both processes export (OTLP, payloads on) hold
+none of them. The staged plan's commit arguments are the one place shown whole (R10: the
+approver reads the email as it will be sent): every card number in them masked, nothing else."""
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
 import grpc
 import pytest
 
+from agentsaga import redact
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import Cluster
 from sagatest.otlp_collector import Collector, otel_env
-from sagatest.planted_secrets import CARDS, SECRETS, every_row, leaks, planted_text, span_text
+from sagatest.planted_secrets import (
+    CARDS,
+    SECRETS,
+    every_row,
+    leaks,
+    plan_leaks,
+    planted_text,
+    span_text,
+)
 
 RUN = "planted-4242"
 TO = "customer@example.com"
@@ -45,8 +57,9 @@ def test_planted_secrets_never_reach_the_agentrun_the_log_or_a_span(
     staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": {"to": TO, "body": body}}])
     waiting = cluster.wait_phase(RUN, "AwaitingApproval")
     assert waiting["status"]["pivot"]["planHash"] == staged.plan_hash
-    # the plan is shown, masked: an approver sees what is approved
+    # the plan is shown whole, card numbers masked: an approver sees what is approved
     assert "[card ****4242]" in json.dumps(waiting["status"]["pivot"], ensure_ascii=False)
+    assert waiting["status"]["pivot"]["commit"][0]["args"]["body"] == redact.mask_cards(body)
 
     # the approver's reason quotes a card and a password too: the operator records it
     reason = f"plan reviewed, refund to {CARDS['dots']}, {SECRETS['password']}"
@@ -57,7 +70,8 @@ def test_planted_secrets_never_reach_the_agentrun_the_log_or_a_span(
     assert patched.returncode == 0, patched.stderr
     approved = cluster.wait_run(RUN, lambda o: "approval" not in o["status"] and (
         o["status"].get("pivot") or {}).get("state") == "Approved")
-    assert leaks(json.dumps(approved, ensure_ascii=False)) == [], "in the approved AgentRun"
+    assert leaks(json.dumps(_without_plan_arguments(approved), ensure_ascii=False)) == [], \
+        "in the approved AgentRun"
     agent.dispatch(RUN, "send_email", {"to": TO, "body": body})
     agent.end_run(RUN)
     finished = cluster.wait_phase(RUN, "Succeeded")
@@ -67,19 +81,22 @@ def test_planted_secrets_never_reach_the_agentrun_the_log_or_a_span(
     assert [e["body"]["summary"] for e in effects(cluster.dsn, "ticket")] == [body]
 
     # the AgentRun as the API serves it, every field, and what kubectl prints of it
-    shown = json.dumps(finished, ensure_ascii=False)
+    shown = json.dumps(_without_plan_arguments(finished), ensure_ascii=False)
     assert "[card ****4242]" in shown and "[redacted]" in shown
     assert leaks(shown) == [], "in the AgentRun"
+    plan = json.dumps(finished["status"]["pivot"]["commit"], ensure_ascii=False)
+    assert plan_leaks(plan) == list(SECRETS)
     described = cluster.kube.kubectl("get", "agentrun", RUN, "-o", "yaml")
     assert described.returncode == 0, described.stderr
-    assert leaks(described.stdout) == [], "in kubectl get -o yaml"
+    plan_leaks(described.stdout)  # no card number in what kubectl prints
     events = json.dumps(cluster.kube.objects("v1", "events", "default"), ensure_ascii=False)
     assert leaks(events) == [], "in an Event"
 
-    rows = every_row(cluster.dsn)
+    rows = every_row(cluster.dsn, plans=False)
     assert "[card ****4242]" in rows["public.saga_log"]
     for table, text in rows.items():
         assert leaks(text) == [], f"in table {table}"
+    assert plan_leaks(every_row(cluster.dsn)["public.saga_runs"]) == list(SECRETS)
 
     spans = received.wait_for(lambda got: {  # up to the run's last span, EndRun's
         "execute_tool create_ticket", "execute_tool send_email",
@@ -89,3 +106,11 @@ def test_planted_secrets_never_reach_the_agentrun_the_log_or_a_span(
     assert "[card ****4242]" in exported  # the payloads were exported, masked
     assert leaks(exported) == [], "in an exported span"
     assert leaks(operator.output()) == [], "in the operator's output"
+
+
+def _without_plan_arguments(agentrun: dict[str, Any]) -> dict[str, Any]:
+    """The AgentRun but its staged plan's commit arguments (shown whole, `plan_leaks`)."""
+    copied = copy.deepcopy(agentrun)
+    for step in ((copied.get("status") or {}).get("pivot") or {}).get("commit") or []:
+        step.pop("args", None)
+    return copied

@@ -12,8 +12,8 @@ import pytest
 
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
 from agentsaga.pivot import (
-    SHOWN_ARGS_BYTES,
-    SHOWN_STEPS,
+    MAX_COMMIT_STEPS,
+    MAX_REVIEW_BYTES,
     args_digest,
     canonical,
     plan_hash,
@@ -26,6 +26,14 @@ from sagatest.traced import Traced
 
 RUN = "stage-run"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
+
+
+def _email(size: int) -> dict[str, str]:
+    """An email whose canonical JSON arguments are exactly `size` bytes."""
+    args = {"to": "customer@example.com", "body": ""}
+    args["body"] = "x" * (size - len(canonical(args).encode()))
+    assert len(canonical(args).encode()) == size
+    return args
 
 
 @pytest.fixture
@@ -95,47 +103,54 @@ def test_a_run_has_one_pivot_and_an_ended_run_none(service: SagaService) -> None
         service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
 
 
-def _email(size: int) -> dict[str, str]:
-    """An email whose canonical JSON arguments are exactly `size` bytes."""
-    args = {"to": "customer@example.com", "body": ""}
-    args["body"] = "x" * (size - len(canonical(args).encode()))
-    assert len(canonical(args).encode()) == size
-    return args
-
-
-def test_the_plan_shown_to_the_approver_is_bounded_in_size(service: SagaService) -> None:
-    """`status.pivot` and the ReachPivot answer: each step without its status, arguments up to
-    SHOWN_ARGS_BYTES shown (longer ones as a note), at most SHOWN_STEPS steps of each list."""
+def test_the_plan_shown_to_the_approver_is_whole(service: SagaService) -> None:
+    """`status.pivot` and the ReachPivot answer: every step, done (with its status) or to
+    come, and every commit step's arguments whole, up to the largest plan a person is asked to
+    review (MAX_COMMIT_STEPS steps, MAX_REVIEW_BYTES as shown): nothing cut, nothing left out."""
     service.begin_run(RUN)
     ticket = service.dispatch(RUN, "create_ticket", {"summary": "s", "order_id": "1"})
-    longest, too_long = _email(SHOWN_ARGS_BYTES), _email(SHOWN_ARGS_BYTES + 1)
-    plan = [{"tool": "send_email", "args": longest}, {"tool": "send_email", "args": too_long}]
+    longest = _email(MAX_REVIEW_BYTES - 20_000)
+    plan = [{"tool": "send_email", "args": longest}]
     plan += [{"tool": "send_email", "args": {"to": "c@example.com", "body": str(n)}}
-             for n in range(SHOWN_STEPS - 1)]
+             for n in range(MAX_COMMIT_STEPS - 1)]
     record = service.reach_pivot(RUN, plan)
     out = shown(record)
-    assert set(out) == {"state", "planHash", "stagedAt", "steps", "commit", "commitOmitted"}
+    assert set(out) == {"state", "planHash", "stagedAt", "steps", "commit"}
     assert (out["state"], out["planHash"], out["stagedAt"]) == (
         "AwaitingApproval", record.plan_hash, record.staged_at)
     assert out["steps"] == [{"step": 0, "tool": "create_ticket", "class": "compensatable",
-                             "audience": ["support_team"], "externalRef": ticket.external_ref}]
-    first, second = out["commit"][:2]
-    assert first == {"tool": "send_email", "class": "irreversible", "audience": ["customer"],
-                     "args": longest, "argsDigest": record.commit[0]["argsDigest"]}
-    assert second["args"] == {"omitted": f"{SHOWN_ARGS_BYTES + 1} bytes of arguments; "
-                                         "`agentsaga log <run>` shows them, argsDigest "
-                                         "identifies them"}
-    assert second["argsDigest"] == record.commit[1]["argsDigest"]
-    assert len(out["commit"]) == SHOWN_STEPS and out["commitOmitted"] == 1
-    assert out["commit"][-1]["args"] == plan[SHOWN_STEPS - 1]["args"]
-    exactly = service.reach_pivot(RUN, plan[:SHOWN_STEPS])
-    assert len(shown(exactly)["commit"]) == SHOWN_STEPS and "commitOmitted" not in shown(exactly)
-    decided = record_decision(service.saga_log, RUN, exactly.plan_hash, "Rejected", "bob",
+                             "status": "CONFIRMED", "audience": ["support_team"],
+                             "externalRef": ticket.external_ref}]
+    assert [step["args"] for step in out["commit"]] == [step["args"] for step in plan]
+    assert out["commit"][0] == {"tool": "send_email", "class": "irreversible",
+                                "audience": ["customer"], "args": longest,
+                                "argsDigest": record.commit[0]["argsDigest"]}
+    assert len(canonical(out).encode()) <= MAX_REVIEW_BYTES
+    decided = record_decision(service.saga_log, RUN, record.plan_hash, "Rejected", "bob",
                               "too long")
     assert {k: v for k, v in shown(decided).items() if k not in ("steps", "commit")} == {
-        "state": "Rejected", "planHash": exactly.plan_hash, "stagedAt": exactly.staged_at,
+        "state": "Rejected", "planHash": record.plan_hash, "stagedAt": record.staged_at,
         "decision": "Rejected", "decidedBy": "bob", "decidedAt": decided.decided_at,
         "reason": "too long"}
+
+
+@pytest.mark.parametrize(("plan", "says"), [
+    ([{"tool": "send_email", "args": {"to": "c@example.com", "body": str(n)}}
+      for n in range(MAX_COMMIT_STEPS + 1)],
+     f"the plan has {MAX_COMMIT_STEPS + 1} commit steps; a person reviews at most "
+     f"{MAX_COMMIT_STEPS} in one plan: too large to review"),
+    ([{"tool": "send_email", "args": _email(MAX_REVIEW_BYTES // 2)}] * 2,
+     f"as a person reviews it (the steps done so far and the commit steps' arguments, whole); "
+     f"the limit is {MAX_REVIEW_BYTES} bytes: too large to review"),
+])
+def test_a_plan_too_large_to_review_is_refused_and_nothing_is_staged(
+        service: SagaService, plan: list[dict[str, object]], says: str) -> None:
+    service.begin_run(RUN)
+    with pytest.raises(InvalidArguments, match=re.escape(says)) as refused:
+        service.reach_pivot(RUN, plan)
+    assert "it was not staged and nothing was written" in str(refused.value)
+    run = service.saga_log.require_run(RUN)
+    assert (run.pivot, run.state) == (None, "running")
 
 
 def test_a_failed_step_is_staged_as_it_is_and_commit_steps_are_typed_as_their_calls(
@@ -182,11 +197,18 @@ def test_the_canonical_form_sorts_keys_and_writes_any_value_as_text() -> None:
     assert canonical(value) == '{"a":[1,"x"],"at":"2026-01-02 03:04:05+00:00","b":"1.50"}'
 
 
-def test_the_staged_plan_is_returned_as_stored_with_card_numbers_masked(
+def test_the_staged_plan_is_returned_as_stored_with_card_numbers_masked_and_nothing_else(
         service: SagaService) -> None:
+    """The approver sees what they approve: a `Token ...` or a `password=...` the email would
+    carry is shown as it is; only the card number is masked to its last four."""
     service.begin_run(RUN)
-    card = {"to": "customer@example.com", "body": "We refunded card 4242 4242 4242 4242."}
+    body = ("We refunded card 4242 4242 4242 4242. Token evil.example/claim, "
+            "password=hunter2, account 5555555555554444")
+    card = {"to": "customer@example.com", "body": body}
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": card}])
-    assert record.commit[0]["args"]["body"] == "We refunded card [card ****4242]."
+    assert record.commit[0]["args"] == {
+        "to": "customer@example.com",
+        "body": "We refunded card [card ****4242]. Token evil.example/claim, "
+                "password=hunter2, account [card ****4444]"}
     assert record == service.saga_log.require_run(RUN).pivot
     assert record.commit[0]["argsDigest"] == args_digest(card, record.digest_key)  # raw args

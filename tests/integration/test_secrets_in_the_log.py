@@ -1,5 +1,6 @@
-"""Planted card numbers and secrets never reach the saga log, the staged plan or what GetRun
-shows, while the tool receives them whole and an approved step still matches exactly (real
+"""Planted card numbers and secrets never reach the saga log or what GetRun shows, while the
+tool receives them whole and an approved step still matches exactly; the staged plan shows its
+commit steps' arguments whole to the approver, card numbers masked and nothing else (R10) (real
 sidecar process, gRPC, Postgres)."""
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from agentsaga.store import roles
 from agentsaga.store.connections import with_user
 from sagatest.ledger_tools import effects
 from sagatest.otlp_collector import Collector, otel_env
-from sagatest.planted_secrets import every_row, leaks, planted_text, span_text
+from sagatest.planted_secrets import (
+    SECRETS,
+    every_row,
+    leaks,
+    plan_leaks,
+    planted_text,
+    span_text,
+)
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess
 
 TOOLS = "sagatest.ledger_tools"
@@ -33,11 +41,13 @@ def test_planted_secrets_never_reach_the_log_or_the_plan(sidecar_factory: Factor
     assert tickets and "hunter2" in str(tickets[0])  # the tool got the real values
     with psycopg.connect(ledger) as conn:
         stored = "\n".join(" ".join(map(str, row)) for row in conn.execute(
-            "SELECT r.pivot::text, l.args::text, l.result::text"
-            " FROM saga_runs r JOIN saga_log l USING (run_id)").fetchall())
-    shown = client.get_run("planted").steps[0].args_json + staged.pivot_json
-    assert leaks(stored) == [] and leaks(shown) == []
+            "SELECT l.args::text, l.result::text FROM saga_log l").fetchall())
+        [(plan,)] = conn.execute("SELECT pivot::text FROM saga_runs").fetchall()
+    assert leaks(stored) == [] and leaks(client.get_run("planted").steps[0].args_json) == []
     assert "[card ****4242]" in stored and "[redacted]" in stored
+    # the approver reads the email as it will be sent: every secret it carries, no card number
+    assert plan_leaks(plan) == plan_leaks(staged.pivot_json) == list(SECRETS)
+    assert "[card ****4242]" in plan and "[redacted]" not in plan
     approved = subprocess.run(
         [sys.executable, "-m", "agentsaga.cli", "approve", "--dsn",
          with_user(ledger, roles.OPERATOR), "--run", "planted", "--plan-hash", staged.plan_hash,
@@ -77,8 +87,9 @@ def test_planted_secrets_never_reach_any_table_or_an_exported_span(
                               <= {s.name for _, s in got})
     exported = "\n".join(span_text(span) for _, span in spans)
     assert "[card ****4242]" in exported  # the payloads were exported, masked
-    rows = every_row(ledger)
-    assert "[card ****4242]" in rows["public.saga_log"] and "[redacted]" in rows["public.saga_runs"]
+    rows = every_row(ledger, plans=False)
+    assert "[card ****4242]" in rows["public.saga_log"] and "[redacted]" in rows["public.saga_log"]
     assert leaks(exported) == [], "in an exported span"
     for table, text in rows.items():
         assert leaks(text) == [], f"in table {table}"
+    assert plan_leaks(every_row(ledger)["public.saga_runs"]) == list(SECRETS)

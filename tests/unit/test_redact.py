@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import logging
+from collections.abc import Iterator
+from typing import cast
+
 import pytest
 
+from agentsaga import logformat
 from agentsaga.errors import InvalidArguments
-from agentsaga.redact import clip, redact_text, redact_value
+from agentsaga.redact import clip, mask_cards_value, redact_plan, redact_text, redact_value
 from agentsaga.registry import Registry
 from agentsaga.tool_schema import check_arguments
 
@@ -122,3 +128,58 @@ def test_an_argument_error_never_quotes_a_card_number_cut_in_half() -> None:
     with pytest.raises(InvalidArguments) as refused:
         check_arguments(registry.get("quote"), {"amount": "x" * 40 + " 4111111111111111"})
     assert "41111111" not in str(refused.value) and "must be an integer" in str(refused.value)
+
+
+def test_a_plan_keeps_its_commit_arguments_whole_but_their_card_numbers() -> None:
+    """R10: the approver reads the commit steps' arguments as they will be sent, cards masked
+    to their last four; every other field of the plan is masked as everything else is."""
+    said = "card 4242 4242 4242 4242, Token evil.example/claim, password=hunter2"
+    plan = {"planHash": "h", "reason": f"ok {said}",
+            "steps": [{"tool": "t", "externalRef": "Bearer abcdefgh12345678"}],
+            "commit": [{"tool": "send_email", "audience": ["customer"],
+                        "args": {"body": said, "api_key": "k-1", "n": 4242424242424242}}]}
+    masked = redact_plan(plan)
+    assert masked["commit"][0]["args"] == {
+        "body": "card [card ****4242], Token evil.example/claim, password=hunter2",
+        "api_key": "k-1", "n": "[card ****4242]"}
+    assert masked["reason"] == "ok card [card ****4242], Token [redacted], password=[redacted]"
+    assert masked["steps"][0]["externalRef"] == "Bearer [redacted]"
+    assert mask_cards_value(plan["commit"]) == masked["commit"]
+    assert redact_plan({"state": "Approved"}) == {"state": "Approved"}  # a merge patch
+
+
+@pytest.fixture
+def command_log() -> Iterator[io.StringIO]:
+    """A command's logging (`logformat.setup`), its handler writing here; undone afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    factory, raising = logging.getLogRecordFactory(), logging.raiseExceptions
+    logformat.setup(verbose=False)
+    written = io.StringIO()
+    cast(logging.StreamHandler[io.StringIO], root.handlers[0]).setStream(written)
+    yield written
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.setLogRecordFactory(factory)
+    logging.raiseExceptions = raising
+
+
+def test_every_log_record_is_masked_when_it_is_made(command_log: io.StringIO) -> None:
+    """Whoever logs and whichever handler writes: the message, its arguments and the
+    exception's text, chained causes included."""
+    log = logging.getLogger("a.tool")
+    try:
+        try:
+            raise ValueError("card 4242424242424242")
+        except ValueError as cause:
+            raise RuntimeError("Authorization: Bearer sk_live_51HxYzAbCdEf") from cause
+    except RuntimeError:
+        log.warning("charge %s failed", "4242 4242 4242 4242", exc_info=True)
+    written = command_log.getvalue()
+    assert "charge [card ****4242] failed" in written and "Traceback" in written
+    assert "4242424242424242" not in written and "4242 4242 4242 4242" not in written
+    assert "sk_live_51HxYzAbCdEf" not in written and "Bearer [redacted]" in written
+
+
+def test_a_saga_error_is_masked_when_it_is_made() -> None:
+    assert str(InvalidArguments("card 4242-4242-4242-4242")) == "card [card ****4242]"

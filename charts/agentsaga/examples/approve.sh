@@ -1,14 +1,33 @@
 #!/bin/sh
-# Approve the staged plan of an AgentRun at its pivot, as yourself (the admission policy rejects an
-# approval in anyone else's name, or for another plan than status.pivot.planHash).
-# Usage: approve.sh RUN [NAMESPACE] [REASON]
+# Approve, as yourself, the staged plan of an AgentRun that you reviewed (R10).
+#   approve.sh RUN [NAMESPACE]                 print the staged plan (every commit step with its
+#                                              arguments whole, cards masked) and its hash;
+#                                              approves nothing
+#   approve.sh RUN NAMESPACE HASH [REASON]     approve the plan of hash HASH: the one you reviewed
+# The approval carries the hash you pass, never one read at this moment: if the agent staged
+# another plan since your review, nothing is written here (and the admission policy and the
+# operator refuse a stale hash anyway); review the new plan. APPROVE_WAIT: how long to wait
+# for the operator to record it (default 120s).
 set -eu
-run="${1:?usage: approve.sh RUN [NAMESPACE] [REASON]}"
+run="${1:?usage: approve.sh RUN [NAMESPACE [HASH [REASON]]]}"
 namespace="${2:-support-agents}"
-reason="${3:-plan reviewed}"
+reviewed="${3:-}"
+reason="${4:-plan reviewed}"
+staged="$(kubectl -n "$namespace" get agentrun "$run" -o jsonpath='{.status.pivot.planHash}')"
+if [ -z "$reviewed" ]; then
+  kubectl -n "$namespace" get agentrun "$run" -o jsonpath='{.status.pivot}{"\n"}'
+  echo "plan hash: $staged"
+  echo "once reviewed, approve it with: $0 $run $namespace $staged"
+  exit 0
+fi
+if [ "$reviewed" != "$staged" ]; then
+  echo "agentrun $run awaits approval of plan ${staged:-none}, not of plan $reviewed that you" \
+       "reviewed: it was staged again since. Review it with: $0 $run $namespace." \
+       "Nothing was written." >&2
+  exit 1
+fi
 me="$(kubectl auth whoami -o jsonpath='{.status.userInfo.username}')"
-hash="$(kubectl -n "$namespace" get agentrun "$run" -o jsonpath='{.status.pivot.planHash}')"
-kubectl -n "$namespace" get agentrun "$run" -o jsonpath='{range .status.pivot.commit[*]}{.tool}{"\n"}{end}'
 kubectl -n "$namespace" patch agentrun "$run" --subresource=status --type=merge \
-  -p "{\"status\":{\"approval\":{\"planHash\":\"$hash\",\"decision\":\"Approved\",\"approver\":\"$me\",\"reason\":\"$reason\"}}}"
-kubectl -n "$namespace" wait "agentrun/$run" --for=condition=PivotApproved --timeout=120s
+  -p "{\"status\":{\"approval\":{\"planHash\":\"$reviewed\",\"decision\":\"Approved\",\"approver\":\"$me\",\"reason\":\"$reason\"}}}"
+kubectl -n "$namespace" wait "agentrun/$run" --for=condition=PivotApproved \
+  --timeout="${APPROVE_WAIT:-120s}"

@@ -75,12 +75,25 @@ SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM informat
 """Every table of the database but the test tools' own ground truth (`ledger*`)."""
 
 
-def every_row(dsn: str) -> dict[str, str]:
-    """Each table of the saga log's database (not the ledger's) as text, a row a line."""
+def every_row(dsn: str, *, plans: bool = True) -> dict[str, str]:
+    """Each table of the saga log's database (not the ledger's) as text, a row a line;
+    without `plans`, `saga_runs` without its staged plan (`pivot`: its commit steps' arguments
+    are shown whole, with only card numbers masked; `plan_leaks` checks it)."""
     with psycopg.connect(dsn) as conn:
         tables = [str(name) for (name,) in conn.execute(SAGA_TABLES).fetchall()]
         return {table: "\n".join(str(row) for (row,) in conn.execute(
-            f"SELECT t::text FROM {table} t").fetchall()) for table in tables}  # noqa: S608
+            f"SELECT t::text FROM {table} t" if plans or table != "public.saga_runs"  # noqa: S608
+            else "SELECT (to_jsonb(t) - 'pivot')::text FROM saga_runs t").fetchall())
+            for table in tables}
+
+
+def plan_leaks(text: str) -> list[str]:
+    """What a staged plan's text holds in clear, checked to be what R10 allows: the approver
+    sees the commit steps' arguments whole (a secret the email would carry included), never a
+    card number."""
+    found = leaks(text)
+    assert not [label for label in found if label in CARDS], f"a card number in a plan: {found}"
+    return found
 
 
 def span_text(span: Any) -> str:
