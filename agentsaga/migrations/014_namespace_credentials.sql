@@ -37,7 +37,7 @@ $$;
 -- A step's row as a namespace credential may change it (the INSERT wrote the rest, and the
 -- column grants keep arguments, tool, key and commit index out of reach):
 --   status      only along the saga's transitions (an outcome, a reconcile, a retry of a step
---               that did not happen, a compensation);
+--               that did not happen, a compensation), never against a person's settlement;
 --   compensation, audience, writer_epoch, deadline, attempt
 --               only when a NOT_EXECUTED step is sent again (re_intend), the epoch never down;
 --   comp_key    once.
@@ -57,6 +57,14 @@ BEGIN
             'CONFIRMED -> COMPENSATED') THEN
         RAISE EXCEPTION 'role % may not move step %/% from %', current_user, OLD.run_id,
             OLD.step_idx, step USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- a person's "did not happen" is theirs to change: a late observation is recorded beside
+    -- it (saga_observations) for them to see, it does not re-open the step
+    IF step = 'NOT_EXECUTED -> CONFIRMED' AND EXISTS (
+            SELECT 1 FROM step_settlements s WHERE s.run_id = OLD.run_id
+               AND s.step_idx = OLD.step_idx AND s.state = 'Settled') THEN
+        RAISE EXCEPTION 'role % may not override the settlement of step %/%', current_user,
+            OLD.run_id, OLD.step_idx USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF kind = 'job' AND resend THEN
         RAISE EXCEPTION 'role % may not send step %/% again', current_user, OLD.run_id,
