@@ -1,7 +1,8 @@
-"""Postgres lets each role move a correction only along its own edges: the sidecar's and the Jobs'
-roles send what was approved (Approved -> Sending -> Sent), the operator's role decides what was proposed
-(Proposed -> Approved | Dismissed); any other move by either (Sent -> Approved would send it
-again, Proposed -> Silent would skip the person) is refused (real Postgres, migration 010)."""
+"""Postgres lets each role move a correction only along its own edges: the sidecar's and the
+Jobs' roles send what was approved (Approved -> Sending -> Sent), the operator's role decides
+what was proposed (Proposed -> Approved | Dismissed); any other move by any (Sent -> Approved
+would send it again, Proposed -> Silent would skip the person) is refused (real Postgres,
+migrations 010 and 014)."""
 
 from __future__ import annotations
 
