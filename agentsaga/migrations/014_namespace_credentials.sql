@@ -38,14 +38,20 @@ $$;
 -- column grants keep arguments, tool, key and commit index out of reach):
 --   status      only along the saga's transitions (an outcome, a reconcile, a retry of a step
 --               that did not happen, a compensation), never against a person's settlement;
---   compensation, audience, writer_epoch, deadline, attempt
---               only when a NOT_EXECUTED step is sent again (re_intend), the epoch never down;
---   comp_key    once.
+--   its outcome and its compensation's progress (OUTCOME below), comp_key once;
+--   anything else (compensation, audience, epoch, deadline, attempt, the tool's contract)
+--               only when a NOT_EXECUTED step is sent again (re_intend, a sidecar's), the
+--               epoch never down. A column added later is frozen the same way.
 CREATE FUNCTION agentsaga_step_guard() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     kind TEXT := agentsaga_caller_kind();
     step TEXT := OLD.status || ' -> ' || NEW.status;
     resend BOOLEAN := OLD.status = 'NOT_EXECUTED' AND NEW.status = 'INTENDED';
+    outcome TEXT[] := ARRAY['status', 'external_ref', 'result', 'error', 'comp_key',
+                            'comp_status', 'comp_result', 'updated_at'];
+    again TEXT[] := ARRAY['compensation', 'audience', 'writer_epoch', 'deadline', 'attempt',
+                          'contract_hash', 'contract'];
+    writable TEXT[] := CASE WHEN resend THEN outcome || again ELSE outcome END;
 BEGIN
     IF kind IS NULL THEN
         RETURN NEW;
@@ -70,19 +76,14 @@ BEGIN
         RAISE EXCEPTION 'role % may not send step %/% again', current_user, OLD.run_id,
             OLD.step_idx USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF NOT resend AND (NEW.compensation IS DISTINCT FROM OLD.compensation
-                       OR NEW.audience IS DISTINCT FROM OLD.audience
-                       OR NEW.writer_epoch IS DISTINCT FROM OLD.writer_epoch
-                       OR NEW.deadline IS DISTINCT FROM OLD.deadline
-                       OR NEW.attempt IS DISTINCT FROM OLD.attempt) THEN
-        RAISE EXCEPTION 'role % may not rewrite the compensation, audience or attempt of step'
-            ' %/%', current_user, OLD.run_id, OLD.step_idx
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF NEW.writer_epoch < OLD.writer_epoch
+    IF (to_jsonb(NEW) - writable) IS DISTINCT FROM (to_jsonb(OLD) - writable)
+       OR NEW.writer_epoch < OLD.writer_epoch
        OR (OLD.comp_key IS NOT NULL AND NEW.comp_key IS DISTINCT FROM OLD.comp_key) THEN
-        RAISE EXCEPTION 'role % may not rewrite the epoch or compensation key of step %/%',
-            current_user, OLD.run_id, OLD.step_idx USING ERRCODE = 'insufficient_privilege';
+        RAISE EXCEPTION 'role % may not rewrite step %/% (%)', current_user, OLD.run_id,
+            OLD.step_idx, (SELECT string_agg(key, ', ') FROM jsonb_each(to_jsonb(NEW) - writable) n
+                            WHERE n.value IS DISTINCT FROM to_jsonb(OLD) -> n.key)
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'a step''s arguments, compensation and binding are written once';
     END IF;
     RETURN NEW;
 END

@@ -61,7 +61,7 @@ _RUN_JOB_UPDATE = "state, owner_epoch, owner, pod_uid, updated_at, ended_at"
 # never its tool, key, arguments, commit index or contract
 _STEP_OUTCOME = ("status, external_ref, result, error, comp_key, comp_status, comp_result,"
                  " updated_at")
-_STEP_RESEND = "compensation, audience, writer_epoch, deadline, attempt"
+_STEP_RESEND = "compensation, audience, writer_epoch, deadline, attempt, contract_hash, contract"
 _CORRECTION_INSERT = "run_id, step_idx, tool, audience, rank, correction, state"
 _ASK_HUMAN = "run_id, step_idx, step_key, why"
 
