@@ -8,7 +8,10 @@ attempt refused, every row as it was."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -169,3 +172,25 @@ def test_adding_a_namespace_is_idempotent_and_named_by_the_namespace(pg: str) ->
     long = "n" * 63
     assert len(roles.namespace_role(long, "sidecar")) <= 63
     assert roles.namespace_role(long, "job") != roles.namespace_role("n" * 62, "job")
+
+
+def test_agentsaga_migrate_provisions_one_credential_of_each_kind_per_namespace(
+        pg: str, tmp_path: Path) -> None:
+    passwords = tmp_path / "passwords"
+    passwords.mkdir()
+    (passwords / "agentsaga_ns_team_x").write_text("from-the-secret\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "agentsaga.cli", "migrate", "--dsn", pg, "--namespace", "team-x",
+         "--namespace", "team-y", "--passwords-dir", str(passwords)],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "namespace team-x: sidecar agentsaga_ns_team_x, job agentsaga_job_team_x" in (
+        done.stdout)
+    with psycopg.connect(pg) as conn:
+        assert {role: ns for role, (ns, _) in roles.credentials(conn).items()}.items() >= {
+            "agentsaga_ns_team_x": "team-x", "agentsaga_job_team_x": "team-x",
+            "agentsaga_ns_team_y": "team-y", "agentsaga_job_team_y": "team-y"}.items()
+        with_password = {str(r[0]) for r in conn.execute(
+            "SELECT rolname FROM pg_authid WHERE rolname LIKE 'agentsaga_%%_team_x'"
+            " AND rolpassword IS NOT NULL")}
+    assert with_password == {"agentsaga_ns_team_x"}
