@@ -75,11 +75,11 @@ def waiting_for_humans(saga_log: SagaLog, run_id: str) -> list[dict[str, Any]]:
     run: a person reads why and undoes it by hand), a Proposed correction (decide it), an
     approved one not sent yet."""
     waiting: list[dict[str, Any]] = []
-    for step in saga_log.steps(run_id, newest_first=True):
-        if (step.comp_status == CompensationStatus.FAILED and step.status == StepStatus.CONFIRMED
-                and (step.error or "").startswith(NOT_DECLARED)):
-            waiting.append({"step_idx": step.step_idx, "tool": step.tool,
-                            "what": (step.error or "").removeprefix(NOT_DECLARED),
+    for row in saga_log.steps(run_id, newest_first=True):
+        if (row.comp_status == CompensationStatus.FAILED and row.status == StepStatus.CONFIRMED
+                and (row.error or "").startswith(NOT_DECLARED)):
+            waiting.append({"step_idx": row.step_idx, "tool": row.tool,
+                            "what": (row.error or "").removeprefix(NOT_DECLARED),
                             "command": f"agentsaga log --run {run_id}"})
     for item in saga_log.settlements(run_id, waiting_only=True):
         step = saga_log.step(run_id, item.step_idx)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -18,7 +18,7 @@ import pytest
 
 from agentsaga.errors import SagaError
 from agentsaga.keys import step_key
-from agentsaga.states import SettlementOutcome, StepStatus
+from agentsaga.states import CompensationStatus, SettlementOutcome, StepStatus
 from agentsaga.store import SagaLog, roles
 from agentsaga.store.connections import with_user
 
@@ -145,11 +145,11 @@ def attacker(two_namespaces: str) -> Iterator[SagaLog]:
 def test_the_store_used_with_another_namespaces_credential_changes_nothing(
         two_namespaces: str, attacker: SagaLog) -> None:
     before = _snapshot(two_namespaces)
-    tries = {
+    tries: dict[str, Callable[[], object]] = {
         "begin (adopt) the run": lambda: attacker.begin_run(VICTIM, namespace=B, pod_uid="pod-a"),
         "adopt the run": lambda: attacker.adopt(VICTIM, "pod-a"),
         "compensate step 0": lambda: attacker.record_compensation(
-            VICTIM, 2, 0, "DONE", compensated=True),  # type: ignore[arg-type]
+            VICTIM, 2, 0, CompensationStatus.DONE, compensated=True),
         "write an outcome": lambda: attacker.record_outcome(
             VICTIM, 1, 1, StepStatus.CONFIRMED, expect=(StepStatus.NOT_EXECUTED,)),
     }

@@ -25,7 +25,7 @@ from agentsaga.states import (
 )
 from agentsaga.store import SagaLog, roles
 from agentsaga.store.connections import with_user
-from agentsaga.store.records import Correction, PivotRecord
+from agentsaga.store.records import Correction, PivotRecord, Step
 from agentsaga.store.waits import WAITS
 
 NS = "shop"
@@ -73,15 +73,20 @@ def world(pg: str) -> str:
     return pg
 
 
+def _done(call: Callable[[], object]) -> bool:
+    """For a method that returns nothing: True once it returned."""
+    call()
+    return True
+
+
 def _correction(step: int, state: CorrectionState) -> Correction:
     return Correction(RUN, step, "sorry", ["customer"], 1, state, {"text": "sorry"})
 
 
-def _step(log: SagaLog) -> Any:
-    from agentsaga.store.records import Step
+def _step() -> Step:
     return Step(RUN, 2, "mail", "irreversible", step_key(RUN, 2, "mail"), {},
                 StepStatus.NOT_EXECUTED, None, None, None, None, [], False, None, None, None, 1,
-                None, None)  # type: ignore[arg-type]
+                datetime.datetime.now(datetime.UTC), datetime.datetime.now(datetime.UTC))
 
 
 Call = Callable[[SagaLog], Any]
@@ -132,9 +137,9 @@ MATRIX: dict[str, tuple[Call, dict[str, str]]] = {
                          {"sidecar": OK, "job": OK, "operator": OK}),
     "wait_ages": (lambda log: [log.wait_ages(name) for name in WAITS],
                   {"sidecar": OK, "job": OK, "operator": OK}),
-    "ping": (lambda log: log.ping() or True, {"sidecar": OK, "job": OK, "operator": OK}),
+    "ping": (lambda log: _done(lambda: log.ping()), {"sidecar": OK, "job": OK, "operator": OK}),
     "db_now": (lambda log: log.db_now(), {"sidecar": OK, "job": OK, "operator": OK}),
-    "require_schema": (lambda log: log.require_schema() or True,
+    "require_schema": (lambda log: _done(lambda: log.require_schema()),
                        {"sidecar": OK, "job": OK, "operator": OK}),
     "prunable": (lambda log: log.prunable(FUTURE, 10).runs, {"sidecar": OK, "job": OK,
                                                              "operator": OK}),
@@ -153,7 +158,7 @@ MATRIX: dict[str, tuple[Call, dict[str, str]]] = {
     # -- the sidecar's and the Jobs' writes: outcomes, compensations, observations
     # the run's pod was released: its namespace's sidecar may take it over too
     "adopt": (lambda log: log.adopt(RUN, "job-1"), {"job": OK, "sidecar": OK}),
-    "set_run_state": (lambda log: log.set_run_state(RUN, 1, RunState.UNWINDING) or True,
+    "set_run_state": (lambda log: _done(lambda: log.set_run_state(RUN, 1, RunState.UNWINDING)),
                       {"sidecar": OK, "job": OK, "operator": REFUSED}),
     "record_outcome": (lambda log: log.record_outcome(RUN, 1, 1, StepStatus.FAILED),
                        {"sidecar": OK, "job": OK}),
@@ -162,17 +167,18 @@ MATRIX: dict[str, tuple[Call, dict[str, str]]] = {
         {"sidecar": OK, "job": OK}),
     "reopen": (lambda log: log.reopen(RUN, 1, 2, external_ref="x", result=None),
                {"sidecar": OK, "job": OK}),
-    "record_observation": (lambda log: log.record_observation(
-        _step(log), 1, StepStatus.CONFIRMED, external_ref="x", result=None, error=None) or True,
+    "record_observation": (lambda log: _done(lambda: log.record_observation(
+        _step(), 1, StepStatus.CONFIRMED, external_ref="x", result=None, error=None)),
         {"sidecar": OK, "job": OK}),
-    "ask_human": (lambda log: log.ask_human(RUN, 1, 2, step_key(RUN, 2, "mail"), "why") or True,
+    "ask_human": (lambda log: _done(
+        lambda: log.ask_human(RUN, 1, 2, step_key(RUN, 2, "mail"), "why")),
                   {"sidecar": OK, "job": OK, "operator": OK}),  # step 2 is not UNKNOWN
     "record_correction": (lambda log: log.record_correction(
         1, Correction(RUN, 2, "sorry", ["customer"], 1, CorrectionState.PROPOSED, None)),
         {"sidecar": OK, "job": OK}),
     "claim_correction": (lambda log: log.claim_correction(RUN, 1), {"sidecar": OK, "job": OK}),
-    "mark_correction_sent": (lambda log: log.mark_correction_sent(
-        _correction(3, CorrectionState.SENDING)) or True, {"sidecar": OK, "job": OK}),
+    "mark_correction_sent": (lambda log: _done(lambda: log.mark_correction_sent(
+        _correction(3, CorrectionState.SENDING))), {"sidecar": OK, "job": OK}),
     # -- the operator's writes: decisions
     "decide_pivot": (lambda log: log.decide_pivot(
         RUN, PivotRecord(PivotState.APPROVED, "h1", decision="Approved", decided_by="alice"),
