@@ -38,8 +38,9 @@ from agentsaga.keys import compensation_key
 from agentsaga.registry import JSON, Registry, as_effect
 from agentsaga.settle_report import SettleReport
 from agentsaga.states import UNSETTLED, CompensationStatus, StepStatus
-from agentsaga.store import SagaLog, Step
+from agentsaga.store import Step
 from agentsaga.store.base import to_stored_json
+from agentsaga.store.interfaces import JobStore
 from agentsaga.tool_schema import CALL_AGAIN, check_arguments
 from agentsaga.waiting import waiting
 
@@ -55,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Unwinder:
-    saga_log: SagaLog
+    saga_log: JobStore  # what an unwind Job may write (agentsaga.store.interfaces)
     registry: Registry
 
     # -- unwind (R8) -------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from agentsaga.states import (
     SettlementOutcome,
     StepStatus,
 )
-from agentsaga.store import SagaLog, roles
+from agentsaga.store import SagaLog, interfaces, roles
 from agentsaga.store.connections import with_user
 from agentsaga.store.records import Correction, PivotRecord, Step
 from agentsaga.store.waits import WAITS
@@ -223,3 +223,29 @@ def test_every_public_method_is_in_the_table() -> None:
     plumbing = {"open", "close", "forget", "reconnect", "listen_runs", "write_outcomes"}
     named = {name.split(" ")[0] for name in MATRIX}
     assert methods - plumbing == named
+
+
+def _methods(interface: type) -> set[str]:
+    return {name for cls in interface.__mro__ if cls.__module__ == interfaces.__name__
+            for name, value in vars(cls).items() if callable(value) and not name.startswith("_")}
+
+
+PLUMBING = {"forget", "listen_runs"}
+"""Methods that write nothing to the log (this process's memory, a LISTEN)."""
+
+
+@pytest.mark.parametrize("role", sorted(interfaces.WRITES))
+def test_each_roles_interface_offers_only_what_its_grants_allow(role: str) -> None:
+    """The store's interfaces (agentsaga.store.interfaces) against the grants: every method the
+    role's callers are typed with is one Postgres lets that role carry out (the table above)."""
+    offered = _methods(interfaces.WRITES[role]) - PLUMBING
+    allowed = {name.split(" ")[0] for name, (_, expected) in MATRIX.items()
+               if expected.get(role, REFUSED) in (OK, NONE)}
+    assert offered <= allowed, sorted(offered - allowed)
+
+
+def test_no_agent_interface_offers_a_decision() -> None:
+    decisions = _methods(interfaces.OperatorStore) - _methods(interfaces.Reads)
+    for role in ("sidecar", "job"):
+        assert not decisions & _methods(interfaces.WRITES[role])
+    assert {"decide_pivot", "decide_correction", "settle_step"} <= decisions
