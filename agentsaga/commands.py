@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 from pathlib import Path
 
 from agentsaga import corrections, human_settlement, pivot, telemetry
@@ -37,21 +36,23 @@ def configure_migrate(parser: argparse.ArgumentParser) -> None:
     add_dsn(parser)
     parser.add_argument(
         "--namespace", action="append", default=[], metavar="NS",
-        help="an agent namespace whose credentials to provision (repeat it; default: "
+        help="an agent namespace whose credentials to provision (repeat it; with those of "
              "AGENTSAGA_NAMESPACES, comma-separated): a sidecar role agentsaga_ns_<ns> and a "
              "Job role agentsaga_job_<ns>, each seeing only that namespace's runs")
     parser.add_argument(
-        "--passwords-dir", default=os.environ.get("AGENTSAGA_DB_PASSWORDS_DIR", ""),
+        "--passwords-dir", default=None,
         help="a directory holding each credential's password in a file named after its role "
-             "(the chart mounts its Secret there); a role without a file keeps its password")
+             "(default: AGENTSAGA_DB_PASSWORDS_DIR; the chart mounts its Secret there); a role "
+             "without a file keeps its password")
 
 
 def run_migrate(args: argparse.Namespace) -> int:
     """The schema and the roles' privileges, as the migration role (AGENTSAGA_MIGRATE_DSN),
     and one credential of each kind per agent namespace."""
-    named = args.namespace or [
-        n.strip() for n in os.environ.get("AGENTSAGA_NAMESPACES", "").split(",") if n.strip()]
-    namespaces = {ns: _passwords(ns, args.passwords_dir) for ns in named}
+    settings = Settings.from_env()
+    named = list(dict.fromkeys([*settings.namespaces, *args.namespace]))
+    directory = args.passwords_dir or settings.db_passwords_dir
+    namespaces = {ns: _passwords(ns, directory) for ns in named}
     saga_log = open_log_from(args, check_schema=False, role="migrate")
     try:
         applied = saga_log.migrate(namespaces)
@@ -65,7 +66,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _passwords(namespace: str, directory: str) -> dict[str, str]:
+def _passwords(namespace: str, directory: str | Path | None) -> dict[str, str]:
     """kind -> password of the namespace's credentials found in `directory`."""
     found = {}
     for kind, role in roles.namespace_roles(namespace).items():
