@@ -81,7 +81,6 @@ def _fill_in_the_dsns(kube: Kube, dsn: str) -> None:
     """What the guide's reader does with its CHANGE-MEs: the real database and passwords (here
     the test's database, each role's DSN as the guide names the role)."""
     for namespace, secret in (("agentsaga-system", "agentsaga-postgres"),
-                              ("support-agents", "agentsaga-postgres"),
                               ("agentsaga-system", "agentsaga-postgres-operator"),
                               ("agentsaga-system", "agentsaga-postgres-migrate")):
         found = kube.get("v1", "secrets", namespace, secret)
@@ -130,11 +129,21 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube, node: NodeAgent,
     with psycopg.connect(pg_empty) as conn:
         tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'saga_%'")}
+        # and the agent namespace's own credentials, with the passwords of its Secret
+        provisioned = {str(r[0]): bool(r[1]) for r in conn.execute(
+            "SELECT c.role_name, a.rolpassword IS NOT NULL FROM agentsaga_credentials c"
+            " JOIN pg_authid a ON a.rolname = c.role_name WHERE c.namespace = %s",
+            (NAMESPACE,))}
     assert {"saga_runs", "saga_log"} <= tables, tables
-
-    for namespace in ("agentsaga-system", NAMESPACE):
-        secret = kube.kubectl("-n", namespace, "get", "secret", "agentsaga-postgres", "-o", "json")
-        assert secret.returncode == 0, secret.stderr
+    assert provisioned == {"agentsaga_ns_support_agents": True,
+                           "agentsaga_job_support_agents": True}
+    found = kube.get("v1", "secrets", NAMESPACE, "agentsaga-db-credentials")
+    assert found is not None
+    assert base64.b64decode(found["data"]["sidecar-user"]).decode() == (
+        "agentsaga_ns_support_agents")
+    secret = kube.kubectl("-n", "agentsaga-system", "get", "secret", "agentsaga-postgres", "-o",
+                          "json")
+    assert secret.returncode == 0, secret.stderr
     operator = json.loads(kube.kubectl("-n", "agentsaga-system", "get", "deployment",
                                        "agentsaga-operator", "-o", "json").stdout)
     assert operator["spec"]["template"]["spec"]["containers"][0]["image"] == (
