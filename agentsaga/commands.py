@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+from pathlib import Path
 
 from agentsaga import corrections, human_settlement, pivot, telemetry
 from agentsaga.database import open_saga_log
@@ -33,18 +34,46 @@ def open_log_from(args: argparse.Namespace, *, check_schema: bool = True,
 
 def configure_migrate(parser: argparse.ArgumentParser) -> None:
     add_dsn(parser)
+    parser.add_argument(
+        "--namespace", action="append", default=[], metavar="NS",
+        help="an agent namespace whose credentials to provision (repeat it; with those of "
+             "AGENTSAGA_NAMESPACES, comma-separated): a sidecar role agentsaga_ns_<ns> and a "
+             "Job role agentsaga_job_<ns>, each seeing only that namespace's runs")
+    parser.add_argument(
+        "--passwords-dir", default=None,
+        help="a directory holding each credential's password in a file named after its role "
+             "(default: AGENTSAGA_DB_PASSWORDS_DIR; the chart mounts its Secret there); a role "
+             "without a file keeps its password")
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    """The schema and the roles' privileges, as the migration role (AGENTSAGA_MIGRATE_DSN)."""
+    """The schema and the roles' privileges, as the migration role (AGENTSAGA_MIGRATE_DSN),
+    and one credential of each kind per agent namespace."""
+    settings = Settings.from_env()
+    named = list(dict.fromkeys([*settings.namespaces, *args.namespace]))
+    directory = args.passwords_dir or settings.db_passwords_dir
+    namespaces = {ns: _passwords(ns, directory) for ns in named}
     saga_log = open_log_from(args, check_schema=False, role="migrate")
     try:
-        applied = saga_log.migrate()
+        applied = saga_log.migrate(namespaces)
     finally:
         saga_log.close()
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
     print("privileges set for " + ", ".join(roles.ROLES))
+    for ns in namespaces:
+        print(f"namespace {ns}: " + ", ".join(
+            f"{kind} {role}" for kind, role in roles.namespace_roles(ns).items()))
     return 0
+
+
+def _passwords(namespace: str, directory: str | Path | None) -> dict[str, str]:
+    """kind -> password of the namespace's credentials found in `directory`."""
+    found = {}
+    for kind, role in roles.namespace_roles(namespace).items():
+        path = Path(directory) / role if directory else None
+        if path is not None and path.is_file():
+            found[kind] = path.read_text().strip()
+    return found
 
 
 def configure_log(parser: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agentsaga import crashpoints, pivot, telemetry
+from agentsaga import contracts, crashpoints, pivot, telemetry
 from agentsaga.calls import DispatchResult
 from agentsaga.errors import (
     CompensationUnavailable,
@@ -164,15 +164,21 @@ class Dispatcher:
                 f"({unrunnable}), so an unwind could never undo the call; the call was refused "
                 "and nothing was written or sent. Fix the tool's compensate= function")
         audience = spec.audience(args)  # R9
+        # the version of the tool's contract this step runs under: unwind runs only what it
+        # declares (agentsaga.contracts)
+        contract, version = contracts.versioned(
+            spec, self.registry, None if compensation is None else compensation.tool)
         if retry_of is not None:  # the row keeps what was first sent (R11)
             intended = self.saga_log.re_intend(run_id, epoch, step_idx, args=args,
                                                compensation=comp_json, audience=audience,
-                                               call_timeout_s=spec.timing.call_timeout_s)
+                                               call_timeout_s=spec.timing.call_timeout_s,
+                                               contract=contract, contract_hash=version)
         else:
             intended = self.saga_log.record_intent(
                 run_id, epoch, step_idx, tool=spec.name, tool_class=spec.cls, key=key, args=args,
                 compensation=comp_json, audience=audience, after_pivot=admission.after_pivot,
-                commit_index=admission.commit_index, timing=spec.timing)
+                commit_index=admission.commit_index, timing=spec.timing, contract=contract,
+                contract_hash=version)
         if intended is None:  # another writer took this step at the same moment
             return DispatchResult(DispatchOutcome.STEP_UNRESOLVED, step_idx, key,
                                   status=StepStatus.INTENDED,

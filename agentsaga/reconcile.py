@@ -38,7 +38,8 @@ from typing import Literal
 from agentsaga import crashpoints, telemetry
 from agentsaga.registry import Effect, LookupContext, Registry, ToolSpec, as_effect
 from agentsaga.states import StepStatus
-from agentsaga.store import SagaLog, Step
+from agentsaga.store import Step
+from agentsaga.store.interfaces import JobStore
 from agentsaga.waiting import waiting
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class Reconciled:
 
 @dataclass
 class Reconciler:
-    saga_log: SagaLog
+    saga_log: JobStore  # what a reconcile may write (agentsaga.store.interfaces)
     registry: Registry
     recheck_pause_s: float = 2.0
     sleep: Callable[[float], None] = field(default=time.sleep)

@@ -186,6 +186,15 @@ class Settings:
         "the saga log as the migration role (DDL, creates the other roles): `agentsaga "
         "migrate` only; unset: `AGENTSAGA_DSN`, or the embedded Postgres's superuser",
         secret=True)
+    namespaces: tuple[str, ...] = variable(
+        "AGENTSAGA_NAMESPACES", (),
+        "agent namespaces whose database credentials `agentsaga migrate` provisions (a sidecar "
+        "role `agentsaga_ns_<ns>` and a Job role `agentsaga_job_<ns>` each, seeing only that "
+        "namespace's runs), comma-separated; `--namespace` adds to them")
+    db_passwords_dir: Path | None = variable(
+        "AGENTSAGA_DB_PASSWORDS_DIR", None,
+        "a directory with each namespace credential's password in a file named after its role "
+        "(`agentsaga migrate`; the chart mounts its Secret there)")
     data_dir: Path | None = variable(
         "AGENTSAGA_DATA_DIR", None,
         "where the embedded Postgres keeps its files, whatever the current directory; unset: "

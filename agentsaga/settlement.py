@@ -23,9 +23,9 @@ from agentsaga import telemetry
 from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import Registry
 from agentsaga.settle_report import Action, SettleReport
-from agentsaga.states import CorrectionState, RunState
+from agentsaga.states import CompensationStatus, CorrectionState, RunState, StepStatus
 from agentsaga.store import SagaLog
-from agentsaga.unwind import Unwinder
+from agentsaga.unwind import NOT_DECLARED, Unwinder
 
 Sleep = Callable[[float], None]
 Wait = Callable[[float, SettleReport], None]
@@ -71,8 +71,16 @@ def _until_certain(settle: Callable[[], SettleReport], wait: Wait | None) -> Set
 
 def waiting_for_humans(saga_log: SagaLog, run_id: str) -> list[dict[str, Any]]:
     """Everything of the run that waits for a person, with the exact command for each: a step
-    no lookup can settle, a Proposed correction (decide it), an approved one not sent yet."""
+    no lookup can settle, a step whose compensation is not the one its tool declares (never
+    run: a person reads why and undoes it by hand), a Proposed correction (decide it), an
+    approved one not sent yet."""
     waiting: list[dict[str, Any]] = []
+    for row in saga_log.steps(run_id, newest_first=True):
+        if (row.comp_status == CompensationStatus.FAILED and row.status == StepStatus.CONFIRMED
+                and (row.error or "").startswith(NOT_DECLARED)):
+            waiting.append({"step_idx": row.step_idx, "tool": row.tool,
+                            "what": (row.error or "").removeprefix(NOT_DECLARED),
+                            "command": f"agentsaga log --run {run_id}"})
     for item in saga_log.settlements(run_id, waiting_only=True):
         step = saga_log.step(run_id, item.step_idx)
         waiting.append({"step_idx": item.step_idx, "tool": step.tool if step else "",

@@ -4,6 +4,10 @@ The rows were reconciled first (R7, `agentsaga.reconcile`).
     not CONFIRMED, or already COMPENSATED ............ skipped
     irreversible ..................................... a correction, queued for a human
     compensation FAILED before ....................... left for a human
+    its compensation is not what its tool declares ... comp FAILED, NEEDS_HUMAN with the reason
+      (the stored one differs from the one the           (never called)
+      registry rebuilds from the step's arguments, or
+      the tool's contract changed how it undoes)
     otherwise ........................................ comp INTENDED (durable) -> call the
                                                        compensation under its own key ->
                                                        DONE + COMPENSATED (+ a Silent or
@@ -22,25 +26,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentsaga import corrections, crashpoints, telemetry
-from agentsaga.errors import InvalidArguments, OutcomeUnknown, Rejected, UnknownTool
+from agentsaga import contracts, corrections, crashpoints, telemetry
+from agentsaga.errors import (
+    CompensationUnavailable,
+    InvalidArguments,
+    OutcomeUnknown,
+    Rejected,
+    UnknownTool,
+)
 from agentsaga.keys import compensation_key
 from agentsaga.registry import JSON, Registry, as_effect
 from agentsaga.settle_report import SettleReport
 from agentsaga.states import UNSETTLED, CompensationStatus, StepStatus
-from agentsaga.store import SagaLog, Step
+from agentsaga.store import Step
+from agentsaga.store.base import to_stored_json
+from agentsaga.store.interfaces import JobStore
 from agentsaga.tool_schema import CALL_AGAIN, check_arguments
 from agentsaga.waiting import waiting
 
 DEFERRED_MARK = '"$deferred"'
 """How an upstream's value filled in at unwind time shows in a stored compensation."""
 
+NOT_DECLARED = "needs a person: "
+"""How the error of a step whose compensation was refused as undeclared begins (it waits for a
+person: `agentsaga.settlement.waiting_for_humans`)."""
+
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class Unwinder:
-    saga_log: SagaLog
+    saga_log: JobStore  # what an unwind Job may write (agentsaga.store.interfaces)
     registry: Registry
 
     # -- unwind (R8) -------------------------------------------------------------------------
@@ -87,6 +103,13 @@ class Unwinder:
             report.failed.append({**entry, "why": "no compensation stored in the row"})
             return
         comp_tool = str(comp["tool"])
+        undeclared = self._undeclared(step)
+        if undeclared is not None:  # never run: a person looks at it (R6)
+            why = f"{NOT_DECLARED}compensation {comp_tool} not run: {undeclared}"
+            self.saga_log.record_compensation(step.run_id, epoch, step.step_idx,
+                                              CompensationStatus.FAILED, error=why)
+            report.failed.append({**entry, "compensation": comp_tool, "why": why})
+            return
         try:
             spec = self.registry.get(comp_tool)
         except UnknownTool as exc:
@@ -132,6 +155,44 @@ class Unwinder:
         self.saga_log.record_correction(epoch, correction)
         report.compensated.append({**entry, "compensation": comp_tool, "ref": step.external_ref,
                                    "correction": str(correction.state)})
+
+
+    def _undeclared(self, step: Step) -> str | None:
+        """Why the step's stored compensation is not the one its tool declares in this deploy
+        (`agentsaga.contracts`), or None when it is: rebuilt from the registry's current
+        declaration and the arguments the step was last sent with, it must be the stored one,
+        and the contract the step ran under must undo the same way as today's."""
+        try:
+            spec = self.registry.get(step.tool)
+        except UnknownTool:
+            return f"tool {step.tool!r} is not registered in this deploy"
+        mine = [a for a in self.saga_log.attempts(step.run_id) if a.step_idx == step.step_idx]
+        args = dict(mine[-1].args if mine else step.args)
+        try:
+            built = spec.build_compensation(args, step.idempotency_key)
+        except CompensationUnavailable as exc:
+            return f"its tool cannot rebuild it from the step's arguments ({exc})"
+        if step.contract_hash:
+            current, version = contracts.versioned(spec, self.registry,
+                                                   None if built is None else built.tool)
+            if version != step.contract_hash and (
+                    step.contract is None
+                    or contracts.undo_part(step.contract) != contracts.undo_part(current)):
+                return (f"tool {step.tool!r} declares its compensation differently since the "
+                        f"step ran (contract {step.contract_hash}, now {version})")
+        rebuilt = None if built is None else to_stored_json(built.to_json())[1]
+        if rebuilt != step.compensation:
+            return (f"the stored compensation is not the one tool {step.tool!r} declares for "
+                    f"the step's arguments (stored: {_shown(step.compensation)}; declared: "
+                    f"{_shown(rebuilt)})")
+        return None
+
+
+def _shown(compensation: Any) -> str:
+    if not compensation:
+        return "none"
+    args = json.dumps(compensation.get("args") or {}, sort_keys=True, separators=(",", ":"))
+    return f"{compensation.get('tool')} {args}"
 
 
 def resolve_refs(value: Any, refs: Mapping[str, str | None]) -> Any:

@@ -62,12 +62,25 @@ def command(kind: JobKind, run_id: str) -> list[str]:
     return ["agentsaga", kind, "--run", run_id]
 
 
+_JOB_CREDENTIAL = {"sidecar-user": "job-user", "sidecar-password": "job-password"}
+"""The Secret keys of a namespace's sidecar credential, and of its Jobs' (the chart's
+<release>-db-credentials): a Job logs in as the namespace's Job role, never its sidecar's."""
+
+
+def _job_credential(env: Obj) -> Obj:
+    ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
+    if ref.get("key") not in _JOB_CREDENTIAL:
+        return env
+    return {**env, "valueFrom": {"secretKeyRef": {**ref, "key": _JOB_CREDENTIAL[ref["key"]]}}}
+
+
 def _container(config: OperatorConfig, template: Obj | None, kind: JobKind,
                run_id: str) -> Obj:
     if template is not None:
         container = dict(copy.deepcopy(template["container"]))
         for key in _SIDECAR_ONLY:
             container.pop(key, None)
+        container["env"] = [_job_credential(e) for e in container.get("env") or []]
     else:
         if not config.sidecar_image:
             raise ValueError("no image for the Job: set AGENTSAGA_SIDECAR_IMAGE or "

@@ -127,6 +127,11 @@ class Step:
     writer_epoch: int
     created_at: datetime
     updated_at: datetime
+    contract_hash: str | None = None
+    """The version of its tool's contract the step ran under (`agentsaga.contracts`); None for
+    a step written before contracts were recorded."""
+    contract: dict[str, Any] | None = None
+    """That contract, to judge a later deploy's change of the tool."""
 
     @property
     def settled(self) -> bool:
@@ -167,7 +172,7 @@ RUN_COLUMNS = (
 STEP_COLUMNS = (
     "run_id, step_idx, tool, tool_class, idempotency_key, args, status, external_ref, result, "
     "error, compensation, audience, after_pivot, comp_key, comp_status, comp_result, "
-    "writer_epoch, created_at, updated_at"
+    "writer_epoch, created_at, updated_at, contract_hash, contract"
 )
 CORRECTION_COLUMNS = (
     "run_id, step_idx, tool, audience, rank, state, correction, approver, decided_at")
@@ -204,11 +209,12 @@ def decided_pivot(staged: PivotRecord, decision: Mapping[str, Any] | None) -> Pi
 def step_from_row(row: tuple[Any, ...]) -> Step:
     """A `saga_log` row selected as STEP_COLUMNS."""
     (run_id, step_idx, tool, tool_class, key, args, status, ref, result, error, comp,
-     audience, after_pivot, comp_key, comp_status, comp_result, epoch, created, updated) = row
+     audience, after_pivot, comp_key, comp_status, comp_result, epoch, created, updated,
+     contract_hash, contract) = row
     return Step(run_id, step_idx, tool, tool_class, key, args, StepStatus(status), ref, result,
                 error, comp, list(audience), after_pivot, comp_key,
                 None if comp_status is None else CompensationStatus(comp_status), comp_result,
-                epoch, created, updated)
+                epoch, created, updated, contract_hash, contract)
 
 
 def correction_from_row(row: tuple[Any, ...]) -> Correction:

@@ -3,15 +3,28 @@ decided, applied at the end of every `agentsaga migrate`.
 
     migration role   whoever runs `agentsaga migrate` (a Helm hook Job once per release, or a
                      DBA): owns the tables, runs the DDL. Never a sidecar.
-    agentsaga_sidecar   runs and steps: begins and adopts runs, writes intents and outcomes,
-                     stages the plan, proposes and sends corrections. No decision: it cannot
-                     write the pivot decision, a correction's approver, nor the run's policy.
+    agentsaga_sidecar   base of every namespace's sidecar credential `agentsaga_ns_<ns>`: begins
+                     and adopts its namespace's runs, INSERTs intents, records outcomes,
+                     compensations and observations, stages the plan, proposes and sends
+                     corrections. No decision (the pivot decision, a correction's approver, a
+                     person's settlement, the run's policy), and never a rewrite of a step's
+                     arguments, compensation or key, nor of a run's binding but by adopting it.
+    agentsaga_job    base of every namespace's Job credential `agentsaga_job_<ns>` (reconcile,
+                     unwind, corrections Jobs): what the sidecar may do to existing runs, less
+                     beginning runs, writing intents and staging plans.
     agentsaga_operator  decisions: the pivot decision, correction approvals, a person's
                      settlement of a step, the run's policy and pod as the AgentRun says;
-                     reads everything else.
+                     reads everything else, of every namespace.
     `agentsaga prune` deletes whole ended runs: maintenance, as the migration role.
 
-Enforced by Postgres: column-level grants where a table mixes both (saga_runs, corrections).
+Enforced by Postgres, three ways: column-level grants (GRANTS) where a table mixes writers;
+row-level security (POLICIES) keyed on the namespace of the calling credential
+(`agentsaga_credentials`, migration 014): a namespace's credential sees and writes only the
+runs `namespace/...` (the base roles logging in themselves: only bare run ids, outside
+Kubernetes); and BEFORE UPDATE triggers (migration 014) for what a column grant cannot say
+(a status moves only along the saga's transitions, a compensation is rewritten only when a
+step that did not happen is sent again, a run is re-bound only by adopting it).
+
 Every table of the schema must have an explicit entry for every role in GRANTS (an empty tuple
 is "nothing"); a table without one gets nothing, and a test names it. The roles are created
 (NOLOGIN group roles are not enough for the embedded Postgres: they are LOGIN roles without a
@@ -20,7 +33,9 @@ password) when missing; a deployment sets their passwords or grants them to its 
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 
 from psycopg import sql
 
@@ -30,38 +45,89 @@ from agentsaga.store.connections import Connection
 logger = logging.getLogger(__name__)
 
 SIDECAR = "agentsaga_sidecar"
+JOB = "agentsaga_job"
 OPERATOR = "agentsaga_operator"
-ROLES = (SIDECAR, OPERATOR)
+ROLES = (SIDECAR, JOB, OPERATOR)
+NAMESPACED = (SIDECAR, JOB)
+"""The base roles whose members are namespace credentials (row-level security applies)."""
 
-_RUN_SIDECAR_COLUMNS = ("run_id, agent, state, owner_epoch, owner, pod_uid, namespace,"
-                        " irreversible_before_pivot, pivot, trace_context, updated_at, ended_at")
+_RUN_SIDECAR_INSERT = ("run_id, agent, state, owner_epoch, owner, pod_uid, namespace,"
+                       " irreversible_before_pivot, pivot, trace_context, updated_at, ended_at")
+# no run_id: a run is never renamed; namespace: BeginRun names it, the trigger keeps it
+_RUN_SIDECAR_UPDATE = ("agent, state, owner_epoch, owner, pod_uid, namespace,"
+                       " irreversible_before_pivot, pivot, trace_context, updated_at, ended_at")
+_RUN_JOB_UPDATE = "state, owner_epoch, owner, pod_uid, updated_at, ended_at"
+# a step's outcome, its compensation's progress, and (trigger-guarded) a resend's attempt;
+# never its tool, key, arguments, commit index or contract
+_STEP_OUTCOME = ("status, external_ref, result, error, comp_key, comp_status, comp_result,"
+                 " updated_at")
+_STEP_RESEND = "compensation, audience, writer_epoch, deadline, attempt, contract_hash, contract"
+_CORRECTION_INSERT = "run_id, step_idx, tool, audience, rank, correction, state"
+_ASK_HUMAN = "run_id, step_idx, step_key, why"
 
 GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
-    "schema_migrations": {SIDECAR: ("SELECT",), OPERATOR: ("SELECT",)},
+    "schema_migrations": {SIDECAR: ("SELECT",), JOB: ("SELECT",), OPERATOR: ("SELECT",)},
+    # which namespace each credential belongs to: everyone reads it, only migrate writes it
+    "agentsaga_credentials": {SIDECAR: ("SELECT",), JOB: ("SELECT",), OPERATOR: ("SELECT",)},
     "saga_runs": {
-        SIDECAR: ("SELECT", f"INSERT ({_RUN_SIDECAR_COLUMNS})",
-                  f"UPDATE ({_RUN_SIDECAR_COLUMNS})"),
+        SIDECAR: ("SELECT", f"INSERT ({_RUN_SIDECAR_INSERT})", f"UPDATE ({_RUN_SIDECAR_UPDATE})"),
+        JOB: ("SELECT", f"UPDATE ({_RUN_JOB_UPDATE})"),
         OPERATOR: ("SELECT",
                    "UPDATE (pivot_decision, policy, released_pod, state, updated_at)"),
     },
     # the operator writes a person's settlement of an UNKNOWN step (agentsaga settle,
     # status.settlements): its status, ref and why
-    "saga_log": {SIDECAR: ("SELECT", "INSERT", "UPDATE"),
+    "saga_log": {SIDECAR: ("SELECT", "INSERT", f"UPDATE ({_STEP_OUTCOME}, {_STEP_RESEND})"),
+                 JOB: ("SELECT", f"UPDATE ({_STEP_OUTCOME})"),
                  OPERATOR: ("SELECT", "UPDATE (status, external_ref, error, updated_at)")},
     # a re-sent step's later attempts, beside the row that keeps the first arguments
-    "saga_attempts": {SIDECAR: ("SELECT", "INSERT"), OPERATOR: ("SELECT",)},
+    "saga_attempts": {SIDECAR: ("SELECT", "INSERT"), JOB: ("SELECT",), OPERATOR: ("SELECT",)},
     # what late calls saw: append-only for everyone (no UPDATE, no DELETE)
-    "saga_observations": {SIDECAR: ("SELECT", "INSERT"), OPERATOR: ("SELECT",)},
-    # a sidecar hands a step to a person; only the operator's role records the person's word
-    "step_settlements": {SIDECAR: ("SELECT", "INSERT (run_id, step_idx, step_key, why)"),
+    "saga_observations": {SIDECAR: ("SELECT", "INSERT"), JOB: ("SELECT", "INSERT"),
+                          OPERATOR: ("SELECT",)},
+    # a sidecar or Job hands a step to a person; only the operator's role records the word
+    "step_settlements": {SIDECAR: ("SELECT", f"INSERT ({_ASK_HUMAN})"),
+                         JOB: ("SELECT", f"INSERT ({_ASK_HUMAN})"),
                          OPERATOR: ("SELECT", "INSERT", "UPDATE")},
     "corrections": {
-        SIDECAR: ("SELECT", "INSERT (run_id, step_idx, tool, audience, rank, correction, state)",
-                  "UPDATE (state)"),
+        SIDECAR: ("SELECT", f"INSERT ({_CORRECTION_INSERT})", "UPDATE (state)"),
+        JOB: ("SELECT", f"INSERT ({_CORRECTION_INSERT})", "UPDATE (state)"),
         OPERATOR: ("SELECT", "UPDATE (state, approver, reason, decided_at)"),
     },
 }
 """table -> role -> privileges (as GRANT takes them, column lists included)."""
+
+RUN_TABLES = ("saga_runs", "saga_log", "saga_attempts", "saga_observations",
+              "step_settlements", "corrections")
+"""The tables of runs' rows (each has `run_id`): row-level security on all of them."""
+
+POLICIES: dict[str, tuple[tuple[str, ...], str]] = {
+    # a namespace's credentials: the runs of their namespace only, reading and writing
+    "agentsaga_own_namespace": (NAMESPACED, "agentsaga_run_of_caller(run_id)"),
+    # the operator reflects every namespace's runs into its AgentRuns
+    "agentsaga_every_namespace": ((OPERATOR,), "true"),
+}
+"""policy -> (roles, the rows they may see and write); a role in none of them sees no row."""
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def namespace_role(namespace: str, kind: str) -> str:
+    """The name of a namespace's credential of `kind` (sidecar: `agentsaga_ns_<ns>`, job:
+    `agentsaga_job_<ns>`), '-' as '_'; a name too long for Postgres ends in a digest."""
+    if len(namespace) > 63 or not _DNS_LABEL.fullmatch(namespace):
+        raise ConfigurationError(f"{namespace!r} is not a Kubernetes namespace name")
+    prefix = {"sidecar": "agentsaga_ns_", "job": "agentsaga_job_"}[kind]
+    name = prefix + namespace.replace("-", "_")
+    if len(name) > 63:
+        digest = hashlib.sha256(namespace.encode()).hexdigest()[:10]
+        name = name[:63 - 11] + "_" + digest
+    return name
+
+
+def namespace_roles(namespace: str) -> dict[str, str]:
+    """kind -> role name, for each credential of `namespace`."""
+    return {kind: namespace_role(namespace, kind) for kind in ("sidecar", "job")}
 
 
 def tables(conn: Connection) -> list[str]:
@@ -85,6 +151,13 @@ def ensure_roles(conn: Connection) -> None:
     missing = [role for role in ROLES if role not in existing]
     if not missing:
         return
+    _require_createrole(conn, missing)
+    for role in missing:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        logger.info("created database role %s", role)
+
+
+def _require_createrole(conn: Connection, missing: list[str]) -> None:
     allowed = conn.execute("SELECT rolsuper OR rolcreaterole FROM pg_roles"
                            " WHERE rolname = current_user").fetchone()
     if not allowed or not allowed[0]:
@@ -92,14 +165,12 @@ def ensure_roles(conn: Connection) -> None:
             f"the database roles {', '.join(missing)} do not exist and the migration role may "
             "not create them; create them (CREATE ROLE ... LOGIN PASSWORD ...) or run "
             "`agentsaga migrate` as a role with CREATEROLE. Nothing was granted.")
-    for role in missing:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        logger.info("created database role %s", role)
 
 
 def apply(conn: Connection) -> None:
     """Create missing roles, then set every table's privileges to GRANTS exactly (what is not
-    granted there is revoked), in the caller's transaction."""
+    granted there is revoked) and its row-level security to POLICIES, in the caller's
+    transaction."""
     ensure_roles(conn)
     for role in ROLES:
         ident = sql.Identifier(role)
@@ -126,6 +197,54 @@ def apply(conn: Connection) -> None:
             # from GRANTS, which a test of the schema catches: either way the role gets nothing
             logger.info("table %s has no grant decision for %s (agentsaga/store/roles.py); "
                         "they get nothing", table, ", ".join(missing))
+    for table in RUN_TABLES:
+        apply_policies(conn, table)
+
+
+def apply_policies(conn: Connection, table: str) -> None:
+    """Row-level security on `table` as POLICIES says (the table's owner, the migration role,
+    is not subject to it; nor is a superuser)."""
+    ident = sql.Identifier(table)
+    conn.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(ident))
+    for name, (roles, rows) in POLICIES.items():
+        conn.execute(sql.SQL("DROP POLICY IF EXISTS {} ON {}").format(sql.Identifier(name), ident))
+        conn.execute(sql.SQL("CREATE POLICY {} ON {} TO {} USING (" + rows + ") WITH CHECK ("
+                             + rows + ")").format(
+            sql.Identifier(name), ident, sql.SQL(", ").join(sql.Identifier(r) for r in roles)))
+
+
+def provision(conn: Connection, namespace: str,
+              passwords: dict[str, str] | None = None) -> dict[str, str]:
+    """The credentials of one agent namespace (`namespace_roles`): created when missing (LOGIN;
+    with the password `passwords[kind]` when given, set again at every call), made members of
+    their base role and recorded as that namespace's in `agentsaga_credentials`. Returns kind ->
+    role name. In the caller's transaction, after `apply`."""
+    made = namespace_roles(namespace)
+    for kind, role in made.items():
+        ident = sql.Identifier(role)
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+        if exists is None:
+            _require_createrole(conn, [role])
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(ident))
+            logger.info("created database role %s (namespace %s)", role, namespace)
+        password = (passwords or {}).get(kind)
+        if password:
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(ident,
+                                                                    sql.Literal(password)))
+        base = SIDECAR if kind == "sidecar" else JOB
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(base), ident))
+        conn.execute(
+            "INSERT INTO agentsaga_credentials (role_name, namespace, kind) VALUES (%s, %s, %s)"
+            " ON CONFLICT (role_name) DO UPDATE SET namespace = EXCLUDED.namespace,"
+            " kind = EXCLUDED.kind", (role, namespace, kind))
+    return made
+
+
+def credentials(conn: Connection) -> dict[str, tuple[str, str]]:
+    """role -> (namespace, kind) of every credential provisioned."""
+    rows = conn.execute("SELECT role_name, namespace, kind FROM agentsaga_credentials"
+                        " ORDER BY role_name").fetchall()
+    return {str(r[0]): (str(r[1]), str(r[2])) for r in rows}
 
 
 def _schema(conn: Connection) -> str:

@@ -8,6 +8,7 @@ Public methods own their transaction; every write checks the run's owner epoch
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from agentsaga.store import schema
 from agentsaga.store.connections import Database, describe
@@ -74,13 +75,14 @@ class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStateme
         """Drop connections to a server that restarted; the next statement reconnects."""
         self.db.check()
 
-    def migrate(self) -> list[str]:
-        """Apply missing migrations and the roles' privileges (`agentsaga.store.roles`): the
-        migration role's work, never a sidecar's."""
+    def migrate(self, namespaces: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+        """Apply missing migrations and the roles' privileges (`agentsaga.store.roles`), and
+        provision each agent namespace's credentials (namespace -> kind -> password, or {}):
+        the migration role's work, never a sidecar's."""
         with self.db.connection() as conn:
             conn.prepare_threshold = None  # migration files hold many statements
             try:
-                applied = schema.migrate(conn)
+                applied = schema.migrate(conn, namespaces)
             finally:
                 conn.prepare_threshold = 0
         for name in applied:

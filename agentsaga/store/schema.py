@@ -3,6 +3,7 @@ recorded in `schema_migrations`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import resources
 
 from agentsaga.errors import ConfigurationError
@@ -42,10 +43,12 @@ def pending(conn: Connection) -> list[str]:
     return [name for version, name, _ in available() if version not in done]
 
 
-def migrate(conn: Connection) -> list[str]:
+def migrate(conn: Connection,
+            namespaces: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
     """Apply the migrations this database lacks, then the roles' privileges
-    (`agentsaga.store.roles`); returns the names applied. Safe to run from several processes at
-    once (an advisory lock serialises them)."""
+    (`agentsaga.store.roles`), then the credentials of each agent namespace of `namespaces`
+    (namespace -> kind -> password, `roles.provision`); returns the names applied. Safe to run
+    from several processes at once (an advisory lock serialises them)."""
     applied: list[str] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
@@ -64,6 +67,8 @@ def migrate(conn: Connection) -> list[str]:
             )
             applied.append(name)
         roles.apply(conn)  # every table's privileges, for every role, after every migrate
+        for namespace, passwords in (namespaces or {}).items():
+            roles.provision(conn, namespace, dict(passwords))
     return applied
 
 

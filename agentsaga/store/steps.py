@@ -175,10 +175,14 @@ class StepStatements(StoreBase):
                       tool_class: str, key: str, args: dict[str, Any],
                       compensation: dict[str, Any] | None, audience: Sequence[str],
                       after_pivot: bool = False, commit_index: int | None = None,
-                      timing: TimeContract = DEFAULT_TIMING) -> Step | None:
+                      timing: TimeContract = DEFAULT_TIMING,
+                      contract: dict[str, Any] | None = None,
+                      contract_hash: str | None = None) -> Step | None:
         """R2: commit the INTENDED row, durably, before the call. The only place it is written.
         `commit_index`: the approved commit step this is (R10; each runs once). `timing`: the
         tool's time contract; the deadline is now() + its call timeout, by Postgres's clock (R7).
+        `contract`, `contract_hash`: the tool's contract the step runs under (unwind runs only
+        the compensation it declares, `agentsaga.contracts`).
 
         Returns None when the step already exists (another writer got there first). The
         returned step is built from what was sent; only what the database assigns (the row's
@@ -190,15 +194,17 @@ class StepStatements(StoreBase):
             created_at, updated_at = times
             return Step(run_id, step_idx, tool, tool_class, key, stored_args,
                         StepStatus.INTENDED, None, None, None, stored_comp, list(audience),
-                        after_pivot, None, None, None, epoch, created_at, updated_at)
+                        after_pivot, None, None, None, epoch, created_at, updated_at,
+                        contract_hash, contract)
 
         step = self._fenced_write(
             "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"
             " status, compensation, audience, after_pivot, writer_epoch, commit_index,"
-            " deadline, visible_within_s, dedupes_for_s)"
+            " deadline, visible_within_s, dedupes_for_s, contract_hash, contract)"
             " SELECT %(run_id)s, %(step_idx)s, %(tool)s, %(cls)s, %(key)s, %(args)s, 'INTENDED',"
             " %(comp)s, %(audience)s::text[], %(after_pivot)s, %(epoch)s, %(commit)s,"
-            " now() + make_interval(secs => %(timeout)s), %(visible)s, %(dedupes)s"
+            " now() + make_interval(secs => %(timeout)s), %(visible)s, %(dedupes)s,"
+            " %(contract_hash)s, %(contract)s"
             " WHERE {fence}"
             # R3 in the statement itself: no new step while one is unsettled (whatever this
             # process remembers, e.g. an async outcome lost to a Postgres crash)
@@ -209,7 +215,8 @@ class StepStatements(StoreBase):
              "key": key, "args": args_param, "comp": comp_param,
              "audience": text_array(audience), "after_pivot": after_pivot, "epoch": epoch,
              "commit": commit_index, "timeout": timing.call_timeout_s,
-             "visible": timing.visible_within_s, "dedupes": timing.dedupes_for_s},
+             "visible": timing.visible_within_s, "dedupes": timing.dedupes_for_s,
+             "contract_hash": contract_hash, "contract": to_json(contract)},
             durable=True, allow_ended=False, make=written)
         if step is None:
             self.forget(run_id)  # the next dispatch reads what is really there

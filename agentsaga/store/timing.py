@@ -123,7 +123,8 @@ class TimingStatements(StoreBase):
 
     def re_intend(self, run_id: str, epoch: int, step_idx: int, *, args: dict[str, Any],
                   compensation: dict[str, Any] | None, audience: Sequence[str],
-                  call_timeout_s: float) -> Step | None:
+                  call_timeout_s: float, contract: dict[str, Any] | None = None,
+                  contract_hash: str | None = None) -> Step | None:
         """R2 again for a NOT_EXECUTED step that runs once more under the same key. The row
         keeps the arguments first sent; this attempt's arguments go beside it, in
         `saga_attempts`, with its own deadline. The compensation and audience are this
@@ -136,11 +137,12 @@ class TimingStatements(StoreBase):
             row = conn.execute(
                 "UPDATE saga_log SET status = 'INTENDED', error = NULL, writer_epoch = %s,"
                 " compensation = %s, audience = %s, attempt = attempt + 1,"
+                " contract_hash = %s, contract = %s,"
                 " deadline = now() + make_interval(secs => %s), updated_at = now()"
                 " WHERE run_id = %s AND step_idx = %s AND status = 'NOT_EXECUTED'"
                 f" RETURNING attempt, {STEP_COLUMNS}",
-                (epoch, to_json(compensation), list(audience), call_timeout_s, run_id,
-                 step_idx),
+                (epoch, to_json(compensation), list(audience), contract_hash, to_json(contract),
+                 call_timeout_s, run_id, step_idx),
             ).fetchone()
             if row is None:
                 return None

@@ -80,8 +80,7 @@ def _decide(kube: Kube) -> None:
 def _fill_in_the_dsns(kube: Kube, dsn: str) -> None:
     """What the guide's reader does with its CHANGE-MEs: the real database and passwords (here
     the test's database, each role's DSN as the guide names the role)."""
-    for namespace, secret in (("support-agents", "agentsaga-postgres"),
-                              ("agentsaga-system", "agentsaga-postgres-operator"),
+    for namespace, secret in (("agentsaga-system", "agentsaga-postgres-operator"),
                               ("agentsaga-system", "agentsaga-postgres-migrate")):
         found = kube.get("v1", "secrets", namespace, secret)
         assert found is not None, f"the guide did not create {namespace}/{secret}"
@@ -129,10 +128,18 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube, node: NodeAgent,
     with psycopg.connect(pg_empty) as conn:
         tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'saga_%'")}
+        # and the agent namespace's own credentials, with the passwords of its Secret
+        provisioned = {str(r[0]): bool(r[1]) for r in conn.execute(
+            "SELECT c.role_name, a.rolpassword IS NOT NULL FROM agentsaga_credentials c"
+            " JOIN pg_authid a ON a.rolname = c.role_name WHERE c.namespace = %s",
+            (NAMESPACE,))}
     assert {"saga_runs", "saga_log"} <= tables, tables
-
-    secret = kube.kubectl("-n", NAMESPACE, "get", "secret", "agentsaga-postgres", "-o", "json")
-    assert secret.returncode == 0, secret.stderr
+    assert provisioned == {"agentsaga_ns_support_agents": True,
+                           "agentsaga_job_support_agents": True}
+    found = kube.get("v1", "secrets", NAMESPACE, "agentsaga-db-credentials")
+    assert found is not None
+    assert base64.b64decode(found["data"]["sidecar-user"]).decode() == (
+        "agentsaga_ns_support_agents")
     # the operator's namespace holds no sidecar credential
     assert kube.get("v1", "secrets", "agentsaga-system", "agentsaga-postgres") is None
     operator = json.loads(kube.kubectl("-n", "agentsaga-system", "get", "deployment",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -200,9 +201,12 @@ def test_operator_deployment_is_hardened_and_configured() -> None:
     assert env["OTEL_SERVICE_NAME"]["value"] == "saga-operator"
     assert env["OTEL_TRACES_SAMPLER"]["value"] == "parentbased_traceidratio"
     assert "deployment.environment=staging" in env["OTEL_RESOURCE_ATTRIBUTES"]["value"]
-    # the DSN is only ever a reference
+    # a DSN is only ever a reference; the one location values may hold
+    # (postgres.credentials.location) names no user and no password
     rendered = yaml.safe_dump_all(docs)
-    assert "postgresql://" not in rendered
+    assert set(re.findall(r"postgres(?:ql)?://[^\s\"'\\]*", rendered)) == {
+        "postgresql://postgres.databases.svc:5432/agentsaga?sslmode=require"}
+    assert not re.search(r"postgres(?:ql)?://[^\s\"'@]*@", rendered)
 
 
 def _rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:

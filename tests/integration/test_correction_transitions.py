@@ -1,7 +1,8 @@
-"""Postgres lets each role move a correction only along its own edges: the sidecar's role sends
-what was approved (Approved -> Sending -> Sent), the operator's role decides what was proposed
-(Proposed -> Approved | Dismissed); any other move by either (Sent -> Approved would send it
-again, Proposed -> Silent would skip the person) is refused (real Postgres, migration 010)."""
+"""Postgres lets each role move a correction only along its own edges: the sidecar's and the
+Jobs' roles send what was approved (Approved -> Sending -> Sent), the operator's role decides
+what was proposed (Proposed -> Approved | Dismissed); any other move by any (Sent -> Approved
+would send it again, Proposed -> Silent would skip the person) is refused (real Postgres,
+migrations 010 and 014)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ def _state(dsn: str, old: C) -> str:
 
 
 ALLOWED = [(roles.SIDECAR, C.APPROVED, C.SENDING), (roles.SIDECAR, C.SENDING, C.SENT),
+           (roles.JOB, C.APPROVED, C.SENDING), (roles.JOB, C.SENDING, C.SENT),
            (roles.OPERATOR, C.PROPOSED, C.APPROVED), (roles.OPERATOR, C.PROPOSED, C.DISMISSED)]
 
 

@@ -27,6 +27,13 @@ def pod(name: str, uid: str, namespace: str = "payments") -> dict[str, str]:
             "AGENTSAGA_POD_NAMESPACE": namespace}
 
 
+def credential(dsn: str, namespace: str = "payments") -> str:
+    """The DSN of the namespace's own sidecar credential (provisioned as `agentsaga migrate
+    --namespace` does): Postgres lets it see its namespace's runs only."""
+    with psycopg.connect(dsn) as conn:
+        return with_user(dsn, roles.provision(conn, namespace)["sidecar"])
+
+
 def binding(dsn: str, run_id: str) -> tuple[str, str, str, int]:
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT owner, pod_uid, namespace, owner_epoch FROM saga_runs"
@@ -37,7 +44,7 @@ def binding(dsn: str, run_id: str) -> tuple[str, str, str, int]:
 
 def test_a_second_pod_cannot_adopt_a_run_bound_to_a_live_pod(sidecar_factory: Factory,
                                                              ledger: str) -> None:
-    sidecar = with_user(ledger, roles.SIDECAR)
+    sidecar = credential(ledger)
     first = sidecar_factory(sidecar, TOOLS, env=pod("agent-a", "uid-a")).client()
     first.stub.BeginRun(pb.BeginRunRequest(run_id="bound", pod_name="forged",
                                            pod_uid="uid-forged", namespace="elsewhere"))
@@ -73,9 +80,9 @@ def test_a_run_id_is_unique_within_its_namespace_only(sidecar_factory: Factory,
                                                       ledger: str) -> None:
     """Two namespaces run `refund-1`: two runs, two keys, two effects; neither sidecar reaches
     the other's run, by its bare id or by naming the other namespace."""
-    sidecar = with_user(ledger, roles.SIDECAR)
-    payments = sidecar_factory(sidecar, TOOLS, env=pod("agent-p", "uid-p")).client()
-    sandbox = sidecar_factory(sidecar, TOOLS, env=pod("agent-s", "uid-s", "sandbox")).client()
+    payments = sidecar_factory(credential(ledger), TOOLS, env=pod("agent-p", "uid-p")).client()
+    sandbox = sidecar_factory(credential(ledger, "sandbox"), TOOLS,
+                              env=pod("agent-s", "uid-s", "sandbox")).client()
     for client, summary in ((payments, "a refund"), (sandbox, "a test")):
         began = client.begin_run("refund-1")
         assert not began.adopted and began.owner_epoch == 1

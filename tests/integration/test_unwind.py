@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -381,9 +382,9 @@ def test_a_compensation_with_an_unknown_outcome_is_pending_and_logged(
 @pytest.mark.allow_effect_warnings("a stored compensation that cannot be called is the test")
 def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_on(
         saga_log: SagaLog, registry: Registry, caplog: pytest.LogCaptureFixture) -> None:
-    """Rows written by an older release: a compensation naming a tool this process does not
-    have fails with why; one whose arguments the tool does not take fails too, never called
-    (a person decides); the steps before them are still unwound."""
+    """Rows whose compensation is not the one their tool declares (a compensation naming a tool
+    this process does not have, one whose arguments the tool does not take) fail with why,
+    never called: a person decides (NEEDS_HUMAN); the steps before them are still unwound."""
     run = saga_log.begin_run("r16").run
     stored = [{"tool": "close_ticket", "args": {"by_key": "nothing"}},
               {"tool": "no_such_tool", "args": {}},
@@ -400,18 +401,29 @@ def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_o
         registry.get("no_such_tool")
     with caplog.at_level(logging.INFO, logger="agentsaga.unwind"):
         report = unwind_run(saga_log, registry, "r16", "job", recheck_pause_s=0.01)
-    why = ("compensation close_ticket cannot run: tool 'close_ticket': argument 'colour' is not "
-           "an argument of this tool (it takes: by_key, reason, ticket).")
+    def why(step_idx: int, stored: str) -> str:
+        built = registry.get("create_ticket").build_compensation(
+            TICKET, step_key("r16", step_idx, "create_ticket"))
+        assert built is not None
+        declared = f"close_ticket {json.dumps(built.args, sort_keys=True, separators=(',', ':'))}"
+        return (f"needs a person: compensation {stored.split()[0]} not run: the stored "
+                "compensation is not the one tool 'create_ticket' declares for the step's "
+                f"arguments (stored: {stored}; declared: {declared})")
+
+    assert "no_such_tool" in str(unknown.value)
     assert report.pending == []
     assert report.failed == [
-        {"step_idx": 2, "tool": "create_ticket", "compensation": "close_ticket", "why": why},
-        {"step_idx": 1, "tool": "create_ticket", "why": str(unknown.value)}]
+        {"step_idx": 2, "tool": "create_ticket", "compensation": "close_ticket",
+         "why": why(2, 'close_ticket {"colour":"blue"}')},
+        {"step_idx": 1, "tool": "create_ticket", "compensation": "no_such_tool",
+         "why": why(1, "no_such_tool {}")}]
+    assert [w["step_idx"] for w in report.waiting] == [2, 1] and report.needs_human
     assert report.skipped == [{"step_idx": 0, "tool": "create_ticket",
                                "why": "compensated before"}]
     assert [r for r in caplog.records if r.name == "agentsaga.unwind"] == []
     step = saga_log.step("r16", 2)
     assert step is not None and (step.comp_status, step.error) == (
-        CompensationStatus.FAILED, why)
+        CompensationStatus.FAILED, why(2, 'close_ticket {"colour":"blue"}'))
 
 
 def test_references_in_a_compensations_arguments_become_the_steps_external_ids() -> None:

@@ -135,6 +135,43 @@ seccompProfile:
       key: {{ .Values.postgres.secretKey }}
 {{- end }}
 
+{{/* Per agent namespace credentials (postgres.credentials.location): the Secret's name, and the
+role names, as agentsaga.store.roles.namespace_role makes them. Call namespaceRole with
+(list namespace kind). */}}
+{{- define "agentsaga.credentialsSecret" -}}
+{{- printf "%s-db-credentials" (include "agentsaga.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "agentsaga.namespaceRole" -}}
+{{- $ns := index . 0 }}
+{{- $name := printf "%s%s" (ternary "agentsaga_ns_" "agentsaga_job_" (eq (index . 1) "sidecar")) (replace "-" "_" $ns) }}
+{{- if gt (len $name) 63 }}
+{{- $name = printf "%s_%s" (trunc 52 $name) (trunc 10 (sha256sum $ns)) }}
+{{- end }}
+{{- $name }}
+{{- end }}
+
+{{/* The sidecar's (and, through the operator, the Jobs') database: the namespace's own
+credential when postgres.credentials.location is set, else existingSecret's DSN. */}}
+{{- define "agentsaga.sidecarDsnEnv" -}}
+{{- if .Values.postgres.credentials.location }}
+- name: AGENTSAGA_DSN
+  value: {{ .Values.postgres.credentials.location | quote }}
+- name: PGUSER
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "agentsaga.credentialsSecret" . }}
+      key: sidecar-user
+- name: PGPASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "agentsaga.credentialsSecret" . }}
+      key: sidecar-password
+{{- else }}
+{{- include "agentsaga.dsnEnv" . }}
+{{- end }}
+{{- end }}
+
 {{- define "agentsaga.operatorDsnEnv" -}}
 - name: AGENTSAGA_OPERATOR_DSN
   valueFrom:

@@ -140,7 +140,7 @@ args: [sidecar]
 restartPolicy: Always
 env:
   {{- include "agentsaga.podEnv" . | nindent 2 }}
-  {{- include "agentsaga.dsnEnv" . | nindent 2 }}
+  {{- include "agentsaga.sidecarDsnEnv" . | nindent 2 }}
   - name: AGENTSAGA_TOOLS
     value: {{ include "agentsaga.sidecarTools" . | quote }}
   - name: AGENTSAGA_LISTEN

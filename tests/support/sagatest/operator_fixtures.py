@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from agentsaga import subprocesses
@@ -179,7 +180,10 @@ class Cluster:
         env = {"LEDGER_DSN": self.dsn, "AGENTSAGA_POD_NAME": meta["name"],
                "AGENTSAGA_POD_NAMESPACE": meta["namespace"], "AGENTSAGA_POD_UID": meta["uid"],
                **(env or {})}
-        sidecar = start_sidecar(with_user(self.dsn, roles.SIDECAR), tools,
+        # the pod's namespace's own credential: Postgres shows it that namespace's runs only
+        with psycopg.connect(self.dsn) as conn:
+            role = roles.provision(conn, meta["namespace"])["sidecar"]
+        sidecar = start_sidecar(with_user(self.dsn, role), tools,
                                 env={**env, "KUBECONFIG": "/nonexistent"})
         self.sidecars.append(sidecar)
         return sidecar
