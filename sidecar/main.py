@@ -112,10 +112,27 @@ def open_log(settings: Settings) -> SagaLog:
                                                               timeout=settings.db_wait_s)
     try:
         saga_log.require_schema()
+        require_own_namespace(saga_log.credential_namespace(), settings.pod_namespace)
     except BaseException:
         saga_log.close()
         raise
     return saga_log
+
+
+def require_own_namespace(credential: str | None, pod_namespace: str) -> None:
+    """Postgres lets a namespace's credential see only that namespace's runs: a sidecar given
+    another's (or the shared `agentsaga_sidecar`, which is for runs outside Kubernetes) would
+    have every run refused. Say so at start, and what to give it instead."""
+    if credential is None or credential == pod_namespace:
+        return
+    held = f"namespace {credential!r}" if credential else "runs outside Kubernetes"
+    serves = f"namespace {pod_namespace!r}" if pod_namespace else "runs outside Kubernetes"
+    raise ConfigurationError(
+        f"this sidecar serves {serves} but its database credential is for {held}: Postgres "
+        "would refuse every run. Give it its namespace's own credential: with the chart, set "
+        "postgres.credentials.location (one credential per agent namespace); otherwise run "
+        f"`agentsaga migrate --namespace {pod_namespace or 'NAMESPACE'}` and connect as the "
+        "role it creates.")
 
 
 def build_service(saga_log: SagaLog, settings: Settings,

@@ -20,6 +20,14 @@ _TABLES = (
 
 
 class CountStatements(StoreBase):
+    def credential_namespace(self) -> str | None:
+        """The namespace whose runs this connection's credential may see and write ('' : runs
+        outside Kubernetes, bare ids); None for a role bound to none (the operator, the
+        migration role, a superuser), which row-level security does not narrow that way."""
+        with self.db.connection() as conn:
+            row = conn.execute("SELECT agentsaga_caller_namespace()").fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
     def open_step_counts(self) -> dict[StepStatus, int]:
         """How many rows are INTENDED and UNKNOWN now (0 for a status with none)."""
         with self.db.connection() as conn:

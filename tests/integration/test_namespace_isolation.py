@@ -194,3 +194,27 @@ def test_agentsaga_migrate_provisions_one_credential_of_each_kind_per_namespace(
             "SELECT rolname FROM pg_authid WHERE rolname LIKE 'agentsaga_%%_team_x'"
             " AND rolpassword IS NOT NULL")}
     assert with_password == {"agentsaga_ns_team_x"}
+
+
+@pytest.mark.parametrize(("credential", "refused"), [
+    ("agentsaga_sidecar", "its database credential is for runs outside Kubernetes"),
+    (roles.namespace_role(B, "sidecar"), f"its database credential is for namespace '{B}'"),
+])
+def test_a_sidecar_given_a_credential_not_of_its_namespace_refuses_to_start(
+        two_namespaces: str, credential: str, refused: str) -> None:
+    """Every run would be refused by Postgres; the sidecar says so at once, and what to give it
+    instead."""
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "agentsaga.cli", "sidecar", "--listen", "127.0.0.1:0",
+         "--tools", "sagatest.ledger_tools", "--dsn", with_user(two_namespaces, credential)],
+        env={**_env(), "AGENTSAGA_POD_NAMESPACE": A}, capture_output=True, text=True,
+        timeout=60, check=False)
+    assert done.returncode != 0
+    assert f"this sidecar serves namespace '{A}' but {refused}" in done.stderr, done.stderr
+    assert "postgres.credentials.location" in done.stderr
+    assert f"agentsaga migrate --namespace {A}" in done.stderr
+
+
+def _env() -> dict[str, str]:
+    import os
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTSAGA_")}
