@@ -143,11 +143,13 @@ def session(cluster: Cluster, world: World, prometheus: Callable[..., Prometheus
     # bound to its pod before the eviction: the run is orphaned once (the panel counts it)
     cluster.wait_run(run, lambda o: ((o.get("status") or {}).get("pod") or {}).get("uid")
                      == evicted_pod["metadata"]["uid"])
-    cluster.kube.evict("default", "support-agent-1")
-    [job] = cluster.wait_jobs(1)
-    assert job["spec"]["activeDeadlineSeconds"] == 600  # the deadline the orphan alert adds
-    cluster.wait_phase(run, "Unwinding")
-    moments["orphaned"] = prom.scraped()
+    # the Job's pod waits (its image "pulling") until the orphaned run has been scraped
+    with cluster.node.pulling_images():
+        cluster.kube.evict("default", "support-agent-1")
+        [job] = cluster.wait_jobs(1)
+        assert job["spec"]["activeDeadlineSeconds"] == 600  # the deadline the orphan alert adds
+        cluster.wait_phase(run, "Unwinding")
+        moments["orphaned"] = prom.scraped()
     done = cluster.job_result(job)
     assert done.returncode == 0 and done.succeeded, done.output
     cluster.wait_phase(run, "Unwound")

@@ -36,6 +36,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ class NodeAgent:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"node-{name}", daemon=True)
         self.error: BaseException | None = None
+        self._pulling = threading.Event()
 
     # -- the API --------------------------------------------------------------------------
 
@@ -98,6 +100,17 @@ class NodeAgent:
             self._thread.join(timeout=10)
         for run in self._pods.values():
             run.kill()
+
+    @contextlib.contextmanager
+    def pulling_images(self) -> Iterator[None]:
+        """While inside: no container starts (a pod bound to the node waits, Pending, as for
+        a slow image pull); what was running keeps running. For a test that must look at the
+        cluster between a Job's creation and its pod's start, whatever the machine's speed."""
+        self._pulling.set()
+        try:
+            yield
+        finally:
+            self._pulling.clear()
 
     def output(self, namespace: str, name: str) -> str:
         """What the containers of pod `namespace/name` (the newest of that name) printed."""
@@ -250,7 +263,7 @@ class PodRun:
             self._terminate(pod)
         else:
             self._prepare(pod)
-            if self.prepared is not None:
+            if self.prepared is not None and not self.node._pulling.is_set():
                 self._advance()
         for container in (*self.init, *self.main):
             container.poll()
