@@ -86,7 +86,9 @@ def start_sidecar(dsn: str, *, env: dict[str, str] | None = None,
     address = f"127.0.0.1:{free_port()}"
     full_env = {**os.environ, "AGENTSAGA_RECHECK_PAUSE_S": "0",  # the bench is not throttled
                 "AGENTSAGA_MAX_CALLS_PER_S": "0", "AGENTSAGA_MAX_RPCS_PER_S": "0",
-                "AGENTSAGA_MAX_TOTAL_RPCS_PER_S": "0", **(env or {})}
+                "AGENTSAGA_MAX_TOTAL_RPCS_PER_S": "0",
+                # the throughput loads begin more runs at once than an agent pod would
+                "AGENTSAGA_MAX_OPEN_RUNS": "100000", **(env or {})}
     start = time.perf_counter()
     fd, log_path = tempfile.mkstemp(prefix="agentsaga-bench-sidecar-", suffix=".log")
     with os.fdopen(fd, "wb") as log_file:

@@ -577,11 +577,18 @@ def test_the_operator_holds_no_sidecar_credential(values: str) -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e for e in container["env"]}
     assert "AGENTSAGA_DSN" not in env and "AGENTSAGA_DSN_FILE" not in env
-    sidecar_secret = sidecar_template(docs)["container"]["env"]
-    (dsn,) = [e for e in sidecar_secret if e["name"] == "AGENTSAGA_DSN"]
-    refs = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e
-            and "secretKeyRef" in e["valueFrom"]]
-    assert dsn["valueFrom"]["secretKeyRef"] not in refs
+    def secret_refs(variables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e["valueFrom"]["secretKeyRef"] for e in variables
+                if "secretKeyRef" in (e.get("valueFrom") or {})]
+
+    # the sidecar's database credential: a DSN Secret, or (postgres.credentials.location) its
+    # namespace's user and password
+    sidecar_env = sidecar_template(docs)["container"]["env"]
+    credential = secret_refs([e for e in sidecar_env
+                              if e["name"] in ("AGENTSAGA_DSN", "PGUSER", "PGPASSWORD")])
+    assert credential
+    operator_refs = secret_refs(container["env"])
+    assert not [ref for ref in credential if ref in operator_refs]
     assert env["AGENTSAGA_OPERATOR_DSN"]["valueFrom"]["secretKeyRef"]["name"]
     config = OperatorConfig.from_env({"AGENTSAGA_OPERATOR_DSN": "postgresql://operator@db/saga"})
     assert config.dsn == "postgresql://operator@db/saga"

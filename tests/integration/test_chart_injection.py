@@ -91,7 +91,10 @@ def test_patched_pod_validates_and_has_the_native_sidecar(template: dict[str, An
         ("AGENTSAGA_POD_UID", "metadata.uid"),
     ):
         assert env[name]["valueFrom"]["fieldRef"]["fieldPath"] == field
-    assert "secretKeyRef" in env["AGENTSAGA_DSN"]["valueFrom"]
+    # the database credential comes from a Secret: the DSN's, or (postgres.credentials.location)
+    # the namespace's own user and password beside the location
+    credential = env["PGPASSWORD"] if "PGPASSWORD" in env else env["AGENTSAGA_DSN"]
+    assert "secretKeyRef" in credential["valueFrom"]
     assert "AGENTSAGA_TOOLS" in env and "OTEL_SERVICE_NAME" in env
     # no Kubernetes credentials in the pod (the sidecar has no Kubernetes client at all); the
     # pod's identity comes from the downward API

@@ -125,6 +125,11 @@ def test_ended_run_is_failed_precondition(sidecar_factory: Factory, ledger: str)
     assert error.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert "ended" in (error.value.details() or "")
     assert log_rows(ledger) == []
+    # EndRun sent again (its answer lost) answers as the first did; another ending is refused
+    assert client.end_run("done-run").state == "succeeded"
+    with pytest.raises(grpc.RpcError) as error:
+        client.end_run("done-run", "Failed")
+    assert error.value.code() is grpc.StatusCode.FAILED_PRECONDITION
 
 
 def test_health_reflection_and_tool_listing(sidecar_factory: Factory, ledger: str) -> None:
