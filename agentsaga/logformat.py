@@ -31,7 +31,9 @@ class ContextFormatter(logging.Formatter):
         line = super().format(record)
         context = [f"{label}={getattr(record, attr)}" for attr, label in CONTEXT
                    if getattr(record, attr, None) not in (None, "")]
-        return redact_text(f"{line}  {' '.join(context)}" if context else line)
+        # the record was masked when it was made (`MaskedRecords`): its context, from the
+        # caller's `extra`, is what is left
+        return f"{line}  {redact_text(' '.join(context))}" if context else line
 
 
 class MaskedRecords:

@@ -209,11 +209,12 @@ class SagaService:
     def _end_run(self, call: EndRunCall) -> Run:
         run_id = call.run_id
         with self.run_lock(run_id):
-            ended = self.saga_log.run(run_id)
-            if ended is not None and not ended.open and ended.state == call.state:
-                # EndRun sent again (its answer was lost): the run ended as asked, once
-                self.check_bound(ended)
-                return ended
+            if not self.holds(run_id):  # ended here already, perhaps: EndRun let go of it
+                ended = self.saga_log.run(run_id)
+                if ended is not None and not ended.open and ended.state == call.state:
+                    # EndRun sent again (its answer was lost): the run ended as asked, once
+                    self.check_bound(ended)
+                    return ended
             epoch = self.epoch(run_id)
             run = self.saga_log.require_owner(run_id, epoch)
             if call.state == RunState.SUCCEEDED and self.policy_of(run).pivot_required and (

@@ -112,6 +112,11 @@ class NodeAgent:
         finally:
             self._pulling.clear()
 
+    @property
+    def pulling(self) -> bool:
+        """Whether containers are held from starting (`pulling_images`)."""
+        return self._pulling.is_set()
+
     def output(self, namespace: str, name: str) -> str:
         """What the containers of pod `namespace/name` (the newest of that name) printed."""
         folder = self._folders.get((namespace, name))
@@ -263,7 +268,7 @@ class PodRun:
             self._terminate(pod)
         else:
             self._prepare(pod)
-            if self.prepared is not None and not self.node._pulling.is_set():
+            if self.prepared is not None and not self.node.pulling:
                 self._advance()
         for container in (*self.init, *self.main):
             container.poll()
