@@ -9,6 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
 def dry_run(target: str) -> str:
     done = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=True)
