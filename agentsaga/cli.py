@@ -1,5 +1,7 @@
 """The `agentsaga` command. Each subcommand lives in its own module with `configure(parser)` and
-`run(args) -> int`; this file only lists them."""
+`run(args) -> int`; this file only lists them. Other distributions add commands through the
+`agentsaga.commands` entry point (a dict like `COMMANDS`): the lab's `world`, `demo`, `chaos` and
+`bench` come that way, so the product never imports the lab."""
 
 from __future__ import annotations
 
@@ -23,11 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "settle": ("agentsaga.commands", "record whether a step no lookup can settle happened "
                "(--happened [--ref ID] | --not-happened)"),
     "corrections": ("agentsaga.commands", "list, approve or dismiss, and send a run's corrections"),
-    "world": ("agentsaga.world.cli", "serve stand-ins of Stripe, Jira, Zendesk, email and a "
-              "warehouse, with fault injection"),
-    "chaos": ("agentsaga.chaos.cli", "run a seeded fault-injection campaign and check invariants"),
     "prune": ("agentsaga.prune", "remove ended runs older than a cutoff from the saga log"),
-    "bench": ("agentsaga.bench.cli", "measure dispatch overhead, peers, throughput and reconcile"),
     "reconcile": ("agentsaga.job_commands",
                   "settle a run's unknown steps by asking the real systems"),
     "unwind": ("agentsaga.job_commands",
@@ -38,8 +36,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
                    "has what its connector relies on (`connectors check`)"),
     "mcp": ("agentsaga.connectors.mcp.check", "check the upstream MCP servers and their tools' "
             "saga declarations (`mcp check`)"),
-    "demo": ("agentsaga.demo.cli", "replay the refund-and-reship incident: naive vs agentsaga"),
 }
+
+PLUGIN_GROUP = "agentsaga.commands"
+
+LAB_COMMANDS = ("world", "demo", "chaos", "bench")
+"""The lab's commands, named here only to say where they come from when it is not installed."""
+
+
+def all_commands() -> dict[str, tuple[str, str]]:
+    """The product's commands and those of every installed distribution that adds some."""
+    commands = dict(COMMANDS)
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        added = entry.load()
+        commands.update({name: added[name] for name in added if name not in COMMANDS})
+    return commands
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -55,7 +66,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     parser.add_argument("--version", action="version", version=f"agentsaga {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (module_name, help_text) in COMMANDS.items():
+    for name, (module_name, help_text) in all_commands().items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(_module=module_name)
         if name != only:
@@ -77,8 +88,14 @@ def version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
+    commands = all_commands()
+    if first in LAB_COMMANDS and first not in commands:
+        print(f"agentsaga {first}: this command is part of the lab, which is not installed: "
+              "`pip install agentsaga-lab` (the lab/ folder of the agentsaga repository; "
+              "`make demo` there installs both)", file=sys.stderr)
+        return 2
     try:
-        parser = build_parser(only=first if first in COMMANDS else None)
+        parser = build_parser(only=first if first in commands else None)
     except MissingExtra as exc:  # the command's module needs an optional dependency
         print(f"agentsaga {first}: {exc}", file=sys.stderr)
         return 2

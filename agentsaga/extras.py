@@ -1,15 +1,15 @@
-"""What ships and what helps: the core install runs a sidecar, the operator and the Jobs; the
-local world, the embedded Postgres, the demo, the chaos runner and the benchmarks need an extra.
+"""What ships and what helps: the core install runs a sidecar, the operator and the Jobs; an
+extra adds what one optional feature needs.
 
     pip install agentsaga              sidecar, operator, reconcile/unwind Jobs, the client
-    pip install 'agentsaga[demo]'      + the local world (aiohttp, aiosmtpd), embedded Postgres
-                                       (pgserver): `agentsaga world`, `demo`, `chaos`
-    pip install 'agentsaga[bench]'     + what `agentsaga bench` needs (includes demo)
+    pip install 'agentsaga[embedded]'  + an embedded Postgres (pgserver) for a saga log without
+                                       AGENTSAGA_DSN
     pip install 'agentsaga[openai-agents]'
-                                       + the OpenAI Agents SDK: agentsaga.adapters.openai_agents,
-                                       `agentsaga demo --agent openai-agents`
-    pip install 'agentsaga[langgraph]' + LangGraph and LangChain: agentsaga.adapters.langgraph,
-                                       `agentsaga demo --agent langgraph`
+                                       + the OpenAI Agents SDK: agentsaga.adapters.openai_agents
+    pip install 'agentsaga[langgraph]' + LangGraph and LangChain: agentsaga.adapters.langgraph
+
+The local world, the demo, the chaos runner and the benchmarks are the lab, a distribution of
+its own (`agentsaga-lab`, lab/ in the repository) that adds its commands to `agentsaga`.
 
 The sidecar's MCP endpoint and the upstream MCP servers' tools are core: the one sidecar image
 serves MCP when the chart asks it to, and the Jobs call upstream lookups and compensations.

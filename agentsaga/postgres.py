@@ -36,7 +36,7 @@ def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-        require("demo", "pgserver",
+        require("embedded", "pgserver",
                 what="the embedded Postgres (used when no AGENTSAGA_DSN is set)")
         import pgserver
 
@@ -135,7 +135,7 @@ def stop_embedded(data_dir: Path) -> None:
     """Stop the private server in `data_dir` now (`pg_ctl stop -m fast`), whoever else counted
     on it: for a process that made a throw-away server (the benchmark) and must not leave it
     running, even when a child process was killed before it could sign off."""
-    require("demo", "pgserver", what="the embedded Postgres")
+    require("embedded", "pgserver", what="the embedded Postgres")
     from pgserver._commands import POSTGRES_BIN_PATH
 
     pgdata = data_dir.resolve()

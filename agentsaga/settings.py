@@ -174,7 +174,7 @@ class Settings:
     dsn: str | None = variable(
         "AGENTSAGA_DSN", None,
         "the saga log's Postgres; unset: an embedded Postgres under `AGENTSAGA_DATA_DIR` "
-        "(needs `agentsaga[demo]`). The sidecar's database role (`agentsaga_sidecar`): the "
+        "(needs `agentsaga[embedded]`). The sidecar's database role (`agentsaga_sidecar`): the "
         "sidecar, the Jobs and the commands that read", secret=True)
     operator_dsn: str | None = variable(
         "AGENTSAGA_OPERATOR_DSN", None,

@@ -13,14 +13,14 @@ import logging
 from typing import Any
 
 import kopf
+
+from agentsaga import pivot
+from agentsaga.errors import PivotError
 from agentsaga.operator import approval_trust, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.run_binding import same_namespace
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
-
-from agentsaga import pivot
-from agentsaga.errors import PivotError
 
 logger = logging.getLogger(__name__)
 

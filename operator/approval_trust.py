@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from agentsaga.operator.config import GROUP, PLURAL
 from agentsaga.operator.kube import KubeApi
-from kubernetes.client.exceptions import ApiException
 
 Obj = dict[str, Any]
 REASON = "ApprovalUntrusted"

@@ -10,7 +10,6 @@ from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.kube import KubeApi
 from agentsaga.operator.log_watch import LogWatch
 from agentsaga.operator.run_pods import RunsByPod
-
 from agentsaga.store import SagaLog
 
 

@@ -15,13 +15,13 @@ import logging
 from typing import Any
 
 import kopf
+
+from agentsaga import corrections
+from agentsaga.errors import CorrectionError
 from agentsaga.operator import approval_trust, job_manifests, run_facts, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
-
-from agentsaga import corrections
-from agentsaga.errors import CorrectionError
 
 logger = logging.getLogger(__name__)
 

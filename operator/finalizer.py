@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+
 from agentsaga.operator import run_facts
 from agentsaga.operator.config import AGENTRUNS, FORCE_DELETE
 from agentsaga.operator.context import context

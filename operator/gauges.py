@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from agentsaga.operator.config import DEFAULT_ORPHAN_GRACE_SECONDS
-from agentsaga.operator.status import Obj, parse, phase, run_id
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from agentsaga.operator.config import DEFAULT_ORPHAN_GRACE_SECONDS
+from agentsaga.operator.status import Obj, parse, phase, run_id
 from agentsaga.states import RunPhase
 from agentsaga.telemetry.instruments import METRIC
 

@@ -13,6 +13,7 @@ import hashlib
 import re
 from typing import Any, Literal
 
+from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.operator.config import (
     GROUP,
     JOB_KIND_LABEL,
@@ -21,8 +22,6 @@ from agentsaga.operator.config import (
     VERSION,
     OperatorConfig,
 )
-
-from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 
 JobKind = Literal["reconcile", "unwind", "corrections"]
 Obj = dict[str, Any]

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import kopf
+
 from agentsaga.operator import injection
 from agentsaga.operator.config import FINALIZER, PREFIX
 from agentsaga.operator.context import context
-
 from agentsaga.redact import redact_value
 
 

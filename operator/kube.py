@@ -16,10 +16,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, cast
 
-from agentsaga.operator.config import GROUP, PLURAL, VERSION
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from agentsaga.operator.config import GROUP, PLURAL, VERSION
 from agentsaga.redact import redact_plan, redact_value
 
 logger = logging.getLogger(__name__)

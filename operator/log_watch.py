@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.status import Obj
-
 from agentsaga.store import SagaLog
 from agentsaga.store.fingerprints import LogFingerprint
 

@@ -14,13 +14,13 @@ import logging
 import random
 
 import kopf
+
+from agentsaga import telemetry
+from agentsaga.errors import ConfigurationError
 from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.context import Context
 from agentsaga.operator.injection import load_template
 from agentsaga.operator.kube import KubeApi, api_client
-
-from agentsaga import telemetry
-from agentsaga.errors import ConfigurationError
 from agentsaga.store import SagaLog
 
 logger = logging.getLogger(__name__)

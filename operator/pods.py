@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+
 from agentsaga.operator import run_jobs
 from agentsaga.operator.config import RUN_LABEL
 from agentsaga.operator.context import Context, context

@@ -25,6 +25,9 @@ import threading
 from typing import Any
 
 import kopf
+
+from agentsaga import telemetry
+from agentsaga.keys import split_log_run_id
 from agentsaga.operator import late_effects
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.run_walk import OpenRunWalk
@@ -36,9 +39,6 @@ from agentsaga.operator.status import (
     stamp,
     with_condition,
 )
-
-from agentsaga import telemetry
-from agentsaga.keys import split_log_run_id
 from agentsaga.store import Run
 
 logger = logging.getLogger(__name__)

@@ -12,6 +12,8 @@ import logging
 from typing import Any
 
 import kopf
+
+from agentsaga import crashpoints, telemetry
 from agentsaga.operator import job_manifests, run_facts
 from agentsaga.operator.config import DEFAULT_ORPHAN_GRACE_SECONDS, JOB_KIND_LABEL, RUN_LABEL
 from agentsaga.operator.context import Context, context
@@ -24,8 +26,6 @@ from agentsaga.operator.status import (
     run_id,
     with_condition,
 )
-
-from agentsaga import crashpoints, telemetry
 from agentsaga.states import CompensationStatus, RunState, StepStatus
 
 logger = logging.getLogger(__name__)

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterator
 
 from agentsaga.operator.config import OperatorConfig
-
 from agentsaga.store import Run, SagaLog
 
 logger = logging.getLogger(__name__)

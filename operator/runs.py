@@ -19,6 +19,8 @@ import logging
 from typing import Any
 
 import kopf
+
+from agentsaga import pivot
 from agentsaga.operator import correction_approval, pods, run_facts, run_jobs, settlements
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
@@ -34,8 +36,6 @@ from agentsaga.operator.status import (
     run_id,
     with_condition,
 )
-
-from agentsaga import pivot
 from agentsaga.states import CORRECTIONS_PENDING, DECIDED, ENDED_PHASE, RunPhase, RunState
 from agentsaga.store import PivotRecord
 

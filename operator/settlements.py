@@ -20,13 +20,13 @@ import logging
 from typing import Any
 
 import kopf
+
+from agentsaga import human_settlement
+from agentsaga.errors import SettlementError
 from agentsaga.operator import approval_trust, job_manifests, run_facts, run_jobs
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.status import Obj, generation, parse, run_id, stamp, with_condition
-
-from agentsaga import human_settlement
-from agentsaga.errors import SettlementError
 
 logger = logging.getLogger(__name__)
 

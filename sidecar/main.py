@@ -12,9 +12,6 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from agentsaga.sidecar import access
-from agentsaga.sidecar.server import SidecarServicer, bind, start
-
 from agentsaga import telemetry
 from agentsaga.connectors.mcp import TOOLS_MODULE
 from agentsaga.errors import ConfigurationError
@@ -23,6 +20,8 @@ from agentsaga.postgres import embedded_migrated, saga_log_dsn
 from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.sidecar import access
+from agentsaga.sidecar.server import SidecarServicer, bind, start
 from agentsaga.store import SagaLog
 
 if TYPE_CHECKING:

@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import grpc
-from agentsaga.sidecar.access import TokenInterceptor
-from agentsaga.sidecar.addresses import add_ports
-from agentsaga.sidecar.grpc_adapter import SidecarServicer
-from agentsaga.sidecar.worker_pool import WorkerPool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from agentsaga import telemetry
 from agentsaga.errors import ConfigurationError
+from agentsaga.sidecar.access import TokenInterceptor
+from agentsaga.sidecar.addresses import add_ports
+from agentsaga.sidecar.grpc_adapter import SidecarServicer
+from agentsaga.sidecar.worker_pool import WorkerPool
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
 

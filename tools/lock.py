@@ -4,12 +4,13 @@
     make lock ARGS=      # only re-resolve what pyproject.toml changed (keeps every other pin)
 
 uv.lock is the one lock of every environment the project installs: the core, each extra, the
-test tools and the bench's peers, each package with the sha256 of its archives. Two installers
-cannot read it, so they get a requirements file exported from it (pip `--require-hashes`):
+test tools, the lab (lab/, a workspace member) and the bench's peers, each package with the
+sha256 of its archives. Two installers cannot read it, so they get a requirements file exported
+from it (pip `--require-hashes`):
 
 - images/requirements.lock: the core dependencies the sidecar and operator images install;
-- agentsaga/bench/peers/requirements.txt: the peers `agentsaga bench` installs into its own
-  virtual environment (the `bench-peers` dependency group).
+- lab/agentsaga_lab/bench/peers/requirements.txt: the peers `agentsaga bench` installs into its own
+  virtual environment (the lab's `bench-peers` dependency group).
 
 tests/unit/test_lock.py fails when pyproject.toml, uv.lock and these exports disagree.
 """
@@ -25,7 +26,8 @@ UV = ROOT / ".uv" / "bin" / "uv"
 
 EXPORTS: dict[Path, list[str]] = {
     ROOT / "images" / "requirements.lock": ["--no-dev"],
-    ROOT / "agentsaga" / "bench" / "peers" / "requirements.txt": ["--only-group", "bench-peers"],
+    ROOT / "lab" / "agentsaga_lab" / "bench" / "peers" / "requirements.txt":
+        ["--package", "agentsaga-lab", "--only-group", "bench-peers"],
 }
 """Each exported file and the `uv export` flags that select its packages."""
 
@@ -33,7 +35,7 @@ EXPORTS: dict[Path, list[str]] = {
 def exported(flags: list[str]) -> str:
     """What `uv export` writes for `flags` from the lock as it is (never re-resolving)."""
     return subprocess.run(
-        [str(UV), "export", "--frozen", "--no-emit-project", "--quiet", *flags],
+        [str(UV), "export", "--frozen", "--no-emit-workspace", "--quiet", *flags],
         cwd=ROOT, check=True, capture_output=True, text=True).stdout
 
 

@@ -1,10 +1,11 @@
 """Run mypy --strict on the installed layout of the package, and on the tests.
 
 `sidecar/` and `operator/` are installed as `agentsaga.sidecar` and `agentsaga.operator`
-(setup.py), which mypy cannot follow from the source tree; this builds the installed layout out of
-symlinks in a temporary folder and checks that. The tests are checked in the same run, under the
-names pytest gives them: the helpers as the package `sagatest` (tests/support), each test folder
-by its own name (`unit.test_static`); `[[tool.mypy.overrides]]` in pyproject.toml say how strict.
+(setup.py), which mypy cannot follow from the source tree; this builds the installed layout out
+of symlinks in a temporary folder and checks that, the lab (lab/agentsaga_lab) beside it. The
+tests are checked in the same run, under the names pytest gives them: the helpers as the package
+`sagatest` (tests/support), each test folder by its own name (`unit.test_static`);
+`[[tool.mypy.overrides]]` in pyproject.toml say how strict.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def main() -> int:
                 (package / entry.name).symlink_to(entry)
         for name, folder in MAPPED.items():
             (package / name).symlink_to(ROOT / folder)
-        targets = ["-p", "agentsaga", "-p", "sagatest"]
+        (Path(tmp) / "agentsaga_lab").symlink_to(ROOT / "lab" / "agentsaga_lab")
+        targets = ["-p", "agentsaga", "-p", "agentsaga_lab", "-p", "sagatest"]
         (Path(tmp) / "sagatest").symlink_to(TESTS / "support" / "sagatest")
         for entry in sorted(TESTS.iterdir()):
             if entry.name in ("support", "__pycache__"):

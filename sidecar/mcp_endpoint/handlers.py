@@ -20,7 +20,6 @@ from typing import Any
 
 import anyio.to_thread
 import mcp_types as types
-from agentsaga.sidecar.mcp_endpoint import outcomes
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -30,6 +29,7 @@ from agentsaga.calls import ToolInfo
 from agentsaga.errors import InvalidArguments, SagaError
 from agentsaga.requests import loads
 from agentsaga.service import SagaService
+from agentsaga.sidecar.mcp_endpoint import outcomes
 from agentsaga.store import PivotRecord
 
 logger = logging.getLogger(__name__)

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
-from agentsaga.sidecar import access
 from mcp.server.lowlevel import Server
 
 from agentsaga.errors import ConfigurationError
+from agentsaga.sidecar import access
 
 PATH = "/mcp"
 

@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentsaga.chaos import Answer, Campaign, CampaignConfig, check
-from agentsaga.chaos.scan import HOSTILE_KEY, hostile_body, scan
 from agentsaga.redact import redact_text
+from agentsaga_lab.chaos import Answer, Campaign, CampaignConfig, check
+from agentsaga_lab.chaos.scan import HOSTILE_KEY, hostile_body, scan
 from sagatest.sidecar_fixtures import ROOT
 
 SECRET = "sk_test_PLANTED_9f3b1c7e5d"
@@ -45,7 +45,7 @@ def _dump(dsn: str) -> str:
 def test_campaign_output_and_saga_log_hold_no_secret_and_no_card_number(pg: str) -> None:
     """A whole campaign whose real systems turn hostile twice (seed 9: a Jira and a Stripe call
     refused with an error quoting card numbers, the caller's own `Bearer` key and another API
-    key): its hostile-output scan (`agentsaga.chaos.scan`: every process's output, every answer
+    key): its hostile-output scan (`agentsaga_lab.chaos.scan`: every process's output, every answer
     the agent read, every table) finds none of them in clear."""
     seen: list[str] = []
     result = Campaign(CampaignConfig(seed=9, runs=5, dsn=pg, stripe_key=SECRET),

@@ -25,9 +25,9 @@ from typing import Any
 
 import psycopg
 
-from agentsaga.demo.world import connector_env
 from agentsaga.v1 import sidecar_pb2 as pb
-from agentsaga.world import Fault, World
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import Fault, World
 from sagatest.dashboard import PANELS, Check, Expect
 from sagatest.operator_fixtures import Cluster, logged
 from sagatest.prometheus_fixtures import Prometheus, free_port

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agentsaga.client import ApprovalRequired
-from agentsaga.demo.world import connector_env
-from agentsaga.world import World
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import World
 from sagatest.operator_fixtures import Cluster
 
 RUN = "refund-1182"

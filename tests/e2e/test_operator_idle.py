@@ -4,10 +4,10 @@ batched log watch), not on a timer per run. Requests are counted at the API stan
 
 from __future__ import annotations
 
-from agentsaga.bench.tools import registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
+from agentsaga_lab.bench.tools import registry
 from sagatest.cluster.chart import OPERATOR
 from sagatest.operator_fixtures import AR, Cluster, cluster
 

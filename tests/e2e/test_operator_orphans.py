@@ -8,9 +8,9 @@ import datetime
 import grpc
 import psycopg
 import pytest
-from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.client import RunTakenOver
+from agentsaga.operator.job_manifests import job_name
 from sagatest.cluster.chart import OPERATOR
 from sagatest.cluster.kube import Request
 from sagatest.ledger_tools import calls, effects

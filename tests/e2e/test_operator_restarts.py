@@ -4,7 +4,6 @@ duplicate work: one Job, created by one POST, and the run still ends Unwound."""
 from __future__ import annotations
 
 from agentsaga.operator.job_manifests import job_name
-
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import AR, Cluster
 

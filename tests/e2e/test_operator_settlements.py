@@ -12,10 +12,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from agentsaga.operator.job_manifests import job_name
 
 from agentsaga.client import ToolNeedsHuman
 from agentsaga.job_commands import NEEDS_HUMAN_EXIT
+from agentsaga.operator.job_manifests import job_name
 from agentsaga.store import SagaLog
 from sagatest.cluster.control_plane import ADMIN
 from sagatest.ledger_tools import add_fault, effects

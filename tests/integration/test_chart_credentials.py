@@ -10,7 +10,6 @@ from typing import Any
 
 from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.job_manifests import build_job
-
 from agentsaga.store import roles
 from sagatest.chart_tools import find, one, render, sidecar_template
 

@@ -15,9 +15,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from agentsaga.operator.approval_trust import selects
 
 from agentsaga.connectors.mcp import declarations
+from agentsaga.operator.approval_trust import selects
 from agentsaga.settings import Settings
 from sagatest.chart_tools import (
     CHART,

@@ -16,6 +16,7 @@ import kopf
 import kubernetes_validate
 import pytest
 import yaml
+
 from agentsaga.operator.injection import (
     INJECT_LABEL,
     SIDECAR_NAME,
@@ -24,7 +25,6 @@ from agentsaga.operator.injection import (
     load_template,
     sidecar_patch,
 )
-
 from sagatest.chart_tools import CHART, EXAMPLE_VALUES, FULL_VALUES, render, sidecar_template
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsaga.demo.world import connector_env
+from agentsaga_lab.demo.world import connector_env
 from sagatest.chart_tools import EXAMPLE_VALUES, render, sidecar_template
 
 LOAD = ("import json, os; from agentsaga.loading import load_tools; "

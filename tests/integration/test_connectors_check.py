@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from agentsaga.cli import main
-from agentsaga.demo.world import connector_env
-from agentsaga.world import World
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import World
 from sagatest.contracts.openapi import Contract
 from sagatest.sidecar_fixtures import ROOT
 

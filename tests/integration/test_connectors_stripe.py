@@ -7,7 +7,7 @@ import pytest
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.world import Fault, ManualClock, World
+from agentsaga_lab.world import Fault, ManualClock, World
 
 PI = "/v1/payment_intents"
 

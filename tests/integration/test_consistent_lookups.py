@@ -17,7 +17,6 @@ import pytest
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import LIST_PAGE, StripeConnector
 from agentsaga.connectors.tools import register_all
-from agentsaga.demo.world import connector_env
 from agentsaga.errors import OutcomeUnknown
 from agentsaga.keys import step_key
 from agentsaga.registry import LookupContext, Registry
@@ -27,7 +26,8 @@ from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_run
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import SagaLog
-from agentsaga.world import Fault, ManualClock, World
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import Fault, ManualClock, World
 from sagatest.stripe_world import authorise, client
 
 CHARGE = {"customer_id": "cus_1", "amount": 1500, "order_id": "1182"}

@@ -12,9 +12,9 @@ import stripe
 
 from agentsaga import pivot
 from agentsaga.client import Refused, SagaClient, ToolFailed
-from agentsaga.demo.world import connector_env
 from agentsaga.store import SagaLog
-from agentsaga.world import World
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import World
 from sagatest.sidecar_fixtures import SidecarProcess
 
 TOOLS = "agentsaga.connectors.tools"

@@ -18,8 +18,8 @@ from agentsaga.connectors.email import EmailConnector
 from agentsaga.connectors.jira import JiraTickets
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.world import Fault, World
-from agentsaga.world.exchanges import Exchange
+from agentsaga_lab.world import Fault, World
+from agentsaga_lab.world.exchanges import Exchange
 from sagatest.contracts.openapi import Contract
 
 HTTP = HttpSettings(timeout_s=5.0, search_rate=1000.0)

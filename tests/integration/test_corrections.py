@@ -7,13 +7,13 @@ import sys
 
 from agentsaga import corrections, pivot
 from agentsaga.connectors.tools import register_all
-from agentsaga.demo.world import connector_env
 from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.settlement import unwind_run
 from agentsaga.store import SagaLog
-from agentsaga.world import Fault, World
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import Fault, World
 from sagatest.sidecar_fixtures import ROOT
 
 EMAIL = {"to": "dana@example.com", "subject": "Your refund", "body": "It is on its way.",

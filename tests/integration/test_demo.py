@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentsaga.demo.report import EXPECTED_AGENTSAGA
+from agentsaga_lab.demo.report import EXPECTED_AGENTSAGA
 
 
 def test_demo_agentsaga_is_exactly_right_and_naive_reproduces_the_essay(

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentsaga.bench import figures_page
-from agentsaga.bench.cli import latency_rows, summary_lines
+from agentsaga_lab.bench import figures_page
+from agentsaga_lab.bench.cli import latency_rows, summary_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

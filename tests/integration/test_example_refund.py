@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from agentsaga import subprocesses
-from agentsaga.world import World
+from agentsaga_lab.world import World
 from sagatest.cli_tools import agentsaga
 from sagatest.doc_blocks import Shell, blocks, commands
 from sagatest.sidecar_fixtures import ROOT

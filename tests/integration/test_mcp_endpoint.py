@@ -14,7 +14,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from agentsaga.client import SYSTEM_PROMPT
-from agentsaga.world import Fault, World
+from agentsaga_lab.world import Fault, World
 from sagatest.mcp_fixtures import ROOT, MCPSidecar, run
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}
@@ -127,7 +127,7 @@ def test_the_pod_bound_run_serves_a_session_without_the_header(
 
 def test_the_mcp_endpoint_listens_on_loopback_only_unless_allowed(upstreams_file: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "agentsaga.cli", "sidecar", "--tools",
-                          "agentsaga.bench.tools", "--mcp-listen", "0.0.0.0:8765"],
+                          "agentsaga_lab.bench.tools", "--mcp-listen", "0.0.0.0:8765"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 2
     assert "refusing to listen on '0.0.0.0:8765'" in out.stderr and "--allow-remote" in out.stderr

@@ -12,10 +12,10 @@ from langgraph.prebuilt import ToolNode
 
 from agentsaga.adapters.langgraph import saga_tools
 from agentsaga.adapters.listing import run_headers, sidecar_tools
-from agentsaga.demo.frameworks.runner import run_framework
-from agentsaga.demo.frameworks.script import GAVE_UP
-from agentsaga.demo.report import EXPECTED_AGENTSAGA
-from agentsaga.world import Fault, World
+from agentsaga_lab.demo.frameworks.runner import run_framework
+from agentsaga_lab.demo.frameworks.script import GAVE_UP
+from agentsaga_lab.demo.report import EXPECTED_AGENTSAGA
+from agentsaga_lab.world import Fault, World
 from sagatest.mcp_fixtures import MCPSidecar, run
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}

@@ -13,9 +13,6 @@ import grpc
 import httpx2
 import mcp_types as types
 import pytest
-from agentsaga.sidecar.mcp_endpoint.handlers import Endpoint
-from agentsaga.sidecar.mcp_endpoint.serving import MCPServing, serve_mcp
-from agentsaga.sidecar.server import Serving, SidecarServicer, serve
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -23,9 +20,12 @@ from agentsaga.client import RateLimited, Refused, RunTakenOver, SagaClient
 from agentsaga.registry import JSON, Compensation, Effect, Registry, ref
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.sidecar.mcp_endpoint.handlers import Endpoint
+from agentsaga.sidecar.mcp_endpoint.serving import MCPServing, serve_mcp
+from agentsaga.sidecar.server import Serving, SidecarServicer, serve
 from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
-from agentsaga.world import ManualClock
+from agentsaga_lab.world import ManualClock
 from sagatest.mcp_fixtures import run
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 
 import sagatest
 from agentsaga.connectors.mcp import declarations
@@ -26,6 +25,7 @@ from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.settlement import unwind_run
+from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 from agentsaga.store import SagaLog
 from sagatest.mcp_upstream_server import UPSTREAMS, build
 

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+from kubernetes import config
+from kubernetes.client import ApiClient
+
+from agentsaga.keys import log_run_id
 from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.context import Context
 from agentsaga.operator.kube import KubeApi, Mutation, Obj
 from agentsaga.operator.run_binding import bind
 from agentsaga.operator.run_jobs import apply_job, orphan
-from kubernetes import config
-from kubernetes.client import ApiClient
-
-from agentsaga.keys import log_run_id
 from agentsaga.states import RunState
 from agentsaga.store import SagaLog
 from sagatest.cluster.kube import Kube

@@ -11,13 +11,13 @@ import asyncio
 import itertools
 
 import psycopg
+
+from agentsaga.keys import log_run_id, step_key
 from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.log_watch import LogWatch
 from agentsaga.operator.run_facts import facts, facts_since, fingerprint
 from agentsaga.operator.run_walk import OpenRunWalk
-
-from agentsaga.keys import log_run_id, step_key
 from agentsaga.states import RunState, StepStatus
 from agentsaga.store import SagaLog
 

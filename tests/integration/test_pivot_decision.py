@@ -26,7 +26,7 @@ from agentsaga.states import (
     RunState,
 )
 from agentsaga.store import PivotRecord
-from agentsaga.world import ManualClock
+from agentsaga_lab.world import ManualClock
 from sagatest.ledger_tools import effects
 from sagatest.traced import Traced
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from agentsaga.sidecar.server import SidecarServicer, serve
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentsaga.client import RateLimited, Refused, SagaClient
 from agentsaga.service import SagaService
+from agentsaga.sidecar.server import SidecarServicer, serve
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
 from sagatest.cli_tools import agentsaga

@@ -11,7 +11,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from agentsaga.sidecar.server import Serving, SidecarServicer, serve
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
@@ -23,9 +22,10 @@ from agentsaga.registry import Registry
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.settlement import unwind_run
+from agentsaga.sidecar.server import Serving, SidecarServicer, serve
 from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
-from agentsaga.world import Fault, World
+from agentsaga_lab.world import Fault, World
 from sagatest.traced import Traced
 
 RUN = "refund-1182"

@@ -9,10 +9,10 @@ import json
 from typing import Any
 
 import psycopg
-from agentsaga.operator.gauges import RunGauges
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
+from agentsaga.operator.gauges import RunGauges
 from agentsaga.store import SagaLog
 from agentsaga.telemetry import observe_log, observe_waits
 

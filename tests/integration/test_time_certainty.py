@@ -19,7 +19,6 @@ import pytest
 
 from agentsaga.calls import DispatchResult
 from agentsaga.connectors.tools import register_all
-from agentsaga.demo.world import connector_env
 from agentsaga.errors import Fenced
 from agentsaga.job_commands import NOT_YET_CERTAIN
 from agentsaga.keys import step_key
@@ -30,7 +29,8 @@ from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import unwind_run
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import SagaLog
-from agentsaga.world import Fault, World
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import Fault, World
 from sagatest.cli_tools import agentsaga
 
 TICKET = {"summary": "Refund for order 1182", "order_id": "1182"}

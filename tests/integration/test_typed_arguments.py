@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from agentsaga.client import Refused
-from agentsaga.demo.world import connector_env
-from agentsaga.world import World
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import World
 from sagatest.sidecar_fixtures import SidecarProcess
 
 RUN = "typed-1"

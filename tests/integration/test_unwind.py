@@ -14,7 +14,6 @@ import pytest
 
 from agentsaga import step_key, telemetry
 from agentsaga.connectors.tools import register_all
-from agentsaga.demo.world import connector_env
 from agentsaga.errors import UnknownTool
 from agentsaga.keys import compensation_key
 from agentsaga.registry import NO_LOOKUP, Compensation, Registry
@@ -25,8 +24,9 @@ from agentsaga.settlement import reconcile_run, unwind_run
 from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga.unwind import resolve_refs
-from agentsaga.world import Fault, ManualClock, World
-from agentsaga.world.exchanges import Exchange
+from agentsaga_lab.demo.world import connector_env
+from agentsaga_lab.world import Fault, ManualClock, World
+from agentsaga_lab.world.exchanges import Exchange
 from sagatest.cli_tools import imported_package_python
 from sagatest.traced import Traced
 

@@ -12,7 +12,7 @@ import sys
 import httpx
 import pytest
 
-from agentsaga.world import World
+from agentsaga_lab.world import World
 
 
 def test_faults_are_added_listed_and_cleared_over_http(world: World) -> None:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import stripe
 
-from agentsaga.world import Fault, World
+from agentsaga_lab.world import Fault, World
 from sagatest.stripe_world import authorise, client
 from sagatest.world_fixtures import poll_until
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsaga.world import ManualClock, World
+from agentsaga_lab.world import ManualClock, World
 
 
 def adf(text: str) -> dict[str, Any]:

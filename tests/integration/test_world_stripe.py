@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 import stripe
 
-from agentsaga.world import Fault, ManualClock, World
+from agentsaga_lab.world import Fault, ManualClock, World
 from sagatest.stripe_world import authorise, client
 from sagatest.world_fixtures import poll_until
 

@@ -137,7 +137,7 @@ def test_the_sql_finder_finds_statements() -> None:
 def test_only_the_store_imports_psycopg() -> None:
     """Beyond the store, nothing imports psycopg (the benchmark's DBOS peer runs in its own
     environment and only parses a DSN for DBOS)."""
-    allowed = ("agentsaga.bench.peers.",)
+    allowed = ("agentsaga_lab.bench.peers.",)
     users = sorted(name for name, path in modules()
                    if not _in_store(name) and not name.startswith(allowed)
                    and re.search(r"^\s*(import psycopg|from psycopg)", path.read_text(), re.M))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentsaga.bench.cli import render
+from agentsaga_lab.bench.cli import render
 
 
 class Recording(dict[str, Any]):

@@ -3,8 +3,8 @@ audiences and correction states the demo prints, and it says what to try next.""
 
 from __future__ import annotations
 
-from agentsaga.demo import story
-from agentsaga.demo.report import EXPECTED_AGENTSAGA, EXPECTED_NAIVE
+from agentsaga_lab.demo import story
+from agentsaga_lab.demo.report import EXPECTED_AGENTSAGA, EXPECTED_NAIVE
 
 
 def test_naive_story_says_why_the_outcome_hurts_the_customer() -> None:

@@ -13,7 +13,6 @@ import sysconfig
 from pathlib import Path
 
 import agentsaga.operator
-
 import sagatest
 
 ROOT = Path(__file__).resolve().parents[2]

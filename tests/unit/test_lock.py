@@ -42,7 +42,9 @@ def test_the_lock_agrees_with_pyproject() -> None:
 def test_a_changed_pyproject_fails_the_check(tmp_path: Path) -> None:
     # the check above can fail: a dependency added to a copy of the project is not in its lock
     # (one the lock holds already, so that the offline resolution finds it)
-    for name in ("pyproject.toml", "uv.lock", "setup.py", "README.md"):
+    (tmp_path / "lab").mkdir()
+    for name in ("pyproject.toml", "uv.lock", "setup.py", "README.md", "lab/pyproject.toml",
+                 "lab/README.md"):
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(
@@ -68,5 +70,5 @@ def test_every_exported_pin_carries_a_hash() -> None:
 
 
 def test_bench_peers_install_only_hashed_packages() -> None:
-    peers = (ROOT / "agentsaga" / "bench" / "peers.py").read_text()
+    peers = (ROOT / "lab" / "agentsaga_lab" / "bench" / "peers.py").read_text()
     assert '"--require-hashes"' in peers

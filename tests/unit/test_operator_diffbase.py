@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import kopf
-from agentsaga.operator.kopf_settings import MaskedDiffBase
 
+from agentsaga.operator.kopf_settings import MaskedDiffBase
 from sagatest.planted_secrets import leaks, planted_text
 
 STATUS_FIELDS = ["status.approval", "status.settlements", "status.corrections"]

@@ -4,10 +4,10 @@ refused with a message naming the variable when it is not a positive number."""
 from __future__ import annotations
 
 import pytest
-from agentsaga.operator.config import OperatorConfig
-from agentsaga.operator.job_manifests import build_job
 
 from agentsaga.errors import ConfigurationError
+from agentsaga.operator.config import OperatorConfig
+from agentsaga.operator.job_manifests import build_job
 
 RUN = {"metadata": {"name": "refund-1182", "namespace": "agents", "uid": "u-1"}}
 

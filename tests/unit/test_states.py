@@ -9,11 +9,11 @@ from typing import Any
 
 import grpc
 import yaml
-from agentsaga.sidecar.grpc_adapter import STATUS
 
 from agentsaga import TOOL_CLASSES
 from agentsaga.client.codec import ERROR_CODES
 from agentsaga.errors import ErrorCode
+from agentsaga.sidecar.grpc_adapter import STATUS
 from agentsaga.states import (
     COMPENSATION_METRIC,
     CORRECTIONS_SHOWN,

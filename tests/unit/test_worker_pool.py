@@ -10,8 +10,8 @@ from collections.abc import Callable
 from concurrent import futures
 
 import pytest
-from agentsaga.sidecar.worker_pool import WorkerPool
 
+from agentsaga.sidecar.worker_pool import WorkerPool
 from agentsaga.waiting import WaitingLock, waiting
 
 WAIT_S = 10.0  # only a bound on a failing test: every wait below ends on an event

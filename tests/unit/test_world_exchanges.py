@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentsaga.world.exchanges import Exchange, ExchangeLog
+from agentsaga_lab.world.exchanges import Exchange, ExchangeLog
 
 
 def exchange(path: str, body: bytes = b"", answer: bytes = b"") -> Exchange:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentsaga.world.index import LaggedIndex, ManualClock, RateLimiter, WorldConfig
+from agentsaga_lab.world.index import LaggedIndex, ManualClock, RateLimiter, WorldConfig
 
 # 65788.00648523099 is a start at which, in floating point, 0.29 s then 0.01 s fell short of 0.3 s
 STARTS = [0.0, 65788.00648523099, 1234.5678901, 987654.321, 3.3e6 + 0.1]

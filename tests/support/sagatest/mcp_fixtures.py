@@ -21,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from agentsaga import subprocesses
 from agentsaga.client import SagaClient
-from agentsaga.demo.world_mcp import WorldMCP, write_upstreams
-from agentsaga.world import World
+from agentsaga_lab.demo.world_mcp import WorldMCP, write_upstreams
+from agentsaga_lab.world import World
 
 ROOT = Path(__file__).resolve().parents[3]  # tests/support/sagatest/ -> the repository
 LISTENING = re.compile(r"listening on (\S+)")

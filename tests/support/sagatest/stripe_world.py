@@ -7,7 +7,7 @@ from typing import Any, cast
 import stripe
 from stripe.params import PaymentIntentCreateParams
 
-from agentsaga.world import World
+from agentsaga_lab.world import World
 
 
 def client(world: World, *, timeout: float = 5.0) -> stripe.StripeClient:

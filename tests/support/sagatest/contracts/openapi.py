@@ -27,7 +27,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from agentsaga.world.exchanges import Exchange
+from agentsaga_lab.world.exchanges import Exchange
 
 HERE = Path(__file__).resolve().parent
 BASE = "urn:contract"

@@ -1,9 +1,0 @@
-"""`agentsaga bench`: dispatch overhead, peers, throughput, memory, start-up, reconcile at scale.
-
-Benchmark-only dependencies (DBOS, Temporal, Restate) are installed by the bench itself into a
-separate virtual environment; the product never depends on them.
-"""
-
-from agentsaga.extras import require
-
-require("bench", "aiohttp", "aiosmtpd", "pgserver", what="the benchmarks")
