@@ -6,14 +6,17 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Literal, overload
 
 from agentsaga import corrections, human_settlement, pivot, telemetry
 from agentsaga.database import open_saga_log
 from agentsaga.loading import load_tools
 from agentsaga.postgres import Role
 from agentsaga.settings import Settings
-from agentsaga.store import PivotRecord, SagaLog, Step, StoreHooks, roles
+from agentsaga.store import Correction, PivotRecord, SagaLog, Step, StoreHooks, roles
+from agentsaga.store.interfaces import JobStore, MaintenanceStore, OperatorStore
 from agentsaga.store.timing import Attempt, Observation
 
 
@@ -23,11 +26,27 @@ def add_dsn(parser: argparse.ArgumentParser) -> None:
                         "~/.local/share/agentsaga)")
 
 
+@overload
+def open_log_from(args: argparse.Namespace, *, check_schema: bool = ...,
+                  hooks: StoreHooks | None = ...,
+                  role: Literal["sidecar"] = ...) -> AbstractContextManager[JobStore]: ...
+@overload
+def open_log_from(args: argparse.Namespace, *, check_schema: bool = ...,
+                  hooks: StoreHooks | None = ...,
+                  role: Literal["operator"]) -> AbstractContextManager[OperatorStore]: ...
+@overload
+def open_log_from(args: argparse.Namespace, *, check_schema: bool = ...,
+                  hooks: StoreHooks | None = ...,
+                  role: Literal["migrate"]) -> AbstractContextManager[MaintenanceStore]: ...
 def open_log_from(args: argparse.Namespace, *, check_schema: bool = True,
                   hooks: StoreHooks | None = None, role: Role = "sidecar") -> SagaLog:
     """The saga log of `--dsn` (else the role's DSN: AGENTSAGA_OPERATOR_DSN for decisions,
     AGENTSAGA_DSN, the embedded one as the role's user), waited for up to AGENTSAGA_DB_WAIT_S;
-    never migrated here (only `agentsaga migrate` does, and a sidecar on the embedded one)."""
+    never migrated here (only `agentsaga migrate` does, and a sidecar on the embedded one).
+    Leaving the context closes it. Typed as what the role may do: AGENTSAGA_DSN's credential
+    is a namespace's Job credential where a command runs as a Job (or the sidecar's, whose
+    writes include a Job's): a Job's interface; the operator's role decides; the migration
+    role migrates and prunes."""
     return open_saga_log(args.dsn, Settings.from_env(), check_schema=check_schema, hooks=hooks,
                          role=role)
 
@@ -53,11 +72,8 @@ def run_migrate(args: argparse.Namespace) -> int:
     named = list(dict.fromkeys([*settings.namespaces, *args.namespace]))
     directory = args.passwords_dir or settings.db_passwords_dir
     namespaces = {ns: _passwords(ns, directory) for ns in named}
-    saga_log = open_log_from(args, check_schema=False, role="migrate")
-    try:
+    with open_log_from(args, check_schema=False, role="migrate") as saga_log:
         applied = saga_log.migrate(namespaces)
-    finally:
-        saga_log.close()
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
     print("privileges set for " + ", ".join(roles.ROLES))
     for ns in namespaces:
@@ -83,14 +99,11 @@ def configure_log(parser: argparse.ArgumentParser) -> None:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    saga_log = open_log_from(args)
-    try:
+    with open_log_from(args) as saga_log:
         run = saga_log.require_run(args.run)
         steps = saga_log.steps(args.run)
         attempts = saga_log.attempts(args.run)
         observations = saga_log.observations(args.run)
-    finally:
-        saga_log.close()
     if args.json:
         record = run.pivot
         print(json.dumps({"run_id": run.run_id, "state": run.state, "owner_epoch":
@@ -196,12 +209,9 @@ def _decision(text: str) -> str:
 def run_approve(args: argparse.Namespace) -> int:
     """The pivot decision without Kubernetes, through the same validation as the operator's,
     as the operator's database role (the only one that may record it)."""
-    saga_log = open_log_from(args, role="operator")
-    try:
+    with open_log_from(args, role="operator") as saga_log:
         record = pivot.record_decision(saga_log, args.run, args.plan_hash, args.decision,
                                        args.approver, args.reason)
-    finally:
-        saga_log.close()
     print(f"run {args.run}: plan {record.plan_hash} {record.decision} by "
           f"{record.decided_by} at {record.decided_at}")
     if record.decision == "Rejected":
@@ -230,14 +240,12 @@ def configure_settle(parser: argparse.ArgumentParser) -> None:
 
 def run_settle(args: argparse.Namespace) -> int:
     """A person's settlement of an UNKNOWN step, through the same validation as the
-    operator's `status.settlements`."""
-    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
-    try:
+    operator's `status.settlements`, as the operator's database role (the only one that may
+    record it)."""
+    with open_log_from(args, hooks=telemetry.TelemetryHooks(), role="operator") as saga_log:
         done = human_settlement.settle(
             saga_log, args.run, args.step, human_settlement.outcome(args.outcome),
             settler=args.settler, reason=args.reason, ref=args.ref, step_key=args.key)
-    finally:
-        saga_log.close()
     item, step = done.settlement, done.step
     verb = "settled" if done.recorded else "was settled before (nothing changed)"
     print(f"run {args.run} step {step.step_idx} {step.tool}: {verb} as {item.outcome} by "
@@ -262,19 +270,24 @@ def configure_corrections(parser: argparse.ArgumentParser) -> None:
 
 
 def run_corrections(args: argparse.Namespace) -> int:
-    """List a run's corrections (internal first), decide one, or send the approved ones."""
-    deciding = args.approve is not None or args.dismiss is not None
-    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks(),
-                             role="operator" if deciding else "sidecar")
-    try:
-        saga_log.require_run(args.run)
-        step = args.approve if args.approve is not None else args.dismiss
-        if step is not None:
-            decision = "Approved" if args.approve is not None else "Rejected"
-            decided = corrections.decide(saga_log, args.run, step, decision, args.approver,
+    """List a run's corrections (internal first), decide one, or send the approved ones. A
+    decision is recorded as the operator's database role (the only one that may); sending, as
+    AGENTSAGA_DSN's (a Job's or the sidecar's: the senders), which the operator's may not."""
+    step = args.approve if args.approve is not None else args.dismiss
+    if step is not None:
+        decision = "Approved" if args.approve is not None else "Rejected"
+        with open_log_from(args, hooks=telemetry.TelemetryHooks(), role="operator") as decider:
+            decider.require_run(args.run)
+            decided = corrections.decide(decider, args.run, step, decision, args.approver,
                                          args.reason)
-            print(f"correction for step {step}: {decided.state} by {args.approver}")
-        unsent = 0
+            listed = decider.corrections(args.run)
+        print(f"correction for step {step}: {decided.state} by {args.approver}")
+        if not args.send:
+            _print_corrections(listed)
+            return 0
+    unsent = 0
+    with open_log_from(args, hooks=telemetry.TelemetryHooks()) as saga_log:
+        saga_log.require_run(args.run)
         if args.send:
             modules = args.tools.split(",") if args.tools else Settings.from_env().tools
             registry = load_tools(modules)
@@ -282,9 +295,12 @@ def run_corrections(args: argparse.Namespace) -> int:
                 unsent += not result["sent"]
                 print(f"step {result['step_idx']} {result['tool']}: "
                       + ("sent" if result["sent"] else f"not sent: {result['why']}"))
-        for item in saga_log.corrections(args.run):
-            print(f"step {item.step_idx:>3}  {item.tool:<24} {item.state:<9} rank={item.rank:<3} "
-                  f"audience={','.join(item.audience)}")
-    finally:
-        saga_log.close()
+        listed = saga_log.corrections(args.run)
+    _print_corrections(listed)
     return 1 if unsent else 0
+
+
+def _print_corrections(listed: list[Correction]) -> None:
+    for item in listed:
+        print(f"step {item.step_idx:>3}  {item.tool:<24} {item.state:<9} rank={item.rank:<3} "
+              f"audience={','.join(item.audience)}")

@@ -21,7 +21,8 @@ from agentsaga.errors import CorrectionError, Rejected, UnknownTool
 from agentsaga.keys import step_key
 from agentsaga.registry import Effect, Registry, ToolSpec, as_effect
 from agentsaga.states import CORRECTIONS_TO_SEND, CorrectionState
-from agentsaga.store import Correction, SagaLog, Step
+from agentsaga.store import Correction, Step
+from agentsaga.store.interfaces import JobStore, OperatorStore
 
 __all__ = ["Correction", "correction_key", "customer_saw", "decide", "plan", "rank",
            "send_approved"]
@@ -63,7 +64,7 @@ def plan(step: Step) -> Correction:
 # -- the human's decision, and sending what was approved -------------------------------------
 
 
-def decide(saga_log: SagaLog, run_id: str, step_idx: int, decision: str, approver: str,
+def decide(saga_log: OperatorStore, run_id: str, step_idx: int, decision: str, approver: str,
            reason: str = "") -> Correction:
     """Approve or dismiss a proposed correction, once. Sending is `send_approved`'s job."""
     if decision not in ("Approved", "Rejected"):
@@ -98,7 +99,7 @@ def correction_key(run_id: str, step_idx: int, tool: str) -> str:
     return step_key(run_id, step_idx, "correct:" + tool)
 
 
-def send_approved(saga_log: SagaLog, registry: Registry, run_id: str) -> list[dict[str, Any]]:
+def send_approved(saga_log: JobStore, registry: Registry, run_id: str) -> list[dict[str, Any]]:
     """Send every approved correction of the run, internal audiences first.
 
     Each is marked Sending (committed) before the call and sent under its own key; one found

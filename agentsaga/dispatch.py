@@ -51,7 +51,8 @@ from agentsaga.keys import step_key
 from agentsaga.reconcile import Reconciler, no_lookup_why, settle_command
 from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
 from agentsaga.states import DispatchOutcome, StepStatus
-from agentsaga.store import Run, SagaLog, Step
+from agentsaga.store import Run, Step
+from agentsaga.store.interfaces import SidecarStore
 from agentsaga.unwind import compensation_problem
 from agentsaga.waiting import waiting
 
@@ -87,7 +88,8 @@ class RunPolicy:
 class Dispatcher:
     """One tool call of a run this process owns (the caller holds its epoch and its lock)."""
 
-    def __init__(self, saga_log: SagaLog, registry: Registry, reconciler: Reconciler) -> None:
+    def __init__(self, saga_log: SidecarStore, registry: Registry,
+                 reconciler: Reconciler) -> None:
         self.saga_log = saga_log
         self.registry = registry
         self.reconciler = reconciler

@@ -72,14 +72,13 @@ def _settle(args: argparse.Namespace, action: str) -> int:
             "(the sidecar's AGENTSAGA_TOOLS; a module name or a file such as ./mytools.py). "
             f"Tried the default: {exc}") from None
     owner = args.owner or f"{action}:{socket.gethostname()}:{os.getpid()}"
-    saga_log = open_log_from(args, hooks=telemetry.TelemetryHooks())
     try:
-        fn = reconcile_run if action == "reconcile" else unwind_run
-        report: SettleReport = fn(saga_log, registry, args.run, owner,
-                                  recheck_pause_s=settings.recheck_pause_s,
-                                  wait=None if args.no_wait else countdown)
+        with open_log_from(args, hooks=telemetry.TelemetryHooks()) as saga_log:
+            fn = reconcile_run if action == "reconcile" else unwind_run
+            report: SettleReport = fn(saga_log, registry, args.run, owner,
+                                      recheck_pause_s=settings.recheck_pause_s,
+                                      wait=None if args.no_wait else countdown)
     finally:
-        saga_log.close()
         telemetry.shutdown()  # flush before the Job's container exits
     print(json.dumps(report.to_json(), indent=2, default=str) if args.json else render(report))
     return exit_code(report, action)

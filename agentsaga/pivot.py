@@ -24,7 +24,8 @@ from agentsaga.redact import redact_plan
 from agentsaga.registry import JSON, Registry, ToolSpec
 from agentsaga.requests import args_too_large, sent_size
 from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
-from agentsaga.store import PivotRecord, Run, SagaLog, Step
+from agentsaga.store import PivotRecord, Run, Step
+from agentsaga.store.interfaces import OperatorStore, Reads, SidecarStore
 from agentsaga.tool_schema import CALL_AGAIN, check_arguments
 
 Policy = Literal["refuse", "count"]
@@ -163,7 +164,7 @@ def _not_staged(index: int, problem: str) -> InvalidArguments:
                             "pivot again with corrected arguments.")
 
 
-def stage(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int,
+def stage(saga_log: SidecarStore, registry: Registry, run_id: str, epoch: int,
           plan: list[JSON], *, max_args_bytes: int) -> PivotRecord:
     """R10: stage the whole plan for one human approval; returns the pivot record as stored
     (and as the approver sees it: card numbers masked, nothing else). A commit step whose
@@ -242,7 +243,7 @@ def too_large(record: PivotRecord) -> str | None:
     return None
 
 
-def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: str,
+def record_decision(saga_log: OperatorStore, run_id: str, plan_hash_: str, decision: str,
                     approver: str, reason: str = "") -> PivotRecord:
     """Record a human decision on the staged plan, once, if the hash is the staged one.
 
@@ -274,7 +275,7 @@ def record_decision(saga_log: SagaLog, run_id: str, plan_hash_: str, decision: s
         return decided
 
 
-def await_decision(saga_log: SagaLog, run_id: str, timeout: float, *,
+def await_decision(saga_log: Reads, run_id: str, timeout: float, *,
                    poll: float = 0.2, gone: Callable[[], bool] = lambda: False,
                    clock: Callable[[], float] = time.monotonic,
                    sleep: Callable[[float], None] = time.sleep) -> PivotRecord | None:

@@ -52,15 +52,12 @@ def run(args: argparse.Namespace) -> int:
     if args.max_runs is not None and args.max_runs < 0:
         raise SystemExit("agentsaga prune: --max-runs must not be negative")
     cutoff = datetime.datetime.now(datetime.UTC) - args.ended_before
-    saga_log = open_log_from(args, role="migrate")  # deleting history is maintenance
-    try:
+    with open_log_from(args, role="migrate") as saga_log:  # deleting history is maintenance
         if args.dry_run:
             total = saga_log.prunable(cutoff, args.max_runs if args.max_runs is not None
                                       else 2**62)
         else:
             total = prune(saga_log.prune_batch, cutoff, args.batch, args.max_runs)
-    finally:
-        saga_log.close()
     verb = "would remove" if args.dry_run else "removed"
     if args.json:
         print(json.dumps({"cutoff": cutoff.isoformat(), "dry_run": args.dry_run,

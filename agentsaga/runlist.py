@@ -20,11 +20,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    saga_log = open_log_from(args)
-    try:
+    with open_log_from(args) as saga_log:
         runs = saga_log.runs(states=args.state)
-    finally:
-        saga_log.close()
     newest = sorted(runs, key=lambda r: r.created_at, reverse=True)[: max(0, args.limit)]
     if args.json:
         print(json.dumps([_run_json(r) for r in newest], default=str, indent=2))

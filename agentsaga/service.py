@@ -55,7 +55,8 @@ from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
 from agentsaga.settlement import reconcile_owned, unwind_owned
 from agentsaga.states import DispatchOutcome, PivotState, RunState
-from agentsaga.store import PivotRecord, Run, SagaLog
+from agentsaga.store import PivotRecord, Run
+from agentsaga.store.interfaces import SidecarStore
 from agentsaga.time_contract import parse_overrides
 from agentsaga.tool_schema import check_arguments, input_schema
 
@@ -68,11 +69,11 @@ OnBegin = Callable[[str, str, bool], None]
 class SagaService:
     """The runs this process serves, and every action on them."""
 
-    def __init__(self, saga_log: SagaLog, registry: Registry, settings: Settings, *,
+    def __init__(self, saga_log: SidecarStore, registry: Registry, settings: Settings, *,
                  sleep: Callable[[float], None] = waiting.sleep,
                  interceptors: Sequence[Interceptor] = (), on_begin: OnBegin | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.saga_log = saga_log
+        self.saga_log = saga_log  # what a sidecar may write (agentsaga.store.interfaces)
         self.registry = registry
         self.settings = settings
         self.sleep = sleep

@@ -24,26 +24,26 @@ from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import Registry
 from agentsaga.settle_report import Action, SettleReport
 from agentsaga.states import CompensationStatus, CorrectionState, RunState, StepStatus
-from agentsaga.store import SagaLog
+from agentsaga.store.interfaces import JobStore, Reads
 from agentsaga.unwind import NOT_DECLARED, Unwinder
 
 Sleep = Callable[[float], None]
 Wait = Callable[[float, SettleReport], None]
 
 
-def reconcile_owned(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, *,
+def reconcile_owned(saga_log: JobStore, registry: Registry, run_id: str, epoch: int, *,
                     recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
     """Settle the run's unsettled rows by key (R7) under `epoch`."""
     return _settle(saga_log, registry, run_id, epoch, "reconcile", recheck_pause_s, sleep)
 
 
-def unwind_owned(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, *,
+def unwind_owned(saga_log: JobStore, registry: Registry, run_id: str, epoch: int, *,
                  recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
     """Reconcile, then compensate backwards and queue corrections (R8, R9) under `epoch`."""
     return _settle(saga_log, registry, run_id, epoch, "unwind", recheck_pause_s, sleep)
 
 
-def reconcile_run(saga_log: SagaLog, registry: Registry, run_id: str,
+def reconcile_run(saga_log: JobStore, registry: Registry, run_id: str,
                   owner: str = "reconcile", *, recheck_pause_s: float = 2.0,
                   sleep: Sleep = time.sleep, wait: Wait | None = None) -> SettleReport:
     """Adopt the run (bumping its epoch, R12) and settle its unsettled rows by key (R7)."""
@@ -52,7 +52,7 @@ def reconcile_run(saga_log: SagaLog, registry: Registry, run_id: str,
         saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s, sleep=sleep), wait)
 
 
-def unwind_run(saga_log: SagaLog, registry: Registry, run_id: str, owner: str = "unwind", *,
+def unwind_run(saga_log: JobStore, registry: Registry, run_id: str, owner: str = "unwind", *,
                recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep,
                wait: Wait | None = None) -> SettleReport:
     """Adopt the run (R12), reconcile, then compensate backwards and queue corrections."""
@@ -69,7 +69,7 @@ def _until_certain(settle: Callable[[], SettleReport], wait: Wait | None) -> Set
     return report
 
 
-def waiting_for_humans(saga_log: SagaLog, run_id: str) -> list[dict[str, Any]]:
+def waiting_for_humans(saga_log: Reads, run_id: str) -> list[dict[str, Any]]:
     """Everything of the run that waits for a person, with the exact command for each: a step
     no lookup can settle, a step whose compensation is not the one its tool declares (never
     run: a person reads why and undoes it by hand), a Proposed correction (decide it), an
@@ -99,7 +99,7 @@ def waiting_for_humans(saga_log: SagaLog, run_id: str) -> list[dict[str, Any]]:
     return waiting
 
 
-def _settle(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, action: Action,
+def _settle(saga_log: JobStore, registry: Registry, run_id: str, epoch: int, action: Action,
             recheck_pause_s: float, sleep: Sleep) -> SettleReport:
     with telemetry.job_span(action, saga_log, run_id) as span:
         saga_log.require_owner(run_id, epoch)  # R12: refused before any lookup or write

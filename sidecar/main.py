@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import threading
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from agentsaga.settings import Settings
 from agentsaga.sidecar import access
 from agentsaga.sidecar.server import SidecarServicer, bind, start
 from agentsaga.store import SagaLog
+from agentsaga.store.interfaces import SidecarStore
 
 if TYPE_CHECKING:
     from agentsaga.sidecar.mcp_endpoint.serving import MCPServing
@@ -97,11 +99,12 @@ def build_settings(args: argparse.Namespace) -> Settings:
     return settings.with_(**changes) if changes else settings
 
 
-def open_log(settings: Settings) -> SagaLog:
-    """The saga log as the sidecar's database role: no DDL, no decisions. The schema is the
-    migration's (`agentsaga migrate`, the chart's hook Job); a database without it is refused
-    with that advice. Only the embedded Postgres of a developer's machine is migrated here,
-    as its superuser, before the sidecar connects as its own role."""
+def open_log(settings: Settings) -> AbstractContextManager[SidecarStore]:
+    """The saga log as the sidecar's database role: no DDL, no decisions; leaving the context
+    closes it. The schema is the migration's (`agentsaga migrate`, the chart's hook Job); a
+    database without it is refused with that advice. Only the embedded Postgres of a
+    developer's machine is migrated here, as its superuser, before the sidecar connects as its
+    own role."""
     embedded_migrated(settings)
     saga_log = SagaLog(saga_log_dsn(settings), min_size=settings.pool_min,
                        max_size=settings.pool_max,
@@ -134,7 +137,7 @@ def require_own_namespace(credential: str | None, pod_namespace: str) -> None:
         "role it creates.")
 
 
-def build_service(saga_log: SagaLog, settings: Settings,
+def build_service(saga_log: SidecarStore, settings: Settings,
                   registry: Registry | None = None) -> SagaService:
     """The saga service of this sidecar: its tools (the `--tools` modules and the declared
     tools of the upstream MCP servers) and telemetry around it. It holds no Kubernetes
@@ -186,29 +189,29 @@ def run(args: argparse.Namespace) -> int:
     bound = bind(settings.listen, workers=settings.workers, hot_workers=settings.hot_workers,
                  token=grpc_token)
     try:
-        saga_log = open_log(settings)
+        opened = open_log(settings)
     except BaseException:
         bound.server.stop(None)
         bound.workers.shutdown(wait=False)
         raise
-    telemetry.observe_log(saga_log)
-    service = build_service(saga_log, settings, registry)
-    telemetry.zero_tool_counters(telemetry.current().instruments,
-                                 ((s.name, s.cls) for s in service.registry))
-    # MCP first: once gRPC health says SERVING, both front ends answer
-    mcp = serve_mcp_endpoint(service, mcp_token) if settings.mcp.listen else None
-    serving = start(bound, SidecarServicer(service))
-    print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
-          f"{len(service.registry)} tools)", flush=True)
-    if mcp is not None:
-        print(f"agentsaga sidecar serving MCP at {mcp.url}", flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
-    if mcp is not None:
-        mcp.stop()
-    serving.stop()
-    saga_log.close()
+    with opened as saga_log:
+        telemetry.observe_log(saga_log)
+        service = build_service(saga_log, settings, registry)
+        telemetry.zero_tool_counters(telemetry.current().instruments,
+                                     ((s.name, s.cls) for s in service.registry))
+        # MCP first: once gRPC health says SERVING, both front ends answer
+        mcp = serve_mcp_endpoint(service, mcp_token) if settings.mcp.listen else None
+        serving = start(bound, SidecarServicer(service))
+        print(f"agentsaga sidecar listening on {serving.address} (pid {os.getpid()}, "
+              f"{len(service.registry)} tools)", flush=True)
+        if mcp is not None:
+            print(f"agentsaga sidecar serving MCP at {mcp.url}", flush=True)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+        if mcp is not None:
+            mcp.stop()
+        serving.stop()
     telemetry.shutdown()
     return 0

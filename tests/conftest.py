@@ -11,7 +11,8 @@ import pytest
 SUPPORT = Path(__file__).resolve().parent / "support"
 
 pytest_plugins = ["sagatest.pg_fixtures", "sagatest.sidecar_fixtures", "sagatest.world_fixtures",
-                  "sagatest.operator_fixtures", "sagatest.ledger_fixtures",
+                  "sagatest.operator_fixtures", "sagatest.operator_log",
+                  "sagatest.ledger_fixtures",
                   "sagatest.otlp_collector", "sagatest.mcp_fixtures",
                   "sagatest.prometheus_fixtures", "sagatest.log_checks",
                   "sagatest.outcome_modes", "sagatest.traced",

@@ -26,8 +26,10 @@ from agentsaga.states import (
     StepStatus,
 )
 from agentsaga.store.records import Adoption, Correction, PivotRecord, Run, Step
+from agentsaga.store.retention import Pruned
 from agentsaga.store.settlements import Settled, Settlement
 from agentsaga.store.timing import Attempt, Certainty, LookupHint, Observation
+from agentsaga.store.waits import Age
 from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
 from agentsaga.time_contract import TimeContract
 
@@ -54,6 +56,10 @@ class Reads(Protocol):
     def settlements(self, run_id: str, *, waiting_only: bool = False) -> list[Settlement]: ...
     def db_now(self) -> datetime: ...
     def forget(self, run_id: str) -> None: ...
+    # what a process's gauges read (agentsaga.telemetry.gauges)
+    def ping(self) -> None: ...
+    def open_step_counts(self) -> dict[StepStatus, int]: ...
+    def wait_ages(self, name: str) -> list[Age]: ...
 
 
 class JobStore(Reads, Protocol):
@@ -119,10 +125,12 @@ class OperatorStore(Reads, Protocol):
 
 
 class MaintenanceStore(Protocol):
-    """The migration role's work: the schema, the roles, retention."""
+    """The migration role's work: the schema, the roles, retention (`agentsaga prune`)."""
 
     def migrate(self,
                 namespaces: Mapping[str, Mapping[str, str]] | None = None) -> list[str]: ...
+    def prunable(self, cutoff: datetime, limit: int) -> Pruned: ...
+    def prune_batch(self, cutoff: datetime, batch: int) -> Pruned: ...
 
 
 WRITES: dict[str, type] = {"sidecar": SidecarStore, "job": JobStore,

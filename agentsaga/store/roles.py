@@ -64,6 +64,8 @@ _STEP_OUTCOME = ("status, external_ref, result, error, comp_key, comp_status, co
 _STEP_RESEND = "compensation, audience, writer_epoch, deadline, attempt, contract_hash, contract"
 _CORRECTION_INSERT = "run_id, step_idx, tool, audience, rank, correction, state"
 _ASK_HUMAN = "run_id, step_idx, step_key, why"
+_PERSONS_WORD = ("run_id, step_idx, step_key, state, outcome, external_ref, settler, reason,"
+                 " settled_at")
 
 GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
     "schema_migrations": {SIDECAR: ("SELECT",), JOB: ("SELECT",), OPERATOR: ("SELECT",)},
@@ -85,10 +87,11 @@ GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
     # what late calls saw: append-only for everyone (no UPDATE, no DELETE)
     "saga_observations": {SIDECAR: ("SELECT", "INSERT"), JOB: ("SELECT", "INSERT"),
                           OPERATOR: ("SELECT",)},
-    # a sidecar or Job hands a step to a person; only the operator's role records the word
+    # a sidecar or Job hands a step to a person (`why`); only the operator's role records the
+    # person's word, and it hands nothing over
     "step_settlements": {SIDECAR: ("SELECT", f"INSERT ({_ASK_HUMAN})"),
                          JOB: ("SELECT", f"INSERT ({_ASK_HUMAN})"),
-                         OPERATOR: ("SELECT", "INSERT", "UPDATE")},
+                         OPERATOR: ("SELECT", f"INSERT ({_PERSONS_WORD})", "UPDATE")},
     "corrections": {
         SIDECAR: ("SELECT", f"INSERT ({_CORRECTION_INSERT})", "UPDATE (state)"),
         JOB: ("SELECT", f"INSERT ({_CORRECTION_INSERT})", "UPDATE (state)"),

@@ -19,7 +19,7 @@ from agentsaga.telemetry.core import current
 from agentsaga.telemetry.instruments import METRIC
 
 if TYPE_CHECKING:
-    from agentsaga.store import SagaLog
+    from agentsaga.store.interfaces import Reads
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ AGE_GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
 """metric -> (the store's wait, the attribute of each of its label columns)."""
 
 
-def observe_log(saga_log: SagaLog, meter: metrics.Meter | None = None) -> None:
+def observe_log(saga_log: Reads, meter: metrics.Meter | None = None) -> None:
     """Register this process's view of the saga log: `agentsaga.steps.open` (a count per status)
     and `agentsaga.log.up` (whether the log answers at all), one query each per collection."""
     def observe(_: CallbackOptions) -> Iterable[Observation]:
@@ -60,7 +60,7 @@ def observe_log(saga_log: SagaLog, meter: metrics.Meter | None = None) -> None:
                                       description=METRIC[name].description)
 
 
-def _ages(saga_log: SagaLog, metric: str, wait: str, attributes: tuple[str, ...]) -> Observer:
+def _ages(saga_log: Reads, metric: str, wait: str, attributes: tuple[str, ...]) -> Observer:
     def observe(_: CallbackOptions) -> Iterable[Observation]:
         try:
             ages = saga_log.wait_ages(wait)
@@ -72,7 +72,7 @@ def _ages(saga_log: SagaLog, metric: str, wait: str, attributes: tuple[str, ...]
     return observe
 
 
-def observe_waits(saga_log: SagaLog, meter: metrics.Meter | None = None) -> None:
+def observe_waits(saga_log: Reads, meter: metrics.Meter | None = None) -> None:
     """Register the ages the alerts watch (AGE_GAUGES), one query each per collection. The
     operator registers them (it runs while runs wait, whether or not their pods do)."""
     meter = meter or current().instruments.meter

@@ -5,14 +5,16 @@ the migration without any DDL right (real Postgres, a real sidecar process, real
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import psycopg
 import pytest
 
-from agentsaga import pivot
+from agentsaga import pivot, step_key
 from agentsaga.client import ApprovalRequired
+from agentsaga.corrections import correction_key
 from agentsaga.errors import LogRefused
 from agentsaga.store import SagaLog, roles
 from agentsaga.store.connections import with_user
@@ -23,9 +25,10 @@ TOOLS = "sagatest.ledger_tools"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 
 
-def agentsaga(*args: str) -> subprocess.CompletedProcess[str]:
+def agentsaga(*args: str, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "agentsaga.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
+                          text=True, cwd=ROOT, timeout=60, env={**os.environ, **(env or {})})
 
 
 def test_every_table_has_a_grant_decision_for_every_role(pg: str) -> None:
@@ -99,6 +102,46 @@ def test_the_sidecar_serves_a_migrated_database_without_ddl_and_the_operator_rol
         row = conn.execute("SELECT pivot_decision->>'decidedBy', pivot->>'state' FROM saga_runs"
                            " WHERE run_id = 'least'").fetchone()
     assert row == ("alice", "AwaitingApproval")  # the decision is the operator's column
+
+
+def test_a_persons_commands_decide_as_the_operators_role_and_send_as_the_sidecars(
+        ledger: str) -> None:
+    """With a credential per role and no --dsn (as in a cluster): `agentsaga settle` and a
+    correction's approval are recorded through AGENTSAGA_OPERATOR_DSN (the only role that may),
+    the approved correction is sent through AGENTSAGA_DSN (the operator's role may not send)."""
+    run = "split"
+    with psycopg.connect(ledger) as conn:
+        conn.execute("INSERT INTO saga_runs (run_id) VALUES (%s)", (run,))
+        for idx, status in enumerate(("UNKNOWN", "CONFIRMED")):
+            conn.execute(
+                "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key,"
+                " args, status, writer_epoch) VALUES (%s, %s, 'send_email', 'irreversible',"
+                " %s, '{}', %s, 1)", (run, idx, step_key(run, idx, "send_email"), status))
+        conn.execute("INSERT INTO step_settlements (run_id, step_idx, step_key) VALUES"
+                     " (%s, 0, %s)", (run, step_key(run, 0, "send_email")))
+        conn.execute(
+            "INSERT INTO corrections (run_id, step_idx, tool, audience, rank, state, correction)"
+            " VALUES (%s, 1, 'send_email', '{customer}', 1, 'Proposed', %s)",
+            (run, json.dumps({"tool": "send_correction",
+                              "args": {"to": "customer@example.com", "body": "sorry"}})))
+    env = {"AGENTSAGA_DSN": with_user(ledger, roles.SIDECAR),
+           "AGENTSAGA_OPERATOR_DSN": with_user(ledger, roles.OPERATOR)}
+    settled = agentsaga("settle", "--run", run, "--step", "0", "--not-happened", "--reason",
+                        "bounced", "--settler", "alice", env=env)
+    assert settled.returncode == 0, settled.stderr
+    sent = agentsaga("corrections", "--run", run, "--approve", "1", "--approver", "bob",
+                     "--send", "--tools", TOOLS, env=env)
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    with psycopg.connect(ledger) as conn:
+        assert conn.execute("SELECT status FROM saga_log WHERE run_id = %s ORDER BY step_idx",
+                            (run,)).fetchall() == [("NOT_EXECUTED",), ("CONFIRMED",)]
+        assert conn.execute("SELECT state, outcome, settler FROM step_settlements WHERE"
+                            " run_id = %s", (run,)).fetchall() == [
+            ("Settled", "NotHappened", "alice")]
+        assert conn.execute("SELECT state, approver FROM corrections WHERE run_id = %s",
+                            (run,)).fetchall() == [("Sent", "bob")]
+    assert [e["key"] for e in effects(ledger, "correction")] == [
+        correction_key(run, 1, "send_correction")]
 
 
 def test_a_sidecar_on_a_database_without_the_schema_says_to_migrate(pg_server: str) -> None:

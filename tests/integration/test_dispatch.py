@@ -33,6 +33,7 @@ from agentsaga.service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
 from agentsaga.states import DispatchOutcome, RunState, SettlementOutcome, StepStatus
 from agentsaga.store import NoHooks, SagaLog, Step
+from agentsaga.store.interfaces import OperatorStore
 from sagatest import ledger_tools
 from sagatest.cli_tools import imported_package_python
 from sagatest.ledger_tools import add_fault, calls, effects
@@ -321,11 +322,11 @@ def test_no_new_step_while_the_log_holds_an_unsettled_one(dispatcher: SagaServic
 
 
 def test_a_lost_answer_of_a_tool_without_lookup_is_handed_to_a_person(
-        dispatcher: SagaService, ledger: str) -> None:
+        dispatcher: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     """NEEDS_HUMAN, in full: what the agent is told, the step left UNKNOWN, and the hand-over
     recorded with why (the command a person runs)."""
     dispatcher.begin_run("r14")
-    dispatcher.saga_log.set_policy("r14", {"irreversibleBeforePivot": "count"})
+    operator_log.set_policy("r14", {"irreversibleBeforePivot": "count"})
     dispatcher.dispatch("r14", "create_ticket", {"summary": "a", "order_id": "1"})
     add_fault(ledger, "send_email", "unknown_after_commit")
     out = dispatcher.dispatch("r14", "send_email", {"to": "c@example.com", "body": "b"})
@@ -410,12 +411,12 @@ def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
 ])
 def test_the_runs_own_policy_decides_an_irreversible_call_before_the_pivot(
         dispatcher: SagaService, ledger: str, traced: Traced, policy: dict[str, object],
-        counted: bool) -> None:
+        counted: bool, operator_log: OperatorStore) -> None:
     """R10: `irreversibleBeforePivot: count` (the AgentRun's spec, copied into the log by the
     operator) runs the call and counts it, shown to the approver and on the tool's counter;
     anything else refuses it."""
     dispatcher.begin_run("policy")
-    assert dispatcher.saga_log.set_policy("policy", policy)
+    assert operator_log.set_policy("policy", policy)
     out = dispatcher.dispatch("policy", "send_email", {"to": "c@example.com", "body": "hi"})
     sent = len(effects(ledger, "email"))
     if counted:
@@ -439,9 +440,10 @@ def test_the_runs_own_policy_decides_an_irreversible_call_before_the_pivot(
     ({"irreversibleBeforePivot": "count"}, False),
 ])
 def test_a_run_whose_spec_requires_a_pivot_cannot_succeed_without_one(
-        dispatcher: SagaService, policy: dict[str, object], required: bool) -> None:
+        dispatcher: SagaService, policy: dict[str, object], required: bool,
+        operator_log: OperatorStore) -> None:
     dispatcher.begin_run("must-pivot")
-    assert dispatcher.saga_log.set_policy("must-pivot", policy)
+    assert operator_log.set_policy("must-pivot", policy)
     if required:
         with pytest.raises(PivotError, match="requires a pivot \\(spec.pivot.required\\)"):
             dispatcher.end_run("must-pivot", "Succeeded")
@@ -827,14 +829,14 @@ class CutAfterUnknownOutcome(NoHooks):
 
 @pytest.mark.allow_effect_warnings("the hand-over to a person it provokes fails")
 def test_a_hand_over_to_a_person_the_log_could_not_record_is_asked_again_by_reconcile(
-        ledger: str, caplog: pytest.LogCaptureFixture) -> None:
+        ledger: str, caplog: pytest.LogCaptureFixture, operator_log: OperatorStore) -> None:
     saga_log = SagaLog(ledger, min_size=1, max_size=1,
                        hooks=CutAfterUnknownOutcome(ledger)).open()
     try:
         service = SagaService(saga_log, ledger_tools.build_registry(),
                               Settings(recheck_pause_s=0.01), sleep=lambda _: None)
         service.begin_run("r-ask")
-        saga_log.set_policy("r-ask", {"irreversibleBeforePivot": "count"})
+        operator_log.set_policy("r-ask", {"irreversibleBeforePivot": "count"})
         add_fault(ledger, "send_email", "unknown_after_commit")
         with caplog.at_level(logging.WARNING, logger="agentsaga.dispatch"):
             out = service.dispatch("r-ask", "send_email", {"to": "c@example.com", "body": "b"})
@@ -1039,11 +1041,11 @@ def test_a_compensation_its_tool_would_refuse_refuses_the_call_before_anything_i
 
 
 def test_an_irreversible_call_with_no_compensation_is_written_with_none(
-        dispatcher: SagaService, ledger: str) -> None:
+        dispatcher: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     """Counted before the pivot (the run's policy), a tool nothing undoes leaves no
     compensation on its row: the unwind hands it to a person instead."""
     dispatcher.begin_run("r-refund")
-    dispatcher.saga_log.set_policy("r-refund", {"irreversibleBeforePivot": "count"})
+    operator_log.set_policy("r-refund", {"irreversibleBeforePivot": "count"})
     out = dispatcher.dispatch("r-refund", "refund", {"charge_key": "k-1"})
     step = dispatcher.saga_log.step("r-refund", 0)
     assert out.outcome == "CONFIRMED"
@@ -1092,10 +1094,10 @@ def test_a_run_cannot_succeed_while_a_step_is_unknown(dispatcher: SagaService,
     assert dispatcher.end_run("r-end", "Succeeded").state == RunState.SUCCEEDED
 
 
-def test_a_run_waiting_for_a_person_says_so_when_asked_to_succeed(dispatcher: SagaService,
-                                                                  ledger: str) -> None:
+def test_a_run_waiting_for_a_person_says_so_when_asked_to_succeed(
+        dispatcher: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     dispatcher.begin_run("r-human")
-    dispatcher.saga_log.set_policy("r-human", {"irreversibleBeforePivot": "count"})
+    operator_log.set_policy("r-human", {"irreversibleBeforePivot": "count"})
     add_fault(ledger, "send_email", "unknown_after_commit")
     out = dispatcher.dispatch("r-human", "send_email", {"to": "a@example.com", "body": "b"})
     assert out.outcome == "NEEDS_HUMAN"

@@ -19,6 +19,7 @@ from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
+from agentsaga.store.interfaces import OperatorStore
 from sagatest import ledger_tools
 from sagatest.ledger_tools import add_fault, calls, effects
 from sagatest.mcp_fixtures import ROOT, MCPSidecar, run
@@ -50,10 +51,10 @@ def settlement_rows(pg: str) -> list[tuple[int, str, str | None, str | None]]:
                             " ORDER BY step_idx").fetchall()
 
 
-def email_sent_unknown(service: SagaService, ledger: str) -> None:
+def email_sent_unknown(service: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     """A ticket, then an email (irreversible, no lookup) whose answer is lost after it went out."""
     service.begin_run(RUN)
-    service.saga_log.set_policy(RUN, {"irreversibleBeforePivot": "count"})  # the operator copies it
+    operator_log.set_policy(RUN, {"irreversibleBeforePivot": "count"})  # the operator copies it
     assert service.dispatch(RUN, "create_ticket", TICKET).outcome == "CONFIRMED"
     add_fault(ledger, "send_email", "unknown_after_commit")
     out = service.dispatch(RUN, "send_email", EMAIL)
@@ -64,8 +65,8 @@ def email_sent_unknown(service: SagaService, ledger: str) -> None:
 
 
 def test_the_agent_is_told_to_stop_and_a_person_settles_the_step(
-        service: SagaService, ledger: str, pg: str) -> None:
-    email_sent_unknown(service, ledger)
+        service: SagaService, ledger: str, pg: str, operator_log: OperatorStore) -> None:
+    email_sent_unknown(service, ledger, operator_log)
     assert settlement_rows(pg) == [(1, "Waiting", None, None)]
     # calling again (or another tool) changes nothing and calls nothing
     again = service.dispatch(RUN, "send_email", EMAIL)
@@ -120,8 +121,8 @@ def test_the_agent_is_told_to_stop_and_a_person_settles_the_step(
 
 
 def test_a_step_settled_as_not_happened_runs_again_under_its_key(
-        service: SagaService, ledger: str, pg: str) -> None:
-    email_sent_unknown(service, ledger)
+        service: SagaService, ledger: str, pg: str, operator_log: OperatorStore) -> None:
+    email_sent_unknown(service, ledger, operator_log)
     with psycopg.connect(pg, autocommit=True) as conn:  # the email never left, in truth
         conn.execute("DELETE FROM ledger WHERE kind = 'email'")
     settled = cli(pg, "settle", "--run", RUN, "--step", "1", "--not-happened", "--reason",

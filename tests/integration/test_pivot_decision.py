@@ -26,6 +26,7 @@ from agentsaga.states import (
     RunState,
 )
 from agentsaga.store import PivotRecord
+from agentsaga.store.interfaces import OperatorStore
 from agentsaga_lab.world import ManualClock
 from sagatest.ledger_tools import effects
 from sagatest.traced import Traced
@@ -47,11 +48,11 @@ def staged(service: SagaService) -> PivotRecord:
 
 @pytest.mark.parametrize(("decision", "run_state"), [("Approved", RunState.COMMITTING),
                                                      ("Rejected", RunState.UNWINDING)])
-def test_the_decision_is_recorded_with_who_when_and_why(service: SagaService, decision: str,
-                                                        run_state: RunState,
-                                                        traced: Traced) -> None:
+def test_the_decision_is_recorded_with_who_when_and_why(
+        service: SagaService, decision: str, run_state: RunState, traced: Traced,
+        operator_log: OperatorStore) -> None:
     record = staged(service)
-    decided = record_decision(service.saga_log, RUN, record.plan_hash, decision, "alice",
+    decided = record_decision(operator_log, RUN, record.plan_hash, decision, "alice",
                               "checked the plan")
     assert (decided.state, decided.decision, decided.decided_by, decided.reason) == (
         PivotState(decision), decision, "alice", "checked the plan")
@@ -71,42 +72,45 @@ def test_the_decision_is_recorded_with_who_when_and_why(service: SagaService, de
     ("Approved", "", "the approval names no approver"),
 ])
 def test_a_malformed_decision_is_refused_and_nothing_recorded(
-        service: SagaService, decision: str, approver: str, problem: str) -> None:
+        service: SagaService, decision: str, approver: str, problem: str,
+        operator_log: OperatorStore) -> None:
     record = staged(service)
     with pytest.raises(PivotError, match=f"^{re.escape(problem)}$"):
-        record_decision(service.saga_log, RUN, record.plan_hash, decision, approver)
+        record_decision(operator_log, RUN, record.plan_hash, decision, approver)
     run = service.saga_log.require_run(RUN)
     assert (run.pivot, run.state) == (record, RunState.AWAITING_APPROVAL)
 
 
-def test_a_stale_hash_is_refused_and_nothing_recorded(service: SagaService) -> None:
+def test_a_stale_hash_is_refused_and_nothing_recorded(
+        service: SagaService, operator_log: OperatorStore) -> None:
     record = staged(service)
     with pytest.raises(PivotError, match=re.escape(
             f"stale approval: plan hash 'abc' is not the staged plan {record.plan_hash!r}")):
-        record_decision(service.saga_log, RUN, "abc", "Approved", "alice")
+        record_decision(operator_log, RUN, "abc", "Approved", "alice")
     assert service.saga_log.require_run(RUN).pivot == record
 
 
-def test_no_decision_without_a_staged_plan_and_none_twice(service: SagaService) -> None:
+def test_no_decision_without_a_staged_plan_and_none_twice(
+        service: SagaService, operator_log: OperatorStore) -> None:
     service.begin_run(RUN)
     with pytest.raises(PivotError, match=re.escape(
             f"run {RUN!r} is not awaiting approval (no staged plan)")):
-        record_decision(service.saga_log, RUN, "abc", "Approved", "alice")
+        record_decision(operator_log, RUN, "abc", "Approved", "alice")
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
-    first = record_decision(service.saga_log, RUN, record.plan_hash, "Rejected", "bob", "no")
+    first = record_decision(operator_log, RUN, record.plan_hash, "Rejected", "bob", "no")
     with pytest.raises(PivotError, match=re.escape(
             f"run {RUN!r} is not awaiting approval (Rejected)")):
-        record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+        record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     assert service.saga_log.require_run(RUN).pivot == first
 
 
-def test_waiting_for_the_decision(service: SagaService) -> None:
+def test_waiting_for_the_decision(service: SagaService, operator_log: OperatorStore) -> None:
     service.begin_run(RUN)
     assert await_decision(service.saga_log, RUN, timeout=0.0) is None  # nothing staged
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
     undecided = await_decision(service.saga_log, RUN, timeout=0.0, poll=0.0)
     assert undecided == record and not undecided.decided  # the timeout passed: as it is
-    decided = record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    decided = record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     assert await_decision(service.saga_log, RUN, timeout=60.0) == decided  # no wait for it
 
 
@@ -143,11 +147,12 @@ def test_the_wait_looks_every_fifth_of_a_second_until_its_timeout(service: SagaS
     assert at_once.taken == []
 
 
-def test_the_wait_ends_at_the_first_look_after_the_decision(service: SagaService) -> None:
+def test_the_wait_ends_at_the_first_look_after_the_decision(
+        service: SagaService, operator_log: OperatorStore) -> None:
     record = staged(service)
     clock = ManualClock()
     pauses = Pauses(clock, at=2, then=lambda: record_decision(
-        service.saga_log, RUN, record.plan_hash, "Rejected", "bob", "wrong amount"))
+        operator_log, RUN, record.plan_hash, "Rejected", "bob", "wrong amount"))
     decided = await_decision(service.saga_log, RUN, timeout=30.0, clock=clock, sleep=pauses)
     assert decided is not None and decided.state == PivotState.REJECTED
     assert decided == service.saga_log.require_run(RUN).pivot
@@ -182,11 +187,11 @@ def test_the_service_waits_on_its_clock_at_most_the_configured_cap(
 
 
 def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(
-        service: SagaService, ledger: str) -> None:
+        service: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     """R9 after R10: what the customer read cannot be compensated; the unwind queues its
     pre-written correction (Proposed, for the customer) and marks the step QUEUED, once."""
     record = staged(service)
-    record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     sent = service.dispatch(RUN, "send_email", EMAIL)
     assert sent.outcome == "CONFIRMED"
     first = unwind_run(service.saga_log, service.registry, RUN, "job", recheck_pause_s=0.01)
@@ -205,12 +210,13 @@ def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(
     assert len(effects(ledger, "email")) == 1  # nothing sent again, nothing "undone"
 
 
-def test_each_approved_commit_step_runs_once(service: SagaService, ledger: str) -> None:
+def test_each_approved_commit_step_runs_once(
+        service: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     """R10: a plan that sends the same email twice admits exactly two sends, each carrying out
     its own commit step (recorded on its row); a third is refused, naming the step it repeats."""
     service.begin_run(RUN)
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}] * 2)
-    approved = record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    approved = record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     assert approved.reason == ""  # none given
     sent = [service.dispatch(RUN, "send_email", EMAIL) for _ in range(2)]
     assert [(s.outcome, s.step_idx) for s in sent] == [("CONFIRMED", 0), ("CONFIRMED", 1)]
@@ -229,10 +235,10 @@ def test_each_approved_commit_step_runs_once(service: SagaService, ledger: str) 
 
 
 def test_an_approved_step_called_twice_is_refused_naming_its_commit_step(
-        service: SagaService, ledger: str) -> None:
+        service: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     service.begin_run(RUN)
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
-    record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     assert service.dispatch(RUN, "send_email", EMAIL).outcome == "CONFIRMED"
     again = service.dispatch(RUN, "send_email", EMAIL)
     assert again == DispatchResult(
@@ -243,8 +249,8 @@ def test_an_approved_step_called_twice_is_refused_naming_its_commit_step(
     assert len(effects(ledger, "email")) == 1
 
 
-def test_a_plan_changed_after_it_was_staged_is_not_decided(service: SagaService,
-                                                           ledger: str) -> None:
+def test_a_plan_changed_after_it_was_staged_is_not_decided(
+        service: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     """The stored plan no longer hashes to its planHash (someone with write access to the log
     swapped a commit step's digest): nothing is recorded, whatever hash the approver sends."""
     record = staged(service)
@@ -252,7 +258,7 @@ def test_a_plan_changed_after_it_was_staged_is_not_decided(service: SagaService,
         conn.execute("UPDATE saga_runs SET pivot = jsonb_set(pivot, '{commit,0,argsDigest}',"
                      " '\"0000\"') WHERE run_id = %s", (RUN,))
     with pytest.raises(PivotError) as refused:
-        record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+        record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     assert str(refused.value) == (
         f"run {RUN!r}: the stored plan does not hash to its planHash (it was changed after it "
         "was staged); nothing was recorded. Stage the plan again.")
@@ -262,7 +268,7 @@ def test_a_plan_changed_after_it_was_staged_is_not_decided(service: SagaService,
 
 
 def test_of_two_approvers_deciding_at_once_one_decision_is_recorded(
-        service: SagaService, ledger: str) -> None:
+        service: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     """Both read the plan as awaiting approval and write at once (their writes held back by a
     lock on the run's row until both wait for it): one decision is recorded, the other approver
     is told that nothing of theirs was."""
@@ -271,7 +277,7 @@ def test_of_two_approvers_deciding_at_once_one_decision_is_recorded(
 
     def decide(decision: str, approver: str) -> None:
         try:
-            outcomes[approver] = record_decision(service.saga_log, RUN, record.plan_hash,
+            outcomes[approver] = record_decision(operator_log, RUN, record.plan_hash,
                                                  decision, approver)
         except PivotError as exc:
             outcomes[approver] = exc
@@ -320,12 +326,12 @@ def test_no_side_effect_runs_while_the_plan_waits_for_a_person(service: SagaServ
     assert len(effects(ledger, "ticket")) == 1 and effects(ledger, "email") == []
 
 
-def test_an_approved_tool_called_with_other_arguments_is_refused(service: SagaService,
-                                                                 ledger: str) -> None:
+def test_an_approved_tool_called_with_other_arguments_is_refused(
+        service: SagaService, ledger: str, operator_log: OperatorStore) -> None:
     """R10: what was approved is the tool with its exact arguments (their digest); the same
     tool with other arguments, or another tool, is not in the plan."""
     record = staged(service)
-    record_decision(service.saga_log, RUN, record.plan_hash, "Approved", "alice")
+    record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     other = {**EMAIL, "body": "Your refund was declined."}
     refused = service.dispatch(RUN, "send_email", other)
     assert refused == DispatchResult(

@@ -21,6 +21,7 @@ from agentsaga.pivot import (
     shown,
 )
 from agentsaga.service import SagaService
+from agentsaga.store.interfaces import OperatorStore
 from sagatest.ledger_tools import add_fault
 from sagatest.traced import Traced
 
@@ -90,10 +91,11 @@ def test_a_bad_commit_plan_is_refused(service: SagaService, plan: list[dict[str,
     assert service.saga_log.require_run(RUN).pivot is None
 
 
-def test_a_run_has_one_pivot_and_an_ended_run_none(service: SagaService) -> None:
+def test_a_run_has_one_pivot_and_an_ended_run_none(
+        service: SagaService, operator_log: OperatorStore) -> None:
     service.begin_run(RUN)
     staged = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
-    record_decision(service.saga_log, RUN, staged.plan_hash, "Approved", "alice")
+    record_decision(operator_log, RUN, staged.plan_hash, "Approved", "alice")
     with pytest.raises(PivotError, match=re.escape(
             f"run {RUN!r} already passed its pivot (Approved); a run has a single pivot")):
         service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
@@ -103,7 +105,8 @@ def test_a_run_has_one_pivot_and_an_ended_run_none(service: SagaService) -> None
         service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
 
 
-def test_the_plan_shown_to_the_approver_is_whole(service: SagaService) -> None:
+def test_the_plan_shown_to_the_approver_is_whole(
+        service: SagaService, operator_log: OperatorStore) -> None:
     """`status.pivot` and the ReachPivot answer: every step, done (with its status) or to
     come, and every commit step's arguments whole, up to the largest plan a person is asked to
     review (MAX_COMMIT_STEPS steps, MAX_REVIEW_BYTES as shown): nothing cut, nothing left out."""
@@ -126,7 +129,7 @@ def test_the_plan_shown_to_the_approver_is_whole(service: SagaService) -> None:
                                 "audience": ["customer"], "args": longest,
                                 "argsDigest": record.commit[0]["argsDigest"]}
     assert len(canonical(out).encode()) <= MAX_REVIEW_BYTES
-    decided = record_decision(service.saga_log, RUN, record.plan_hash, "Rejected", "bob",
+    decided = record_decision(operator_log, RUN, record.plan_hash, "Rejected", "bob",
                               "too long")
     assert {k: v for k, v in shown(decided).items() if k not in ("steps", "commit")} == {
         "state": "Rejected", "planHash": record.plan_hash, "stagedAt": record.staged_at,

@@ -174,9 +174,10 @@ MATRIX: dict[str, tuple[Call, dict[str, str]]] = {
     "record_observation": (lambda log: _done(lambda: log.record_observation(
         _step(), 1, StepStatus.CONFIRMED, external_ref="x", result=None, error=None)),
         {"sidecar": OK, "job": OK}),
+    # step 2 is not UNKNOWN: nothing is handed over, but Postgres checks the INSERT all the same
     "ask_human": (lambda log: _done(
         lambda: log.ask_human(RUN, 1, 2, step_key(RUN, 2, "mail"), "why")),
-                  {"sidecar": OK, "job": OK, "operator": OK}),  # step 2 is not UNKNOWN
+                  {"sidecar": OK, "job": OK}),
     "record_correction": (lambda log: log.record_correction(
         1, Correction(RUN, 2, "sorry", ["customer"], 1, CorrectionState.PROPOSED, None)),
         {"sidecar": OK, "job": OK}),
@@ -236,6 +237,22 @@ def _methods(interface: type) -> set[str]:
 
 PLUMBING = {"forget", "listen_runs"}
 """Methods that write nothing to the log (this process's memory, a LISTEN)."""
+READS_BEYOND = {"cursor", "open_runs", "runs_changed_since", "namespaces_with_run", "prunable"}
+"""The interfaces' methods outside `Reads` that write nothing either: what this process wrote
+last, the operator's reads of every namespace, what a prune would remove."""
+
+
+def _allowed(role: str) -> set[str]:
+    """What Postgres lets `role` carry out (the table above)."""
+    return {name.split(" ")[0] for name, (_, expected) in MATRIX.items()
+            if expected.get(role, REFUSED) in (OK, NONE)}
+
+
+def _writes() -> set[str]:
+    """Every method of an interface that writes to the log."""
+    every = set().union(*(_methods(interface) for interface in
+                          (*interfaces.WRITES.values(), interfaces.MaintenanceStore)))
+    return every - _methods(interfaces.Reads) - PLUMBING - READS_BEYOND
 
 
 @pytest.mark.parametrize("role", sorted(interfaces.WRITES))
@@ -243,9 +260,23 @@ def test_each_roles_interface_offers_only_what_its_grants_allow(role: str) -> No
     """The store's interfaces (agentsaga.store.interfaces) against the grants: every method the
     role's callers are typed with is one Postgres lets that role carry out (the table above)."""
     offered = _methods(interfaces.WRITES[role]) - PLUMBING
-    allowed = {name.split(" ")[0] for name, (_, expected) in MATRIX.items()
-               if expected.get(role, REFUSED) in (OK, NONE)}
-    assert offered <= allowed, sorted(offered - allowed)
+    assert offered <= _allowed(role), sorted(offered - _allowed(role))
+
+
+@pytest.mark.parametrize("role", sorted(interfaces.WRITES))
+def test_each_write_a_roles_interface_leaves_out_is_refused_to_that_role(role: str) -> None:
+    """The converse: a write the role's callers are not typed with, Postgres refuses that role
+    (the table above). The interfaces are the grants, not a part of them: a method left out of
+    an interface is not one its role could still call through an untyped handle."""
+    withheld = _writes() - _methods(interfaces.WRITES[role])
+    assert withheld, "every interface offers every write"
+    assert not withheld & _allowed(role), sorted(withheld & _allowed(role))
+
+
+def test_what_counts_as_no_write_is_refused_to_no_role() -> None:
+    assert set(ROLE) == set(interfaces.WRITES)
+    for role in interfaces.WRITES:
+        assert (_methods(interfaces.Reads) - PLUMBING) | READS_BEYOND <= _allowed(role), role
 
 
 def test_no_agent_interface_offers_a_decision() -> None:
