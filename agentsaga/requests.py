@@ -24,10 +24,11 @@ def check_run_id(run_id: str) -> None:
         raise InvalidRunId(problem)
 
 
-def log_run_id(run_id: str, namespace: str = "") -> str:
-    """The saga-log id of the run an agent names (`keys.log_run_id`): always a run of the
-    sidecar's own namespace. The agent names it bare (`refund-1`), or qualified with that
-    namespace (`payments/refund-1`, as the log and the CLI show it); never another's."""
+def own_run_id(*, run_id: str, namespace: str) -> str:
+    """The saga-log id (`keys.log_run_id`) of the run an agent names, refusing any run outside
+    the sidecar's own `namespace`: the agent names it bare (`refund-1`), or qualified with that
+    namespace (`payments/refund-1`, as the log and the CLI show it); another namespace's run
+    is PermissionDenied, a malformed id InvalidRunId. Keyword-only: both are plain strings."""
     prefix, qualified, bare = run_id.rpartition(keys.NAMESPACE_SEPARATOR)
     if qualified and namespace:
         if prefix != namespace:

@@ -49,7 +49,7 @@ from agentsaga.errors import (
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import JSON, Registry
-from agentsaga.requests import end_state, log_run_id, parse_args, parse_plan
+from agentsaga.requests import end_state, own_run_id, parse_args, parse_plan
 from agentsaga.run_locks import RunLocks
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
@@ -113,7 +113,7 @@ class SagaService:
         """The saga-log id of the run a request names: a run of this sidecar's namespace
         (`namespace/run-id`; the bare id outside Kubernetes). A run id is unique within its
         namespace; a request never reaches another namespace's run."""
-        return log_run_id(run_id, self.settings.pod_namespace)
+        return own_run_id(run_id=run_id, namespace=self.settings.pod_namespace)
 
     def begin_run(self, run_id: str, *, agent: str = "") -> BeganRun:
         """Create or adopt the run (R12); this process then holds its epoch. The run is bound
