@@ -49,7 +49,7 @@ from agentsaga.errors import (
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import JSON, Registry
-from agentsaga.requests import end_state, own_run_id, parse_args, parse_plan
+from agentsaga.requests import checked_args, end_state, own_run_id, parse_args, parse_plan
 from agentsaga.run_locks import RunLocks
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
@@ -293,13 +293,16 @@ class SagaService:
 
     # -- dispatch --------------------------------------------------------------------------
 
-    def dispatch_request(self, run_id: str, tool: str, args_json: str) -> DispatchResult:
+    def dispatch_request(self, run_id: str, tool: str, args: str | JSON) -> DispatchResult:
         """A tool call as a front end receives it: the run id checked, the run's rate limit
-        taken, the arguments parsed (a JSON object of bounded size)."""
+        taken, the arguments held to their bounds (a JSON object of bounded size): parsed from
+        their text (gRPC), or as parsed with the request that carried them (MCP), never twice."""
         run_id = self.log_id(run_id)
         self.limiter.take(run_id)
+        limit = self.settings.max_args_bytes
         return self._intercepted(run_id, tool, parse_args(
-            args_json, self.settings.max_args_bytes, self.settings.max_json_depth))
+            args, limit, self.settings.max_json_depth) if isinstance(args, str)
+            else checked_args(args, limit))
 
     def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
         """One tool call through the registry, the saga log and the real system."""
