@@ -377,8 +377,7 @@ class SagaService:
                 "too many AwaitDecision calls are waiting in this sidecar already (at most "
                 "half of AGENTSAGA_WORKERS); call again later, with a timeout")
         try:
-            return pivot.await_decision(self.saga_log, run_id, bounded, gone=gone,
-                                        clock=self.clock, sleep=self.sleep)
+            return pivot.await_decision(self.saga_log, run_id, bounded, gone=gone)
         finally:
             self._waiters.release()
 
