@@ -19,10 +19,10 @@ from agentsaga.operator.config import (
     JOB_POD_LABEL,
     RUN_LABEL,
     VERSION,
-    OperatorConfig,
 )
 
 from agentsaga.job_commands import NEEDS_HUMAN_EXIT
+from agentsaga.settings import OperatorSettings
 
 JobKind = Literal["reconcile", "unwind", "corrections"]
 Obj = dict[str, Any]
@@ -74,7 +74,7 @@ def _job_credential(env: Obj) -> Obj:
     return {**env, "valueFrom": {"secretKeyRef": {**ref, "key": _JOB_CREDENTIAL[ref["key"]]}}}
 
 
-def _container(config: OperatorConfig, template: Obj | None, kind: JobKind,
+def _container(config: OperatorSettings, template: Obj | None, kind: JobKind,
                run_id: str) -> Obj:
     if template is not None:
         container = dict(copy.deepcopy(template["container"]))
@@ -94,7 +94,7 @@ def _container(config: OperatorConfig, template: Obj | None, kind: JobKind,
     return container
 
 
-def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorConfig,
+def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorSettings,
               template: Obj | None) -> Obj:
     meta = run["metadata"]
     labels = {RUN_LABEL: label_value(meta["name"]), JOB_KIND_LABEL: kind,
