@@ -25,8 +25,10 @@ from agentsaga.registry import JSON, Registry, ToolSpec
 from agentsaga.requests import args_too_large, sent_size
 from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, Step
-from agentsaga.store.interfaces import OperatorStore, Reads, SidecarStore
+from agentsaga.store.decisions import Watch
+from agentsaga.store.interfaces import OperatorStore, SidecarStore
 from agentsaga.tool_schema import CALL_AGAIN, check_arguments
+from agentsaga.waiting import waiting
 
 Policy = Literal["refuse", "count"]
 
@@ -275,19 +277,46 @@ def record_decision(saga_log: OperatorStore, run_id: str, plan_hash_: str, decis
         return decided
 
 
-def await_decision(saga_log: Reads, run_id: str, timeout: float, *,
-                   poll: float = 0.2, gone: Callable[[], bool] = lambda: False,
-                   clock: Callable[[], float] = time.monotonic,
-                   sleep: Callable[[float], None] = time.sleep) -> PivotRecord | None:
+READY_S = 5.0
+"""How long a wait waits for the LISTEN connection before its first read (a connection slow to
+come wakes it when it does)."""
+RECHECK_S = 30.0
+"""A wait reads its run this often even when no decision was announced: whatever befell the
+announcement, a decision is seen within this."""
+GONE_CHECK_S = 0.5
+"""How often a wait asks whether its caller is gone (no read of the log)."""
+
+
+def await_decision(saga_log: SidecarStore, run_id: str, timeout: float, *,
+                   gone: Callable[[], bool] = lambda: False,
+                   recheck_s: float = RECHECK_S) -> PivotRecord | None:
     """Block until the staged plan is decided, `timeout` passes or the caller is `gone`;
-    returns the pivot record (None when the run has staged none). Looks every `poll` seconds
-    (never past the deadline), on `clock` and `sleep` (`SagaService(clock=, sleep=)`)."""
-    deadline = clock() + timeout
-    while True:
-        record = saga_log.require_run(run_id).pivot
-        if (record is not None and record.decided) or clock() >= deadline or gone():
-            return record
-        sleep(min(poll, max(0.0, deadline - clock())))
+    returns the pivot record (None when the run has staged none). The decision is delivered
+    by its announcement (LISTEN, `agentsaga.store.decisions`), not by polling: the run is
+    read once the LISTEN is in place (so a decision recorded before is seen), again each time
+    a decision of its plan is announced, every `recheck_s` seconds besides, and at the end."""
+    if timeout <= 0:
+        return saga_log.require_run(run_id).pivot
+    deadline = time.monotonic() + timeout
+    with saga_log.watch_decisions() as watch:
+        with waiting():
+            watch.wait_listening(min(timeout, READY_S))
+        while True:
+            watch.rearm()
+            record = saga_log.require_run(run_id).pivot
+            read_at = time.monotonic()
+            watch.plan_hash = "" if record is None else record.plan_hash
+            if (record is not None and record.decided) or read_at >= deadline or gone():
+                return record
+            _until_woken(watch, gone, min(deadline, read_at + recheck_s))
+
+
+def _until_woken(watch: Watch, gone: Callable[[], bool], until: float) -> None:
+    """Wait for `watch` to be woken, until the monotonic time `until` or the caller is gone."""
+    with waiting():
+        while (left := until - time.monotonic()) > 0 and not gone():
+            if watch.woken(min(GONE_CHECK_S, left)):
+                return
 
 
 def _now() -> str:

@@ -24,10 +24,11 @@ def check_run_id(run_id: str) -> None:
         raise InvalidRunId(problem)
 
 
-def log_run_id(run_id: str, namespace: str = "") -> str:
-    """The saga-log id of the run an agent names (`keys.log_run_id`): always a run of the
-    sidecar's own namespace. The agent names it bare (`refund-1`), or qualified with that
-    namespace (`payments/refund-1`, as the log and the CLI show it); never another's."""
+def own_run_id(*, run_id: str, namespace: str) -> str:
+    """The saga-log id (`keys.log_run_id`) of the run an agent names, refusing any run outside
+    the sidecar's own `namespace`: the agent names it bare (`refund-1`), or qualified with that
+    namespace (`payments/refund-1`, as the log and the CLI show it); another namespace's run
+    is PermissionDenied, a malformed id InvalidRunId. Keyword-only: both are plain strings."""
     prefix, qualified, bare = run_id.rpartition(keys.NAMESPACE_SEPARATOR)
     if qualified and namespace:
         if prefix != namespace:
@@ -123,11 +124,25 @@ def parse_args(args_json: str, limit: int, depth: int = DEFAULT_DEPTH) -> JSON:
     `depth` levels."""
     check_args_size(len(args_json.encode()), limit)
     value = loads(args_json, depth, "arguments") if args_json.strip() else {}
+    return _args_object(value, maybe_nul="\\u0000" in args_json)
+
+
+def checked_args(value: Any, limit: int) -> JSON:
+    """Arguments parsed already, with the request that carried them (MCP's tools/call, whose
+    text `loads` read whole, its depth checked first), held to the rest of `parse_args`'s
+    bounds without being parsed again: a JSON object, of at most `limit` bytes as a dispatch
+    sends them (`sent_size`), without NUL."""
+    args = _args_object(value, maybe_nul=True)
+    check_args_size(sent_size(args), limit)
+    return args
+
+
+def _args_object(value: Any, *, maybe_nul: bool) -> JSON:
     if not isinstance(value, dict):
         raise InvalidArguments(
             f"arguments must be a JSON object, got a JSON {type(value).__name__}"
         )
-    if "\\u0000" in args_json and _has_nul(value):
+    if maybe_nul and _has_nul(value):
         raise InvalidArguments("arguments contain a NUL character (\\u0000), which no real "
                                "system takes in text; remove it")
     return value
@@ -160,13 +175,26 @@ def _has_nul(value: Any) -> bool:
 def parse_plan(plan_json: str, limit: int, depth: int = DEFAULT_DEPTH) -> list[JSON]:
     """A commit plan: a JSON list of {"tool": ..., "args": {...}} (R10), of at most `limit`
     bytes (each step's arguments are held to AGENTSAGA_MAX_ARGS_BYTES when it is staged)."""
-    size = len(plan_json.encode())
+    _check_plan_size(len(plan_json.encode()), limit)
+    return _plan_steps(loads(plan_json or "[]", depth + 2, "the commit plan's steps"))
+
+
+def checked_plan(value: Any, limit: int) -> list[JSON]:
+    """A commit plan parsed already, with the request that carried it (MCP's tools/call), held
+    to `parse_plan`'s bounds without being parsed again (its size as sent, `sent_size`)."""
+    _check_plan_size(sent_size(value), limit)
+    return _plan_steps(value)
+
+
+def _check_plan_size(size: int, limit: int) -> None:
     if size > limit:
         raise InvalidArguments(
             f"the commit plan is {size} bytes; the limit is {limit} (AGENTSAGA_MAX_PLAN_BYTES). "
             "Stage fewer steps, and pass large content by reference (a URL or an id), not "
             "inline; nothing was staged.")
-    plan = loads(plan_json or "[]", depth + 2, "the commit plan's steps")
+
+
+def _plan_steps(plan: Any) -> list[JSON]:
     if not isinstance(plan, list) or not all(isinstance(s, dict) for s in plan):
         raise InvalidArguments(
             'the commit plan must be a JSON list of {"tool": ..., "args": {...}}')

@@ -49,7 +49,7 @@ from agentsaga.errors import (
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import JSON, Registry
-from agentsaga.requests import end_state, log_run_id, parse_args, parse_plan
+from agentsaga.requests import checked_args, end_state, own_run_id, parse_args, parse_plan
 from agentsaga.run_locks import RunLocks
 from agentsaga.settings import Settings
 from agentsaga.settle_report import SettleReport
@@ -114,7 +114,7 @@ class SagaService:
         """The saga-log id of the run a request names: a run of this sidecar's namespace
         (`namespace/run-id`; the bare id outside Kubernetes). A run id is unique within its
         namespace; a request never reaches another namespace's run."""
-        return log_run_id(run_id, self.settings.pod_namespace)
+        return own_run_id(run_id=run_id, namespace=self.settings.pod_namespace)
 
     def begin_run(self, run_id: str, *, agent: str = "") -> BeganRun:
         """Create or adopt the run (R12); this process then holds its epoch. The run is bound
@@ -294,13 +294,16 @@ class SagaService:
 
     # -- dispatch --------------------------------------------------------------------------
 
-    def dispatch_request(self, run_id: str, tool: str, args_json: str) -> DispatchResult:
+    def dispatch_request(self, run_id: str, tool: str, args: str | JSON) -> DispatchResult:
         """A tool call as a front end receives it: the run id checked, the run's rate limit
-        taken, the arguments parsed (a JSON object of bounded size)."""
+        taken, the arguments held to their bounds (a JSON object of bounded size): parsed from
+        their text (gRPC), or as parsed with the request that carried them (MCP), never twice."""
         run_id = self.log_id(run_id)
         self.limiter.take(run_id)
+        limit = self.settings.max_args_bytes
         return self._intercepted(run_id, tool, parse_args(
-            args_json, self.settings.max_args_bytes, self.settings.max_json_depth))
+            args, limit, self.settings.max_json_depth) if isinstance(args, str)
+            else checked_args(args, limit))
 
     def dispatch(self, run_id: str, tool: str, args: JSON) -> DispatchResult:
         """One tool call through the registry, the saga log and the real system."""
@@ -375,8 +378,7 @@ class SagaService:
                 "too many AwaitDecision calls are waiting in this sidecar already (at most "
                 "half of AGENTSAGA_WORKERS); call again later, with a timeout")
         try:
-            return pivot.await_decision(self.saga_log, run_id, bounded, gone=gone,
-                                        clock=self.clock, sleep=self.sleep)
+            return pivot.await_decision(self.saga_log, run_id, bounded, gone=gone)
         finally:
             self._waiters.release()
 

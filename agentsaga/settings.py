@@ -108,7 +108,10 @@ class McpSettings:
 
 @dataclass(frozen=True)
 class OperatorSettings:
-    """The operator's Jobs (the DSN is the root's `dsn`)."""
+    """The operator's configuration, the one value every handler is handed (through kopf's
+    `memo`): its Jobs and resync from the environment, its watch and webhook from
+    `agentsaga operator`'s options, which may also override the resync intervals. Its saga log
+    is the root's (`AGENTSAGA_OPERATOR_DSN`, else `AGENTSAGA_DSN`, or `--dsn`)."""
 
     sidecar_image: str = variable(
         "AGENTSAGA_SIDECAR_IMAGE", "", "image of the reconcile/unwind Jobs without a template")
@@ -144,6 +147,17 @@ class OperatorSettings:
         "`ttlSecondsAfterFinished` of the reconcile/unwind Jobs: a finished Job (and its pod) is "
         "removed this long after (unset: kept until deleted); its outcome is already in the "
         "AgentRun", positive=True)
+    job_backoff_limit: int = 3
+    """`backoffLimit` of the reconcile/unwind Jobs (not configurable: a Job retried more only
+    repeats what its run's log already says)."""
+    watch_timeout_seconds: int = 300
+    """Server-side timeout of each watch request (`--watch-timeout`; kopf re-watches from the
+    last version)."""
+    webhook_port: int | None = None
+    """Serve the sidecar-injection webhook on this port (`--webhook-port`)."""
+    webhook_cert_dir: str | None = None
+    """tls.crt, tls.key and ca.crt of the webhook (`--webhook-cert-dir`); none: plain HTTP on
+    127.0.0.1, for development."""
 
 
 @dataclass(frozen=True)

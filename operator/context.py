@@ -5,17 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.kube import KubeApi
 from agentsaga.operator.log_watch import LogWatch
 from agentsaga.operator.run_pods import RunsByPod
+from agentsaga.settings import OperatorSettings
 from agentsaga.store import SagaLog
 
 
 @dataclass(frozen=True)
 class Context:
-    config: OperatorConfig
+    config: OperatorSettings
     kube: KubeApi
     saga_log: SagaLog | None
     sidecar_template: dict[str, Any] | None = None

@@ -20,8 +20,8 @@ from agentsaga.operator.config import (
     JOB_POD_LABEL,
     RUN_LABEL,
     VERSION,
-    OperatorConfig,
 )
+from agentsaga.settings import OperatorSettings
 
 JobKind = Literal["reconcile", "unwind", "corrections"]
 Obj = dict[str, Any]
@@ -73,7 +73,7 @@ def _job_credential(env: Obj) -> Obj:
     return {**env, "valueFrom": {"secretKeyRef": {**ref, "key": _JOB_CREDENTIAL[ref["key"]]}}}
 
 
-def _container(config: OperatorConfig, template: Obj | None, kind: JobKind,
+def _container(config: OperatorSettings, template: Obj | None, kind: JobKind,
                run_id: str) -> Obj:
     if template is not None:
         container = dict(copy.deepcopy(template["container"]))
@@ -93,7 +93,7 @@ def _container(config: OperatorConfig, template: Obj | None, kind: JobKind,
     return container
 
 
-def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorConfig,
+def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorSettings,
               template: Obj | None) -> Obj:
     meta = run["metadata"]
     labels = {RUN_LABEL: label_value(meta["name"]), JOB_KIND_LABEL: kind,

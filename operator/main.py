@@ -16,11 +16,12 @@ import random
 import kopf
 
 from agentsaga import telemetry
+from agentsaga.database import is_embedded, resolve_dsn
 from agentsaga.errors import ConfigurationError
-from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.context import Context
 from agentsaga.operator.injection import load_template
 from agentsaga.operator.kube import KubeApi, api_client
+from agentsaga.settings import OperatorSettings, Settings
 from agentsaga.store import SagaLog
 
 logger = logging.getLogger(__name__)
@@ -57,40 +58,43 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="server-side timeout of each watch request (default: 300)")
 
 
-def build_config(args: argparse.Namespace) -> OperatorConfig:
-    config = OperatorConfig.from_env()
+def build_config(args: argparse.Namespace,
+                 settings: Settings | None = None) -> tuple[OperatorSettings, str | None]:
+    """The operator's configuration, read from the environment once (`settings`, else this
+    process's), with the command line's options over it; and its saga log's DSN (`--dsn`, else
+    AGENTSAGA_OPERATOR_DSN, else AGENTSAGA_DSN; None: no saga log, never the embedded one)."""
+    settings = Settings.from_env() if settings is None else settings
     changes: dict[str, object] = {"webhook_port": args.webhook_port,
                                   "webhook_cert_dir": args.webhook_cert_dir}
-    if args.dsn:
-        changes["dsn"] = args.dsn
-    if args.resync_interval is not None:
-        if args.resync_interval <= 0:
-            raise ConfigurationError("--resync-interval must be positive")
-        changes["resync_seconds"] = args.resync_interval
-    if args.full_resync_interval is not None:
-        if args.full_resync_interval <= 0:
-            raise ConfigurationError("--full-resync-interval must be positive")
-        changes["full_resync_seconds"] = args.full_resync_interval
-    if args.watch_timeout is not None:
-        changes["watch_timeout_seconds"] = args.watch_timeout
-    return dataclasses.replace(config, **changes)  # type: ignore[arg-type]
+    for option, name, value in (
+            ("--resync-interval", "resync_seconds", args.resync_interval),
+            ("--full-resync-interval", "full_resync_seconds", args.full_resync_interval),
+            ("--watch-timeout", "watch_timeout_seconds", args.watch_timeout)):
+        if value is None:
+            continue
+        if value <= 0:
+            raise ConfigurationError(f"{option} must be a positive number of seconds, "
+                                     f"got {value}")
+        changes[name] = value
+    dsn = None if is_embedded(args.dsn, settings, "operator") else resolve_dsn(
+        args.dsn, settings, "operator")
+    return dataclasses.replace(settings.operator, **changes), dsn  # type: ignore[arg-type]
 
 
 def run(args: argparse.Namespace) -> int:
-    config = build_config(args)
+    config, dsn = build_config(args)
     template = None
     if config.sidecar_template:
         try:
             template = load_template(config.sidecar_template)
         except (OSError, ValueError) as exc:
             raise ConfigurationError(f"AGENTSAGA_SIDECAR_TEMPLATE: {exc}") from exc
-    if config.dsn is None:
+    if dsn is None:
         logger.warning("no AGENTSAGA_DSN: step counts, the finalizer and pivot decisions cannot "
                     "consult the saga log")
     telemetry.setup("agentsaga-operator")  # OTEL_* environment; off when none is set
     # the operator's database role: it records decisions; the schema is the migration's
-    saga_log = None if config.dsn is None else SagaLog(
-        config.dsn, min_size=1, max_size=4).open(migrate=False)
+    saga_log = None if dsn is None else SagaLog(dsn, min_size=1, max_size=4).open(migrate=False)
     if saga_log is not None:
         saga_log.require_schema()
     context = Context(config, KubeApi(api_client()), saga_log, template)

@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 
-from agentsaga.operator.config import OperatorConfig
+from agentsaga.settings import OperatorSettings
 from agentsaga.store import Run, SagaLog
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 class OpenRunWalk:
     """Used by the binding loop's thread only."""
 
-    def __init__(self, saga_log: SagaLog, config: OperatorConfig,
+    def __init__(self, saga_log: SagaLog, config: OperatorSettings,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.saga_log = saga_log
         self.batch = config.resync_batch

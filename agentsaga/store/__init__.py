@@ -9,6 +9,7 @@
     group_commit     outcomes of concurrent dispatches written in one statement, each answered
                      once its own row is committed (`AGENTSAGA_OUTCOME_COMMIT=group`)
     hooks            StoreHooks: who hears of outcomes, compensations, corrections
+    decisions        pivot decisions announced as they are recorded (LISTEN), for the waits
     provisioning     databases for the benchmark and the bulk rows it reconciles
     retention        `agentsaga prune`: ended runs removed once older than a cutoff
 

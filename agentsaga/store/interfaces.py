@@ -7,7 +7,7 @@ an interface offers is one its role may make.
     JobStore      a reconcile/unwind Job (agentsaga_job_<ns>): adopt a run, settle its steps,
                   compensate them, queue and send corrections
     SidecarStore  a sidecar (agentsaga_ns_<ns>): a Job's writes, and begin runs, write intents,
-                  re-send a step that did not happen, stage the plan
+                  re-send a step that did not happen, stage the plan, wait for its decision
     OperatorStore the operator (agentsaga_operator): decisions (the pivot, corrections, a
                   person's settlement), the run's policy and released pods
 """
@@ -15,6 +15,7 @@ an interface offers is one its role may make.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -25,6 +26,7 @@ from agentsaga.states import (
     SettlementOutcome,
     StepStatus,
 )
+from agentsaga.store.decisions import Watch
 from agentsaga.store.records import Adoption, Correction, PivotRecord, Run, Step
 from agentsaga.store.retention import Pruned
 from agentsaga.store.settlements import Settled, Settlement
@@ -106,6 +108,7 @@ class SidecarStore(JobStore, Protocol):
     def update_run(self, run_id: str, epoch: int, *, pivot: PivotRecord | None = None,
                    state: RunState | None = None,
                    count_irreversible: bool = False) -> Run: ...
+    def watch_decisions(self) -> AbstractContextManager[Watch]: ...
 
 
 class OperatorStore(Reads, Protocol):

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 
 from agentsaga.store import schema
 from agentsaga.store.connections import Database, describe
 from agentsaga.store.correction_rows import CorrectionStatements
 from agentsaga.store.counts import CountStatements
 from agentsaga.store.cursors import Cursors
+from agentsaga.store.decisions import DecisionListener, Watch
 from agentsaga.store.fingerprints import FingerprintStatements
 from agentsaga.store.group_commit import GroupCommit
 from agentsaga.store.hooks import NoHooks, StoreHooks
@@ -53,6 +55,8 @@ class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStateme
         # other writer bumps the epoch first, so a cursor is used only under the epoch it was
         # read with, and the fenced write still refuses a stale one). See `cursor`.
         self._cursors = Cursors()
+        # one LISTEN connection for every wait for a pivot decision, opened by the first
+        self._decisions = DecisionListener(dsn)
 
     def open(self, *, migrate: bool = True, timeout: float = 30.0) -> SagaLog:
         """Wait up to `timeout` seconds for Postgres (it may still be starting), then open the
@@ -63,6 +67,7 @@ class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStateme
         return self
 
     def close(self) -> None:
+        self._decisions.close()
         self.db.close()
 
     def __enter__(self) -> SagaLog:
@@ -70,6 +75,11 @@ class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStateme
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def watch_decisions(self) -> AbstractContextManager[Watch]:
+        """While a wait for a pivot decision lasts: a `Watch` woken when a decision of the plan
+        it awaits is recorded (`agentsaga.store.decisions`); the wait then reads its run."""
+        return self._decisions.watch()
 
     def reconnect(self) -> None:
         """Drop connections to a server that restarted; the next statement reconnects."""

@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from agentsaga import pivot
 from agentsaga.calls import ToolInfo
 from agentsaga.errors import InvalidArguments, SagaError
-from agentsaga.requests import loads
+from agentsaga.requests import checked_plan, loads
 from agentsaga.service import SagaService
 from agentsaga.sidecar.mcp_endpoint import outcomes
 from agentsaga.store import PivotRecord
@@ -128,17 +128,17 @@ class Endpoint:
 
     def call(self, run_id: str, agent: str, tool: str, args: dict[str, Any], *,
              raw: str = "") -> types.CallToolResult:
-        """One tools/call: the request as it came (`raw`: a key named twice, which the MCP
-        library's parser keeps the last of, is refused before anything is written), the run
-        begun or adopted once, then the service's answer."""
+        """One tools/call: its arguments as read from the request's text (`raw`, see
+        `sent_arguments`), the run begun or adopted once, then the service's answer, the
+        arguments passed on as parsed."""
         service = self.service
-        if raw:  # the one parser of agents' JSON (`requests.loads`), on the request's text
-            loads(raw, service.settings.max_json_depth + 2, "arguments")
+        if raw:
+            args = sent_arguments(raw, service.settings.max_json_depth, args)
         service.ensure_begun(run_id, agent=agent)
         if tool == REACH_PIVOT:
-            # the raw-request path of gRPC's ReachPivot: the plan's size and depth checked
-            plan_json = json.dumps(args.get("plan"))
-            return _record(_pivot_json(service.reach_pivot_request(run_id, plan_json)))
+            # gRPC's ReachPivot checks the same, on the plan's text: its size, its steps
+            plan = checked_plan(args.get("plan"), service.settings.max_plan_bytes)
+            return _record(_pivot_json(service.reach_pivot(run_id, plan)))
         if tool == AWAIT_DECISION:
             timeout = _seconds(args.get("timeout_seconds", 30), "timeout_seconds")
             return _record(_pivot_json(service.await_decision(run_id, timeout)))
@@ -146,7 +146,18 @@ class Endpoint:
             run = service.end_run(run_id, str(args.get("outcome", "Succeeded")))
             return _record({"run_id": run.run_id, "state": str(run.state)})
         # the raw-request path of gRPC's Dispatch: run id, rate limit, size and NUL checks
-        return outcomes.tool_result(service.dispatch_request(run_id, tool, json.dumps(args)))
+        return outcomes.tool_result(service.dispatch_request(run_id, tool, args))
+
+
+def sent_arguments(raw: str, depth: int, given: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of the tools/call whose request's text is `raw`, read by the one parser of
+    agents' JSON (`requests.loads`: depth checked first, a key named twice refused, which the
+    MCP library's own reading keeps the last of) once, and passed on as they are; `given`, the
+    library's reading, when the text carries no such arguments."""
+    message = loads(raw, depth + 2, "arguments")
+    params = message.get("params") if isinstance(message, dict) else None
+    found = params.get("arguments") if isinstance(params, dict) else None
+    return found if isinstance(found, dict) else given
 
 
 async def request_body(ctx: ServerRequestContext[Any, Any]) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.job_manifests import build_job
+from agentsaga.settings import Settings
 from agentsaga.store import roles
 from sagatest.chart_tools import find, one, render, sidecar_template
 
@@ -66,7 +66,7 @@ def test_the_sidecar_logs_in_as_its_namespaces_sidecar_role_and_a_job_as_its_job
 
     run = {"metadata": {"name": "refund-1", "namespace": "team-a", "uid": "u-1"}}
     job = build_job(run, "unwind", "agentsaga-refund-1-unwind-e2", "refund-1",
-                    OperatorConfig.from_env({}), template)
+                    Settings().operator, template)
     job_env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert job_env["PGUSER"]["valueFrom"]["secretKeyRef"]["key"] == "job-user"
     assert job_env["PGPASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "job-password"

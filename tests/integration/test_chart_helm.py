@@ -4,6 +4,7 @@ openAPIV3Schema; values.schema.json rejects bad values naming the field."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import re
@@ -570,7 +571,7 @@ def test_the_sidecar_serves_mcp_with_its_upstreams_when_asked(tmp_path: Path) ->
 def test_the_operator_holds_no_sidecar_credential(values: str) -> None:
     """The operator connects as its own role (AGENTSAGA_OPERATOR_DSN); the sidecar's DSN Secret
     is nowhere in its Deployment, and the operator's settings pick the operator DSN."""
-    from agentsaga.operator.config import OperatorConfig
+    from agentsaga.operator.main import build_config
 
     docs = render(*VALUE_SETS[values])
     deployment = one(docs, "Deployment")
@@ -590,8 +591,12 @@ def test_the_operator_holds_no_sidecar_credential(values: str) -> None:
     operator_refs = secret_refs(container["env"])
     assert not [ref for ref in credential if ref in operator_refs]
     assert env["AGENTSAGA_OPERATOR_DSN"]["valueFrom"]["secretKeyRef"]["name"]
-    config = OperatorConfig.from_env({"AGENTSAGA_OPERATOR_DSN": "postgresql://operator@db/saga"})
-    assert config.dsn == "postgresql://operator@db/saga"
+    options = argparse.Namespace(dsn=None, webhook_port=None, webhook_cert_dir=None,
+                                 resync_interval=None, full_resync_interval=None,
+                                 watch_timeout=None)
+    _, dsn = build_config(options, Settings.from_env(
+        {"AGENTSAGA_OPERATOR_DSN": "postgresql://operator@db/saga"}))
+    assert dsn == "postgresql://operator@db/saga"
 
 
 def test_each_agent_namespace_gets_an_access_token_mounted_in_the_sidecar(
@@ -634,13 +639,12 @@ def test_network_policy_is_on_by_default_and_lets_nothing_in() -> None:
 
 def test_the_charts_jobs_have_no_token_a_deadline_and_a_ttl() -> None:
     """The operator's Job settings as the chart renders them, through the operator's own code."""
-    from agentsaga.operator.config import OperatorConfig
     from agentsaga.operator.job_manifests import build_job
 
     deployment = one(render(), "Deployment")
     env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0][
         "env"] if "value" in e and e["name"].startswith("AGENTSAGA_JOB")}
-    config = OperatorConfig.from_env({**env, "AGENTSAGA_SIDECAR_IMAGE": "sidecar:1"})
+    config = Settings.from_env({**env, "AGENTSAGA_SIDECAR_IMAGE": "sidecar:1"}).operator
     run = {"metadata": {"name": "refund-1182", "namespace": "agents", "uid": "u-1"}}
     job = build_job(run, "unwind", "agentsaga-refund-1182-unwind-e2", "refund-1182", config, None)
     assert job["spec"]["activeDeadlineSeconds"] == 1800

@@ -16,10 +16,12 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from agentsaga import requests
 from agentsaga.client import RateLimited, Refused, RunTakenOver, SagaClient
 from agentsaga.registry import JSON, Compensation, Effect, Registry, ref
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.sidecar.mcp_endpoint import handlers
 from agentsaga.sidecar.mcp_endpoint.handlers import Endpoint
 from agentsaga.sidecar.mcp_endpoint.serving import MCPServing, serve_mcp
 from agentsaga.sidecar.server import Serving, SidecarServicer, serve
@@ -228,3 +230,32 @@ def test_a_key_named_twice_is_refused_on_both_front_ends_before_anything_is_writ
     run_after = ends.service.saga_log.require_run("twice")
     assert run_after.pivot is None and ends.grpc.get_run("twice").steps == []
     assert ends.notes.made == {}
+
+
+def test_an_mcp_call_s_arguments_are_parsed_once_and_passed_on(
+        front_ends: FrontEnds, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sidecar reads a tools/call's text once (the MCP library's own reading aside): the
+    arguments, and a plan inside them, go on to the dispatch and the staging as parsed."""
+    parsed: list[str] = []
+    loads = requests.loads
+
+    def counted(text: str, limit: int, what: str) -> Any:
+        parsed.append(what)
+        return loads(text, limit, what)
+
+    monkeypatch.setattr(handlers, "loads", counted)
+    monkeypatch.setattr(requests, "loads", counted)
+    ends = front_ends
+    made = _mcp(ends, "once", "create_note", {"text": "hello"})
+    assert not made.is_error and [n["text"] for n in ends.notes.made.values()] == ["hello"]
+    assert parsed == ["arguments"]
+    parsed.clear()
+    ends.clock.advance(1.0)
+    plan = [{"tool": "delete_note", "args": {"note": "note-1"}}]
+    staged = _mcp(ends, "once", "agentsaga_reach_pivot", {"plan": plan})
+    assert not staged.is_error, _text(staged)
+    assert parsed == ["arguments"]
+    run_after = ends.service.saga_log.require_run("once")
+    assert run_after.pivot is not None
+    assert [(s["tool"], s["args"]) for s in run_after.pivot.commit] == [
+        ("delete_note", {"note": "note-1"})]

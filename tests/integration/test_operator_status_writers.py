@@ -15,11 +15,11 @@ from kubernetes import config
 from kubernetes.client import ApiClient
 
 from agentsaga.keys import log_run_id
-from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.context import Context
 from agentsaga.operator.kube import KubeApi, Mutation, Obj
 from agentsaga.operator.run_binding import bind
 from agentsaga.operator.run_jobs import apply_job, orphan
+from agentsaga.settings import OperatorSettings
 from agentsaga.states import RunState
 from agentsaga.store import SagaLog
 from sagatest.cluster.kube import Kube
@@ -34,7 +34,7 @@ def ctx(kube_with_crds: Kube, pg: str) -> Iterator[Context]:
     api = config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(kube_with_crds.kubeconfig))
     with SagaLog(pg, min_size=1, max_size=2).open(migrate=False) as saga_log:
-        yield Context(OperatorConfig(dsn=pg), KubeApi(api), saga_log)
+        yield Context(OperatorSettings(), KubeApi(api), saga_log)
     api.close()
 
 

@@ -13,11 +13,11 @@ import itertools
 import psycopg
 
 from agentsaga.keys import log_run_id, step_key
-from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.log_watch import LogWatch
 from agentsaga.operator.run_facts import facts, facts_since, fingerprint
 from agentsaga.operator.run_walk import OpenRunWalk
+from agentsaga.settings import OperatorSettings
 from agentsaga.states import RunState, StepStatus
 from agentsaga.store import SagaLog
 
@@ -50,7 +50,7 @@ def _runs(saga_log: SagaLog, dsn: str) -> None:
 
 
 def test_the_binding_rounds_walk_every_open_run_once_per_full_resync(pg: str) -> None:
-    config = OperatorConfig(resync_seconds=10.0, full_resync_seconds=40.0, resync_batch=5)
+    config = OperatorSettings(resync_seconds=10.0, full_resync_seconds=40.0, resync_batch=5)
     with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
         _runs(saga_log, pg)
         walk = OpenRunWalk(saga_log, config, monotonic=Steps(10.0))

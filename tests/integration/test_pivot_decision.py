@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import psycopg
 import pytest
@@ -25,9 +26,10 @@ from agentsaga.states import (
     PivotState,
     RunState,
 )
-from agentsaga.store import PivotRecord
+from agentsaga.store import PivotRecord, Run, SagaLog, roles
+from agentsaga.store.connections import with_user
 from agentsaga.store.interfaces import OperatorStore
-from agentsaga_lab.world import ManualClock
+from sagatest import ledger_tools
 from sagatest.ledger_tools import effects
 from sagatest.traced import Traced
 
@@ -108,82 +110,161 @@ def test_waiting_for_the_decision(service: SagaService, operator_log: OperatorSt
     service.begin_run(RUN)
     assert await_decision(service.saga_log, RUN, timeout=0.0) is None  # nothing staged
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
-    undecided = await_decision(service.saga_log, RUN, timeout=0.0, poll=0.0)
+    undecided = await_decision(service.saga_log, RUN, timeout=0.0)
     assert undecided == record and not undecided.decided  # the timeout passed: as it is
     decided = record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     assert await_decision(service.saga_log, RUN, timeout=60.0) == decided  # no wait for it
 
 
-class Pauses:
-    """The wait's `sleep` seam on a `ManualClock`: records each pause, moves the clock by it,
-    runs `then` (if any) after pause number `at`, and fails a wait that does not end."""
-
-    def __init__(self, clock: ManualClock, *, at: int = 0,
-                 then: Callable[[], object] = lambda: None) -> None:
-        self.clock, self.at, self.then = clock, at, then
-        self.taken: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        assert len(self.taken) < 100, f"the wait did not end: paused {self.taken[:5]}..."
-        self.taken.append(seconds)
-        self.clock.advance(seconds)
-        if len(self.taken) == self.at:
-            self.then()
+NS = "shop"
+LONG = 120.0
+"""A wait's timeout and its re-read interval in the tests below: far longer than each test
+takes, so that a second read of the run can only have been caused by the announcement."""
 
 
-def test_the_wait_looks_every_fifth_of_a_second_until_its_timeout(service: SagaService) -> None:
-    record = staged(service)
-    clock = ManualClock(now=1000.0)
-    pauses = Pauses(clock)
-    undecided = await_decision(service.saga_log, RUN, timeout=0.5, clock=clock, sleep=pauses)
+@dataclass
+class Shop:
+    """A sidecar of namespace `shop` on its own credential, which counts its reads of the run,
+    and the operator on its own."""
+
+    service: SagaService
+    operator: SagaLog
+    reads: list[str]
+    dsn: str
+
+    @property
+    def run_id(self) -> str:
+        return f"{NS}/{RUN}"
+
+    def stage(self) -> PivotRecord:
+        self.service.begin_run(RUN)
+        return self.service.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
+
+    def wait(self, timeout: float = LONG,
+             gone: Callable[[], bool] = lambda: False) -> Callable[[], PivotRecord | None]:
+        """Start a wait in a thread; the returned function joins it and gives its answer."""
+        answer: list[PivotRecord | None] = []
+        waiter = threading.Thread(target=lambda: answer.append(await_decision(
+            self.service.saga_log, self.run_id, timeout, gone=gone, recheck_s=LONG)))
+        waiter.start()
+
+        def joined() -> PivotRecord | None:
+            waiter.join(60.0)
+            assert not waiter.is_alive(), "the wait was not woken"
+            return answer[0]
+        return joined
+
+    def until_waiting(self) -> None:
+        """Until the sidecar's credential LISTENs (seen by Postgres) and the wait read its run
+        once (after the LISTEN: a decision recorded before it would be seen by that read)."""
+        role = roles.namespace_role(NS, "sidecar")
+        deadline = time.monotonic() + 30.0
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE usename = %s"
+                    " AND query = 'LISTEN agentsaga_decisions'", (role,)).fetchone() != (1,) \
+                    or len(self.reads) < 1:
+                assert time.monotonic() < deadline, "the wait never started listening"
+                time.sleep(0.01)
+
+
+@pytest.fixture
+def shop(pg: str, ledger: str) -> Iterator[Shop]:
+    with psycopg.connect(pg) as conn:
+        roles.provision(conn, NS)
+    sidecar = SagaLog(with_user(pg, roles.namespace_role(NS, "sidecar")), min_size=1,
+                      max_size=2).open(migrate=False)
+    operator = SagaLog(with_user(pg, roles.OPERATOR), min_size=1, max_size=1).open(
+        migrate=False)
+    service = SagaService(sidecar, ledger_tools.build_registry(),
+                          Settings(recheck_pause_s=0.01, pod_namespace=NS),
+                          sleep=lambda _: None)
+    try:
+        yield Shop(service, operator, [], pg)
+    finally:
+        sidecar.close()
+        operator.close()
+
+
+def _counting(shop: Shop, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on, each read of a run by the sidecar's waits is in `shop.reads`."""
+    require_run = shop.service.saga_log.require_run
+
+    def counted(run_id: str) -> Run:
+        shop.reads.append(run_id)
+        return require_run(run_id)
+
+    monkeypatch.setattr(shop.service.saga_log, "require_run", counted)
+
+
+def test_a_decision_the_operator_records_wakes_the_waiting_sidecar(
+        shop: Shop, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Delivered by LISTEN: the wait reads its run when it starts and once more when the
+    operator's decision is announced, no poll between (its re-read interval and its timeout
+    are far longer than the test)."""
+    record = shop.stage()
+    _counting(shop, monkeypatch)
+    answer = shop.wait()
+    shop.until_waiting()
+    decided = record_decision(shop.operator, shop.run_id, record.plan_hash, "Rejected", "bob",
+                              "wrong amount")
+    assert answer() == decided and decided.state == PivotState.REJECTED
+    assert shop.reads == [shop.run_id] * 2
+
+
+def test_a_decision_recorded_before_the_wait_is_seen_by_its_first_read(
+        shop: Shop, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = shop.stage()
+    decided = record_decision(shop.operator, shop.run_id, record.plan_hash, "Approved", "alice")
+    _counting(shop, monkeypatch)
+    assert shop.wait()() == decided
+    assert shop.reads == [shop.run_id]
+
+
+def test_the_announcement_tells_another_namespace_nothing(shop: Shop, pg: str) -> None:
+    """Any role may LISTEN on any channel: the payload is the decided plan's hash only, and the
+    run it is of stays invisible to another namespace's credential."""
+    record = shop.stage()
+    with psycopg.connect(pg) as conn:
+        roles.provision(conn, "other")
+    other = with_user(pg, roles.namespace_role("other", "sidecar"))
+    with psycopg.connect(other, autocommit=True) as listener:
+        listener.execute("LISTEN agentsaga_decisions")
+        record_decision(shop.operator, shop.run_id, record.plan_hash, "Approved", "alice")
+        [note] = list(listener.notifies(timeout=10.0, stop_after=1))
+        assert note.payload == record.plan_hash
+        assert NS not in note.payload and RUN not in note.payload
+        assert listener.execute("SELECT count(*) FROM saga_runs").fetchone() == (0,)
+
+
+def test_the_wait_ends_at_its_timeout_or_when_its_caller_is_gone(
+        shop: Shop, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = shop.stage()
+    _counting(shop, monkeypatch)
+    started = time.monotonic()
+    undecided = await_decision(shop.service.saga_log, shop.run_id, 0.3, recheck_s=LONG)
+    assert time.monotonic() - started >= 0.3
     assert undecided == record and not undecided.decided
-    assert pauses.taken == pytest.approx([0.2, 0.2, 0.1])  # the last pause ends at the deadline
-    assert clock.now == pytest.approx(1000.5)
-    custom = Pauses(clock)
-    await_decision(service.saga_log, RUN, timeout=1.0, poll=0.25, clock=clock, sleep=custom)
-    assert custom.taken == [0.25, 0.25, 0.25, 0.25]
-    at_once = Pauses(clock)
-    assert await_decision(service.saga_log, RUN, timeout=0.0, clock=clock, sleep=at_once) == record
-    assert at_once.taken == []
-
-
-def test_the_wait_ends_at_the_first_look_after_the_decision(
-        service: SagaService, operator_log: OperatorStore) -> None:
-    record = staged(service)
-    clock = ManualClock()
-    pauses = Pauses(clock, at=2, then=lambda: record_decision(
-        operator_log, RUN, record.plan_hash, "Rejected", "bob", "wrong amount"))
-    decided = await_decision(service.saga_log, RUN, timeout=30.0, clock=clock, sleep=pauses)
-    assert decided is not None and decided.state == PivotState.REJECTED
-    assert decided == service.saga_log.require_run(RUN).pivot
-    assert (decided.decided_by, decided.reason) == ("bob", "wrong amount")
-    assert pauses.taken == pytest.approx([0.2, 0.2])
-
-
-def test_the_wait_ends_when_its_caller_is_gone(service: SagaService) -> None:
-    record = staged(service)
-    clock = ManualClock()
+    assert shop.reads == [shop.run_id] * 2  # when it started and at its end, nothing between
+    shop.reads.clear()
     left: list[bool] = []
-    pauses = Pauses(clock, at=3, then=lambda: left.append(True))
-    undecided = await_decision(service.saga_log, RUN, timeout=30.0, gone=lambda: bool(left),
-                               clock=clock, sleep=pauses)
-    assert undecided == record and not undecided.decided
-    assert pauses.taken == pytest.approx([0.2, 0.2, 0.2])
+    answer = shop.wait(gone=lambda: bool(left))
+    shop.until_waiting()
+    left.append(True)
+    assert answer() == record
+    assert shop.reads == [shop.run_id] * 2
 
 
-def test_the_service_waits_on_its_clock_at_most_the_configured_cap(
-        service: SagaService) -> None:
-    """`SagaService(clock=, sleep=)` times the wait; AGENTSAGA_AWAIT_DECISION_MAX_S caps it."""
-    record = staged(service)
-    clock = ManualClock(now=50.0)
-    pauses = Pauses(clock)
-    capped = SagaService(service.saga_log, service.registry,
-                         Settings(recheck_pause_s=0.01, await_decision_max_s=1.0),
-                         clock=clock, sleep=pauses)
+def test_the_service_waits_at_most_the_configured_cap(shop: Shop) -> None:
+    """AGENTSAGA_AWAIT_DECISION_MAX_S caps whatever timeout a wait asks for."""
+    record = shop.stage()
+    capped = SagaService(shop.service.saga_log, shop.service.registry,
+                         Settings(recheck_pause_s=0.01, await_decision_max_s=0.3,
+                                  pod_namespace=NS))
+    started = time.monotonic()
     assert capped.await_decision(RUN, timeout=86400.0) == record
-    assert sum(pauses.taken) == pytest.approx(1.0) and clock.now == pytest.approx(51.0)
+    assert 0.3 <= time.monotonic() - started < LONG
     assert capped.await_decision(RUN, timeout=-5.0) == record  # a negative timeout: no wait
-    assert len(pauses.taken) == 5
 
 
 def test_an_approved_irreversible_step_is_queued_for_a_person_on_unwind_once(

@@ -225,7 +225,8 @@ def test_each_role_may_do_exactly_its_part(world: str, method: str, role: str) -
 def test_every_public_method_is_in_the_table() -> None:
     methods = {name for name in dir(SagaLog) if not name.startswith("_")
                and callable(getattr(SagaLog, name))}
-    plumbing = {"open", "close", "forget", "reconnect", "listen_runs", "write_outcomes"}
+    plumbing = {"open", "close", "forget", "reconnect", "listen_runs", "watch_decisions",
+                "write_outcomes"}
     named = {name.split(" ")[0] for name in MATRIX}
     assert methods - plumbing == named
 
@@ -235,7 +236,7 @@ def _methods(interface: type) -> set[str]:
             for name, value in vars(cls).items() if callable(value) and not name.startswith("_")}
 
 
-PLUMBING = {"forget", "listen_runs"}
+PLUMBING = {"forget", "listen_runs", "watch_decisions"}
 """Methods that write nothing to the log (this process's memory, a LISTEN)."""
 READS_BEYOND = {"cursor", "open_runs", "runs_changed_since", "namespaces_with_run", "prunable"}
 """The interfaces' methods outside `Reads` that write nothing either: what this process wrote

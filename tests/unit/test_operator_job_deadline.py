@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from agentsaga.errors import ConfigurationError
-from agentsaga.operator.config import OperatorConfig
 from agentsaga.operator.job_manifests import build_job
+from agentsaga.settings import Settings
 
 RUN = {"metadata": {"name": "refund-1182", "namespace": "agents", "uid": "u-1"}}
 
 
 def job_spec(env: dict[str, str]) -> dict[str, object]:
-    config = OperatorConfig.from_env({"AGENTSAGA_SIDECAR_IMAGE": "sidecar:1", **env})
+    config = Settings.from_env({"AGENTSAGA_SIDECAR_IMAGE": "sidecar:1", **env}).operator
     job = build_job(RUN, "unwind", "agentsaga-refund-1182-unwind-e2", "refund-1182", config, None)
     spec: dict[str, object] = job["spec"]
     return spec
@@ -27,7 +27,7 @@ def test_jobs_carry_the_configured_deadline_and_none_without_it() -> None:
 @pytest.mark.parametrize("raw", ["soon", "0", "-5"])
 def test_a_deadline_that_is_not_a_positive_number_is_refused(raw: str) -> None:
     with pytest.raises(ConfigurationError, match="AGENTSAGA_JOB_DEADLINE_SECONDS"):
-        OperatorConfig.from_env({"AGENTSAGA_JOB_DEADLINE_SECONDS": raw})
+        Settings.from_env({"AGENTSAGA_JOB_DEADLINE_SECONDS": raw})
 
 
 def test_jobs_mount_no_token_and_are_removed_after_the_configured_ttl() -> None:
@@ -38,4 +38,4 @@ def test_jobs_mount_no_token_and_are_removed_after_the_configured_ttl() -> None:
     assert template["spec"]["automountServiceAccountToken"] is False
     assert "ttlSecondsAfterFinished" not in job_spec({})
     with pytest.raises(ConfigurationError, match="AGENTSAGA_JOB_TTL_SECONDS"):
-        OperatorConfig.from_env({"AGENTSAGA_JOB_TTL_SECONDS": "0"})
+        Settings.from_env({"AGENTSAGA_JOB_TTL_SECONDS": "0"})

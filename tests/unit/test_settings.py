@@ -3,8 +3,10 @@ the configuration page's table (docs/configuration.md) generated from it."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import re
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -128,3 +130,20 @@ def test_connector_config_is_derived_from_the_connectors_group() -> None:
     assert config.http.timeout_s == 3.0 and config.stripe is None
     with pytest.raises(ConfigurationError, match="AGENTSAGA_JIRA_PROJECT is not"):
         ConnectorConfig.from_env({"AGENTSAGA_JIRA_URL": "http://jira.example"})
+
+
+def test_the_operator_s_configuration_is_the_operator_group_with_its_options_over_it() -> None:
+    from agentsaga.operator.main import build_config, configure
+
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    env = Settings.from_env({"AGENTSAGA_OPERATOR_RESYNC_SECONDS": "3",
+                             "AGENTSAGA_DSN": "postgresql://sidecar@db/saga",
+                             "AGENTSAGA_OPERATOR_DSN": "postgresql://operator@db/saga"})
+    config, dsn = build_config(parser.parse_args(["--full-resync-interval", "60",
+                                                  "--webhook-port", "9443"]), env)
+    assert config == replace(env.operator, full_resync_seconds=60.0, webhook_port=9443)
+    assert config.resync_seconds == 3.0 and dsn == "postgresql://operator@db/saga"
+    assert build_config(parser.parse_args([]), Settings())[1] is None  # never the embedded one
+    with pytest.raises(ConfigurationError, match="--watch-timeout must be a positive number"):
+        build_config(parser.parse_args(["--watch-timeout", "0"]), env)
