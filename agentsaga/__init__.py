@@ -14,11 +14,7 @@ before anything is retried or undone.
 
 from typing import TYPE_CHECKING, Any
 
-from agentsaga import grpc_tuning as _grpc_tuning
-
-_grpc_tuning.apply()  # before anything imports grpc: its core reads GRPC_EXPERIMENTS once
-
-from agentsaga.errors import (  # noqa: E402
+from agentsaga.errors import (
     CompensationUnavailable,
     ConfigurationError,
     CorrectionError,
@@ -44,8 +40,8 @@ from agentsaga.errors import (  # noqa: E402
     ToolError,
     UnknownTool,
 )
-from agentsaga.keys import compensation_key, step_key  # noqa: E402
-from agentsaga.registry import (  # noqa: E402
+from agentsaga.keys import compensation_key, step_key
+from agentsaga.registry import (
     NO_LOOKUP,
     TOOL_CLASSES,
     Compensation,
@@ -58,7 +54,7 @@ from agentsaga.registry import (  # noqa: E402
     register,
     tool,
 )
-from agentsaga.time_contract import TimeContract  # noqa: E402
+from agentsaga.time_contract import TimeContract
 
 __all__ = [
     "NO_LOOKUP",

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from agentsaga import logformat
+from agentsaga import grpc_tuning, logformat
 from agentsaga.errors import SagaError
 from agentsaga.extras import MissingExtra
 
@@ -86,6 +86,9 @@ def version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # before a command's module is imported: most import grpc, whose core reads
+    # GRPC_EXPERIMENTS then, once
+    grpc_tuning.apply()
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     commands = all_commands()

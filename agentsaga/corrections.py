@@ -57,8 +57,8 @@ def plan(step: Step) -> Correction:
             "about": step.external_ref, "original_key": step.idempotency_key}}
     else:
         state, body = CorrectionState.SILENT, None
-    return Correction(step.run_id, step.step_idx, step.tool, audience, rank(audience), state,
-                      body)
+    return Correction(run_id=step.run_id, step_idx=step.step_idx, tool=step.tool,
+                      audience=audience, rank=rank(audience), state=state, correction=body)
 
 
 # -- the human's decision, and sending what was approved -------------------------------------

@@ -258,8 +258,11 @@ class Settings:
         "system (a tool's call, a lookup, a decision)", minimum=1)
     grpc_experiments: str = variable(
         "AGENTSAGA_GRPC_EXPERIMENTS", grpc_tuning.DEFAULT,
-        "`GRPC_EXPERIMENTS` for the sidecar and the client when it is not set (empty: grpc's "
-        "defaults); the default turns off the EventEngine paths, −0.3 ms a dispatch")
+        "`GRPC_EXPERIMENTS` for the processes the `agentsaga` command runs (the sidecar, the "
+        "operator, the Jobs, the bench and demo clients) when it is not set (empty: grpc's "
+        "defaults); the default turns off the EventEngine paths, −0.3 ms a dispatch. An agent "
+        "process gets the same by calling `agentsaga.grpc_tuning.apply()` before it imports "
+        "grpc")
     recheck_pause_s: float = variable(
         "AGENTSAGA_RECHECK_PAUSE_S", 2.0, "R7: the pause before re-checking an empty lookup",
         minimum=0)

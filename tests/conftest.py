@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from agentsaga import grpc_tuning
+
+# this process's clients and in-process sidecars run gRPC as the processes `agentsaga` starts
+# do: set before the fixture modules below import grpc (its core reads it then, once)
+grpc_tuning.apply()
+
 SUPPORT = Path(__file__).resolve().parent / "support"
 
 pytest_plugins = ["sagatest.pg_fixtures", "sagatest.sidecar_fixtures", "sagatest.world_fixtures",

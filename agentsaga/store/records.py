@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -77,7 +77,7 @@ class PivotRecord:
                    digest_key=str(data.get("digestKey") or ""))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Run:
     run_id: str
     agent: str
@@ -106,7 +106,7 @@ class Run:
         return bool(self.pod_uid) and self.pod_uid != self.released_pod
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     run_id: str
     step_idx: int
@@ -145,7 +145,7 @@ class Adoption:
     """True when the run existed and its epoch was bumped for the new owner."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Correction:
     """R9: what to tell the people who saw an effect that was undone or cannot be."""
 
@@ -176,16 +176,38 @@ STEP_COLUMNS = (
 )
 CORRECTION_COLUMNS = (
     "run_id, step_idx, tool, audience, rank, state, correction, approver, decided_at")
-RUN_WIDTH = len(RUN_COLUMNS.split(","))
 
 
-def run_from_row(row: tuple[Any, ...]) -> Run:
+def column_names(columns: str) -> tuple[str, ...]:
+    """The names of a comma-separated column list, in its order."""
+    return tuple(name.strip() for name in columns.split(","))
+
+
+def by_name(names: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    """`row`, selected as the columns `names`, by column name: a record is built from the
+    names, so a column added to or moved in a list cannot shift its neighbours into the wrong
+    fields (a row of another width is refused)."""
+    return dict(zip(names, row, strict=True))
+
+
+RUN_NAMES = column_names(RUN_COLUMNS)
+STEP_NAMES = column_names(STEP_COLUMNS)
+CORRECTION_NAMES = column_names(CORRECTION_COLUMNS)
+RUN_WIDTH = len(RUN_NAMES)
+
+
+def run_from_row(row: Sequence[Any]) -> Run:
     """A `saga_runs` row selected as RUN_COLUMNS."""
-    (run_id, agent, state, epoch, owner, pod_uid, namespace, irreversible, pivot, trace,
-     created, ended, decision, policy, released_pod) = row
-    return Run(run_id, agent, RunState(state), epoch, owner, pod_uid, namespace, irreversible,
-               None if pivot is None else decided_pivot(PivotRecord.from_json(pivot), decision),
-               trace, created, ended, policy, released_pod)
+    r = by_name(RUN_NAMES, row)
+    pivot = r["pivot"]
+    return Run(run_id=r["run_id"], agent=r["agent"], state=RunState(r["state"]),
+               owner_epoch=r["owner_epoch"], owner=r["owner"], pod_uid=r["pod_uid"],
+               namespace=r["namespace"],
+               irreversible_before_pivot=r["irreversible_before_pivot"],
+               pivot=None if pivot is None else decided_pivot(PivotRecord.from_json(pivot),
+                                                              r["pivot_decision"]),
+               trace_context=r["trace_context"], created_at=r["created_at"],
+               ended_at=r["ended_at"], policy=r["policy"], released_pod=r["released_pod"])
 
 
 def decided_pivot(staged: PivotRecord, decision: Mapping[str, Any] | None) -> PivotRecord:
@@ -206,19 +228,26 @@ def decided_pivot(staged: PivotRecord, decision: Mapping[str, Any] | None) -> Pi
                    reason=str(decision.get("reason") or ""), commit=shown)
 
 
-def step_from_row(row: tuple[Any, ...]) -> Step:
+def step_from_row(row: Sequence[Any]) -> Step:
     """A `saga_log` row selected as STEP_COLUMNS."""
-    (run_id, step_idx, tool, tool_class, key, args, status, ref, result, error, comp,
-     audience, after_pivot, comp_key, comp_status, comp_result, epoch, created, updated,
-     contract_hash, contract) = row
-    return Step(run_id, step_idx, tool, tool_class, key, args, StepStatus(status), ref, result,
-                error, comp, list(audience), after_pivot, comp_key,
-                None if comp_status is None else CompensationStatus(comp_status), comp_result,
-                epoch, created, updated, contract_hash, contract)
+    r = by_name(STEP_NAMES, row)
+    comp_status = r["comp_status"]
+    return Step(run_id=r["run_id"], step_idx=r["step_idx"], tool=r["tool"],
+                tool_class=r["tool_class"], idempotency_key=r["idempotency_key"],
+                args=r["args"], status=StepStatus(r["status"]),
+                external_ref=r["external_ref"], result=r["result"], error=r["error"],
+                compensation=r["compensation"], audience=list(r["audience"]),
+                after_pivot=r["after_pivot"], comp_key=r["comp_key"],
+                comp_status=None if comp_status is None else CompensationStatus(comp_status),
+                comp_result=r["comp_result"], writer_epoch=r["writer_epoch"],
+                created_at=r["created_at"], updated_at=r["updated_at"],
+                contract_hash=r["contract_hash"], contract=r["contract"])
 
 
-def correction_from_row(row: tuple[Any, ...]) -> Correction:
+def correction_from_row(row: Sequence[Any]) -> Correction:
     """A `corrections` row selected as CORRECTION_COLUMNS."""
-    run_id, step_idx, tool, audience, rank, state, body, approver, decided_at = row
-    return Correction(run_id, step_idx, tool, list(audience), rank, CorrectionState(state), body,
-                      approver, decided_at)
+    r = by_name(CORRECTION_NAMES, row)
+    return Correction(run_id=r["run_id"], step_idx=r["step_idx"], tool=r["tool"],
+                      audience=list(r["audience"]), rank=r["rank"],
+                      state=CorrectionState(r["state"]), correction=r["correction"],
+                      approver=r["approver"], decided_at=r["decided_at"])

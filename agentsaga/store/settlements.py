@@ -14,13 +14,14 @@ from agentsaga.redact import redact_optional
 from agentsaga.states import SETTLED_STATUS, SettlementOutcome, SettlementState, StepStatus
 from agentsaga.store.base import StoreBase
 from agentsaga.store.fencing import check_epoch
-from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
+from agentsaga.store.records import STEP_COLUMNS, Step, by_name, column_names, step_from_row
 
 SETTLEMENT_COLUMNS = ("run_id, step_idx, step_key, state, why, outcome, external_ref, settler,"
                       " reason, asked_at, settled_at")
+SETTLEMENT_NAMES = column_names(SETTLEMENT_COLUMNS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settlement:
     """A step handed to a human, and (once Settled) what the human said."""
 
@@ -46,10 +47,14 @@ class Settlement:
 
 
 def _settlement(row: tuple[Any, ...]) -> Settlement:
-    run_id, step_idx, key, state, why, outcome, ref, settler, reason, asked, settled = row
-    return Settlement(run_id, step_idx, key, SettlementState(state), why,
-                      None if outcome is None else SettlementOutcome(outcome), ref, settler,
-                      reason, asked, settled)
+    """A `step_settlements` row selected as SETTLEMENT_COLUMNS."""
+    r = by_name(SETTLEMENT_NAMES, row)
+    outcome = r["outcome"]
+    return Settlement(run_id=r["run_id"], step_idx=r["step_idx"], step_key=r["step_key"],
+                      state=SettlementState(r["state"]), why=r["why"],
+                      outcome=None if outcome is None else SettlementOutcome(outcome),
+                      external_ref=r["external_ref"], settler=r["settler"],
+                      reason=r["reason"], asked_at=r["asked_at"], settled_at=r["settled_at"])
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -23,11 +24,12 @@ from agentsaga.store.fencing import (
     status_in,
 )
 from agentsaga.store.group_commit import Pending
-from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
+from agentsaga.store.records import STEP_COLUMNS, Step, by_name, column_names, step_from_row
 from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
 from agentsaga.time_contract import TimeContract
 
 _OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
+_OUTCOME_NAMES = column_names(_OUTCOME_COLUMNS)
 _UNSETTLED_SQL = status_in(tuple(sorted(UNSETTLED)))
 _NOT_LIVE_SQL = ", ".join(f"'{s}'" for s in sorted(NOT_LIVE))
 
@@ -77,12 +79,11 @@ def _cause(exc: LogUnavailable) -> BaseException:
 
 
 def _with_outcome(step: Step, row: tuple[Any, ...]) -> Step:
-    """`step` with the columns an outcome write changes (_OUTCOME_COLUMNS, in order)."""
-    status, external_ref, result, error, updated_at = row
-    return Step(step.run_id, step.step_idx, step.tool, step.tool_class, step.idempotency_key,
-                step.args, StepStatus(status), external_ref, result, error, step.compensation,
-                step.audience, step.after_pivot, step.comp_key, step.comp_status,
-                step.comp_result, step.writer_epoch, step.created_at, updated_at)
+    """`step` with the columns an outcome write changes (_OUTCOME_COLUMNS); the rest,
+    its contract included, as they were."""
+    r = by_name(_OUTCOME_NAMES, row)
+    return replace(step, status=StepStatus(r["status"]), external_ref=r["external_ref"],
+                   result=r["result"], error=r["error"], updated_at=r["updated_at"])
 
 
 class StepStatements(StoreBase):
@@ -192,10 +193,13 @@ class StepStatements(StoreBase):
 
         def written(times: tuple[Any, ...]) -> Step:
             created_at, updated_at = times
-            return Step(run_id, step_idx, tool, tool_class, key, stored_args,
-                        StepStatus.INTENDED, None, None, None, stored_comp, list(audience),
-                        after_pivot, None, None, None, epoch, created_at, updated_at,
-                        contract_hash, contract)
+            return Step(run_id=run_id, step_idx=step_idx, tool=tool, tool_class=tool_class,
+                        idempotency_key=key, args=stored_args, status=StepStatus.INTENDED,
+                        external_ref=None, result=None, error=None, compensation=stored_comp,
+                        audience=list(audience), after_pivot=after_pivot, comp_key=None,
+                        comp_status=None, comp_result=None, writer_epoch=epoch,
+                        created_at=created_at, updated_at=updated_at,
+                        contract_hash=contract_hash, contract=contract)
 
         step = self._fenced_write(
             "INSERT INTO saga_log (run_id, step_idx, tool, tool_class, idempotency_key, args,"

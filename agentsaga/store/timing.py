@@ -22,7 +22,7 @@ from agentsaga.redact import redact_optional
 from agentsaga.states import StepStatus
 from agentsaga.store.base import StoreBase, to_json
 from agentsaga.store.fencing import check_epoch
-from agentsaga.store.records import STEP_COLUMNS, Step, step_from_row
+from agentsaga.store.records import STEP_COLUMNS, Step, by_name, column_names, step_from_row
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class LookupHint:
     """The effect's id, when the row or an observation holds it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Attempt:
     run_id: str
     step_idx: int
@@ -72,7 +72,7 @@ class Attempt:
     created_at: datetime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     run_id: str
     step_idx: int
@@ -87,6 +87,18 @@ class Observation:
 
 _OBSERVATION_COLUMNS = ("run_id, step_idx, idempotency_key, outcome, external_ref, result, error,"
                         " writer_epoch, observed_at")
+_OBSERVATION_NAMES = column_names(_OBSERVATION_COLUMNS)
+_ATTEMPT_COLUMNS = "run_id, step_idx, attempt, args, deadline, writer_epoch, created_at"
+_ATTEMPT_NAMES = column_names(_ATTEMPT_COLUMNS)
+
+
+def _observation(row: Sequence[Any]) -> Observation:
+    """A `saga_observations` row selected as _OBSERVATION_COLUMNS."""
+    r = by_name(_OBSERVATION_NAMES, row)
+    return Observation(run_id=r["run_id"], step_idx=r["step_idx"], key=r["idempotency_key"],
+                       outcome=StepStatus(r["outcome"]), external_ref=r["external_ref"],
+                       result=r["result"], error=r["error"], writer_epoch=r["writer_epoch"],
+                       observed_at=r["observed_at"])
 
 
 class TimingStatements(StoreBase):
@@ -97,7 +109,11 @@ class TimingStatements(StoreBase):
                 " created_at + make_interval(secs => dedupes_for_s)"
                 " FROM saga_log WHERE run_id = %s AND step_idx = %s", (run_id, step_idx),
             ).fetchone()
-        return None if row is None else Certainty(*row)
+        if row is None:
+            return None
+        now, deadline, certain_at, dedupes_until = row
+        return Certainty(now=now, deadline=deadline, certain_at=certain_at,
+                         dedupes_until=dedupes_until)
 
     def lookup_hints(self, keys: Sequence[str]) -> dict[str, LookupHint]:
         """Each key's deadline and known external id (the row's, else the newest one a late
@@ -155,10 +171,10 @@ class TimingStatements(StoreBase):
     def attempts(self, run_id: str) -> list[Attempt]:
         with self.db.connection() as conn:
             rows = conn.execute(
-                "SELECT run_id, step_idx, attempt, args, deadline, writer_epoch, created_at"
+                f"SELECT {_ATTEMPT_COLUMNS}"
                 " FROM saga_attempts WHERE run_id = %s ORDER BY step_idx, attempt", (run_id,),
             ).fetchall()
-        return [Attempt(*r) for r in rows]
+        return [Attempt(**by_name(_ATTEMPT_NAMES, r)) for r in rows]
 
     def record_observation(self, step: Step, epoch: int, outcome: StepStatus, *,
                            external_ref: str | None, result: Any, error: str | None) -> None:
@@ -177,7 +193,7 @@ class TimingStatements(StoreBase):
                 f"SELECT {_OBSERVATION_COLUMNS} FROM saga_observations WHERE run_id = %s"
                 " ORDER BY id", (run_id,),
             ).fetchall()
-        return [Observation(r[0], r[1], r[2], StepStatus(r[3]), *r[4:]) for r in rows]
+        return [_observation(r) for r in rows]
 
     def observed_effects(self, keys: list[str]) -> dict[str, Observation]:
         """The first CONFIRMED observation of each key that has one."""
@@ -189,7 +205,7 @@ class TimingStatements(StoreBase):
                 " FROM saga_observations WHERE idempotency_key = ANY(%s)"
                 " AND outcome = 'CONFIRMED' ORDER BY idempotency_key, id", (keys,),
             ).fetchall()
-        return {r[2]: Observation(r[0], r[1], r[2], StepStatus(r[3]), *r[4:]) for r in rows}
+        return {observation.key: observation for observation in map(_observation, rows)}
 
     def late_effects(self, run_ids: Sequence[str] | None = None) -> list[str]:
         """Ended runs holding a step settled NOT_EXECUTED whose effect a call observed after

@@ -83,8 +83,9 @@ STALE_WRITES: dict[str, tuple[StepStatus, Callable[[SagaLog, int], object]]] = {
         RUN, epoch, pivot=PivotRecord(PivotState.AWAITING_APPROVAL, "h"),
         state=RunState.AWAITING_APPROVAL, count_irreversible=True)),
     "correction": (StepStatus.CONFIRMED, lambda log_, epoch: log_.record_correction(
-        epoch, Correction(RUN, 0, "create_ticket", ["customer"], 100,
-                          CorrectionState.PROPOSED, {"tool": "send_correction"}))),
+        epoch, Correction(run_id=RUN, step_idx=0, tool="create_ticket", audience=["customer"],
+                          rank=100, state=CorrectionState.PROPOSED,
+                          correction={"tool": "send_correction"}))),
     "hand to a human": (StepStatus.UNKNOWN, lambda log_, epoch: log_.ask_human(
         RUN, epoch, 0, step_key(RUN, 0, "create_ticket"), "the tool has no lookup")),
     "reopen": (StepStatus.NOT_EXECUTED, lambda log_, epoch: log_.reopen(

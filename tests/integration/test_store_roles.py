@@ -80,13 +80,18 @@ def _done(call: Callable[[], object]) -> bool:
 
 
 def _correction(step: int, state: CorrectionState) -> Correction:
-    return Correction(RUN, step, "sorry", ["customer"], 1, state, {"text": "sorry"})
+    return Correction(run_id=RUN, step_idx=step, tool="sorry", audience=["customer"], rank=1,
+                      state=state, correction={"text": "sorry"})
 
 
 def _step() -> Step:
-    return Step(RUN, 2, "mail", "irreversible", step_key(RUN, 2, "mail"), {},
-                StepStatus.NOT_EXECUTED, None, None, None, None, [], False, None, None, None, 1,
-                datetime.datetime.now(datetime.UTC), datetime.datetime.now(datetime.UTC))
+    now = datetime.datetime.now(datetime.UTC)
+    return Step(run_id=RUN, step_idx=2, tool="mail", tool_class="irreversible",
+                idempotency_key=step_key(RUN, 2, "mail"), args={},
+                status=StepStatus.NOT_EXECUTED, external_ref=None, result=None, error=None,
+                compensation=None, audience=[], after_pivot=False, comp_key=None,
+                comp_status=None, comp_result=None, writer_epoch=1, created_at=now,
+                updated_at=now)
 
 
 Call = Callable[[SagaLog], Any]
@@ -179,7 +184,8 @@ MATRIX: dict[str, tuple[Call, dict[str, str]]] = {
         lambda: log.ask_human(RUN, 1, 2, step_key(RUN, 2, "mail"), "why")),
                   {"sidecar": OK, "job": OK}),
     "record_correction": (lambda log: log.record_correction(
-        1, Correction(RUN, 2, "sorry", ["customer"], 1, CorrectionState.PROPOSED, None)),
+        1, Correction(run_id=RUN, step_idx=2, tool="sorry", audience=["customer"], rank=1,
+                      state=CorrectionState.PROPOSED, correction=None)),
         {"sidecar": OK, "job": OK}),
     "claim_correction": (lambda log: log.claim_correction(RUN, 1), {"sidecar": OK, "job": OK}),
     "mark_correction_sent": (lambda log: _done(lambda: log.mark_correction_sent(

@@ -152,7 +152,7 @@ class World:
         app.router.add_post("/_world/config", self._http_config)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, shutdown_timeout=1.0)
+        site = web.TCPSite(self._runner, self._host, self._port)  # timeout: the runner
         await site.start()
         server = getattr(site, "_server", None)
         port = server.sockets[0].getsockname()[1] if server else self._port

@@ -28,11 +28,12 @@ class SidecarProcess:
     address: str
     clients: list[SagaClient] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    """What it printed, from its start."""
     _reader: threading.Thread | None = None
 
     def wait_for_output(self, text: str, timeout: float = 20.0) -> str:
-        """Until the sidecar printed a line containing `text` (after it started listening);
-        returns that line. Fails after `timeout` seconds with what it printed."""
+        """Until the sidecar printed a line containing `text`; returns that line. Fails after
+        `timeout` seconds with what it printed."""
         if self._reader is None:
             assert self.proc.stdout is not None
             stdout = self.proc.stdout
@@ -81,7 +82,7 @@ def start_sidecar(dsn: str, tools: str, *, listen: str = "127.0.0.1:0",
         seen.append(line)
         match = LISTENING.search(line)
         if match:
-            return SidecarProcess(proc, match.group(1))
+            return SidecarProcess(proc, match.group(1), lines=seen)
     proc.wait()
     raise RuntimeError("sidecar exited before listening:\n" + "".join(seen))
 
