@@ -22,6 +22,7 @@ from agentsaga.keys import step_key
 from agentsaga.registry import Effect, Registry, ToolSpec, as_effect
 from agentsaga.states import CORRECTIONS_TO_SEND, CorrectionState
 from agentsaga.store import Correction, SagaLog, Step
+from agentsaga.store.interfaces import OperatorStore
 
 __all__ = ["Correction", "correction_key", "customer_saw", "decide", "plan", "rank",
            "send_approved"]
@@ -63,7 +64,7 @@ def plan(step: Step) -> Correction:
 # -- the human's decision, and sending what was approved -------------------------------------
 
 
-def decide(saga_log: SagaLog, run_id: str, step_idx: int, decision: str, approver: str,
+def decide(saga_log: OperatorStore, run_id: str, step_idx: int, decision: str, approver: str,
            reason: str = "") -> Correction:
     """Approve or dismiss a proposed correction, once. Sending is `send_approved`'s job."""
     if decision not in ("Approved", "Rejected"):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from agentsaga.errors import SettlementError
 from agentsaga.states import SettlementOutcome
-from agentsaga.store import SagaLog, Settled
+from agentsaga.store import Settled
+from agentsaga.store.interfaces import OperatorStore
 
 
 def outcome(text: str) -> SettlementOutcome:
@@ -24,7 +25,7 @@ def outcome(text: str) -> SettlementOutcome:
     raise SettlementError(f"outcome {text!r}: use Happened or NotHappened")
 
 
-def settle(saga_log: SagaLog, run_id: str, step_idx: int, said: SettlementOutcome, *,
+def settle(saga_log: OperatorStore, run_id: str, step_idx: int, said: SettlementOutcome, *,
            settler: str, reason: str, ref: str | None = None,
            step_key: str | None = None) -> Settled:
     """Record a person's settlement of an UNKNOWN step, once (the same one again changes

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 
 from agentsaga.operator.config import OperatorConfig
 
-from agentsaga.store import Run, SagaLog
+from agentsaga.store import Run
+from agentsaga.store.interfaces import OperatorStore
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 class OpenRunWalk:
     """Used by the binding loop's thread only."""
 
-    def __init__(self, saga_log: SagaLog, config: OperatorConfig,
+    def __init__(self, saga_log: OperatorStore, config: OperatorConfig,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.saga_log = saga_log
         self.batch = config.resync_batch

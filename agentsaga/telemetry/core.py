@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace import TracerProvider
 
-    from agentsaga.store import SagaLog
+    from agentsaga.store.interfaces import Reads
 
 logger = logging.getLogger(__name__)
 
@@ -320,7 +320,7 @@ def context_from_carrier(carrier: Mapping[str, Any] | None) -> otel_context.Cont
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
-def run_context(saga_log: SagaLog, run_id: str) -> otel_context.Context | None:
+def run_context(saga_log: Reads, run_id: str) -> otel_context.Context | None:
     """The context stored with the run at BeginRun (saga_runs.trace_context), if any."""
     run = saga_log.run(run_id)
     return None if run is None else context_from_carrier(run.trace_context)

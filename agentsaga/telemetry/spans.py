@@ -45,6 +45,7 @@ from agentsaga.telemetry.core import context_from_carrier, current, run_context
 
 if TYPE_CHECKING:  # the agent's client imports telemetry: no database driver for it
     from agentsaga.store import Correction, PivotRecord, Run, SagaLog, Step
+    from agentsaga.store.interfaces import Reads
 
 # what happened inside the innermost reconcile / compensate span of this thread
 _phase: contextvars.ContextVar[Counter[str] | None] = contextvars.ContextVar(
@@ -296,7 +297,7 @@ def pivot_stage_span(run_id: str) -> Iterator[PivotSpan]:
 
 
 @contextmanager
-def pivot_decision_span(saga_log: SagaLog, run_id: str, plan_hash: str) -> Iterator[PivotSpan]:
+def pivot_decision_span(saga_log: Reads, run_id: str, plan_hash: str) -> Iterator[PivotSpan]:
     parent, links = _parent(saga_log, run_id)
     attrs = {"agentsaga.run_id": run_id, "agentsaga.pivot.plan_hash": plan_hash}
     with _span("pivot decision", attrs, parent=parent, links=links) as (span, _):
@@ -315,7 +316,7 @@ def _seconds_between(start: str, end: str) -> float | None:
 # -- jobs and the operator ---------------------------------------------------------------------
 
 
-def _parent(saga_log: SagaLog, run_id: str) -> tuple[Any, list[Link] | None]:
+def _parent(saga_log: Reads, run_id: str) -> tuple[Any, list[Link] | None]:
     """Inside a traced call (an RPC): stay in it, linked to the run. Else (a Job hours later):
     continue the run's own trace from the context stored at BeginRun."""
     stored = run_context(saga_log, run_id)
