@@ -9,9 +9,9 @@ from agentsaga import corrections, pivot
 from agentsaga.connectors.tools import register_all
 from agentsaga.demo.world import connector_env
 from agentsaga.registry import Registry
+from agentsaga.resolution import unwind_run
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settlement import unwind_run
 from agentsaga.store import SagaLog
 from agentsaga.world import Fault, World
 from sagatest.sidecar_fixtures import ROOT
