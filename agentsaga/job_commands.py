@@ -1,6 +1,7 @@
 """`agentsaga reconcile --run RUN` and `agentsaga unwind --run RUN`: one-shot jobs from the same
 image as the sidecar (the operator starts them for orphaned runs). Both adopt the run (R12),
-print what they found, compensated and queued, and exit 0 only when nothing is left:
+print how they resolved it (what they found, compensated and queued: a `ResolutionReport`),
+and exit 0 only when nothing is left:
 
     0   settled, and nothing waits for a person
     1   something is left unsettled that running the command again may settle
@@ -57,7 +58,7 @@ configure_reconcile = _configure
 configure_unwind = _configure
 
 
-def _settle(args: argparse.Namespace, action: str) -> int:
+def _resolve(args: argparse.Namespace, action: str) -> int:
     settings = Settings.from_env()
     telemetry.setup(f"agentsaga-{action}")  # spans continue the run's trace (OTEL_* env)
     modules = args.tools or list(settings.tools) or [CONNECTORS]
@@ -76,8 +77,8 @@ def _settle(args: argparse.Namespace, action: str) -> int:
     try:
         fn = reconcile_run if action == "reconcile" else unwind_run
         report: ResolutionReport = fn(saga_log, registry, args.run, owner,
-                                  recheck_pause_s=settings.recheck_pause_s,
-                                  wait=None if args.no_wait else countdown)
+                                      recheck_pause_s=settings.recheck_pause_s,
+                                      wait=None if args.no_wait else countdown)
     finally:
         saga_log.close()
         telemetry.shutdown()  # flush before the Job's container exits
@@ -155,8 +156,8 @@ def _line(item: dict[str, Any]) -> str:
 
 
 def run_reconcile(args: argparse.Namespace) -> int:
-    return _settle(args, "reconcile")
+    return _resolve(args, "reconcile")
 
 
 def run_unwind(args: argparse.Namespace) -> int:
-    return _settle(args, "unwind")
+    return _resolve(args, "unwind")

@@ -258,8 +258,7 @@ def record_decision(saga_log: OperatorStore, run_id: str, plan_hash_: str, decis
             raise InvalidDecision(f"decision {decision!r}: use Approved or Rejected")
         if not approver:
             raise InvalidDecision("the approval names no approver")
-        run = saga_log.run(run_id)
-        current = None if run is None else run.pivot
+        current = saga_log.require_run(run_id).pivot
         if current is None or current.state != PivotState.AWAITING_APPROVAL:
             state = "no staged plan" if current is None else current.state
             raise PivotError(f"run {run_id!r} is not awaiting approval ({state})")

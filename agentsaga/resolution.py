@@ -110,7 +110,7 @@ def _resolve(saga_log: SagaLog, registry: Registry, run_id: str, epoch: int, act
         if action == "unwind":
             saga_log.set_run_state(run_id, epoch, RunState.UNWINDING)
         reconciler = Reconciler(saga_log, registry, recheck_pause_s, sleep)
-        report.add_reconciled(reconciler.settle_run(run_id, epoch))
+        report.add_reconciled(reconciler.settle_rows(run_id, epoch))
         if action == "unwind":
             Unwinder(saga_log, registry).unwind(run_id, epoch, report)
             if report.settled:

@@ -17,7 +17,7 @@ from agentsaga.operator.human_input import Outcome, Recorded, Refused
 from agentsaga.operator.status import Obj, generation, run_id, with_condition
 
 from agentsaga import pivot
-from agentsaga.errors import DecisionError, InvalidDecision, PivotError
+from agentsaga.errors import InvalidDecision, PivotError, SagaError
 from agentsaga.states import PivotState, RunPhase
 from agentsaga.store import PivotRecord
 from agentsaga.store.interfaces import OperatorStore
@@ -45,7 +45,7 @@ def record(saga_log: OperatorStore, run: Obj, key: str, approval: Obj) -> PivotR
         raise
 
 
-def refusal_reason(exc: DecisionError) -> str:
+def refusal_reason(exc: SagaError) -> str:
     return INVALID if isinstance(exc, InvalidDecision) else STALE
 
 

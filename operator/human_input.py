@@ -6,7 +6,8 @@
        to the requesting user (`approval_trust`), else nothing is recorded
     3. the run must be of the AgentRun's own namespace
     4. the core's validator, which records the input in the saga log once or refuses it
-       (a `DecisionError`: nothing recorded); its words reach the status as they are
+       (a `DecisionError`, or `RunNotFound` for a run the log does not hold: nothing recorded);
+       its words reach the status as they are
     5. the status patch, a pure function of the newest object and the outcome, written only
        while the entry is still the one that was judged (a newer one has its own event)
     6. what follows a recorded input (a Job to start)
@@ -29,7 +30,7 @@ from agentsaga.operator.context import Context, context
 from agentsaga.operator.run_binding import same_namespace
 from agentsaga.operator.status import Obj, run_id, stamp
 
-from agentsaga.errors import DecisionError
+from agentsaga.errors import DecisionError, RunNotFound, SagaError
 from agentsaga.store.interfaces import OperatorStore
 
 T = TypeVar("T")
@@ -64,7 +65,7 @@ class Refused:
 Outcome = Recorded[T] | Refused
 Record = Callable[[OperatorStore, Obj, str, Obj], T]
 """(saga log, the AgentRun as read, key, entry) -> what the core recorded; raises
-`DecisionError` (nothing recorded)."""
+`DecisionError` or `RunNotFound` (nothing recorded)."""
 Patch = Callable[[Obj, str, Obj, "Outcome[T]"], Obj]
 """(the newest AgentRun, key, entry, outcome) -> its status patch. Pure."""
 Then = Callable[[Context, Obj, str, Obj, "Outcome[T]"], None]
@@ -75,7 +76,7 @@ def _nothing_follows(ctx: Context, run: Obj, key: str, entry: Obj, outcome: Outc
     return None
 
 
-def _refused(exc: DecisionError) -> str:
+def _refused(exc: SagaError) -> str:
     return "Refused"
 
 
@@ -102,7 +103,7 @@ class HumanInput(Generic[T]):
     """The input inside a keyed entry (a correction's `approval`); the entry itself else."""
     waiting: Callable[[Obj], bool] = _any_entry
     """Whether an input still waits to be handled (a settlement not marked Recorded yet)."""
-    refusal_reason: Callable[[DecisionError], str] = _refused
+    refusal_reason: Callable[[SagaError], str] = _refused
 
     def waiting_at(self, value: Any, key: str) -> Obj | None:
         """The input that waits at `key` in the status field's `value` (None: none waits)."""
@@ -126,7 +127,7 @@ def judge(kind: HumanInput[T], saga_log: OperatorStore, trust: str | None, run: 
         return Refused(OTHER_NAMESPACE, OTHER_NAMESPACE_MESSAGE)
     try:
         return Recorded(kind.record(saga_log, run, key, entry), stamp())
-    except DecisionError as exc:
+    except (DecisionError, RunNotFound) as exc:  # nothing was recorded
         return Refused(kind.refusal_reason(exc), str(exc))
 
 

@@ -190,3 +190,19 @@ def test_a_settlement_is_checked_for_its_step_key_then_recorded_by_the_core(
     patch = settlements.patch(agentrun({"settlements": {"1": right}}), "1", right, outcome)
     assert patch["settlements"]["1"]["state"] == "Recorded"
     assert condition(patch, "StepsSettled")["reason"] == "Recorded"
+
+
+def test_an_input_for_a_run_the_log_does_not_hold_is_consumed_with_nothing_recorded(
+        service: SagaService) -> None:
+    """An AgentRun naming no run of its namespace (one of another namespace, say): each kind is
+    refused in the core's words, and nothing is written."""
+    given = {"planHash": "0" * 64, "decision": "Approved", "approver": "alice"}
+    run = agentrun({"approval": given})
+    outcome = human_input.judge(approval.PIVOT_APPROVAL, service.saga_log, None, run, "", given)
+    assert isinstance(outcome, Refused) and outcome.reason == "StaleApproval"
+    assert f"run {LOGGED!r} has not begun" in outcome.detail
+    settled = {"outcome": "NotHappened", "settler": "alice", "reason": "r", "stepKey": "k"}
+    refused = human_input.judge(settlements.STEP_SETTLEMENT, service.saga_log, None,
+                                agentrun({"settlements": {"0": settled}}), "0", settled)
+    assert isinstance(refused, Refused) and f"run {LOGGED!r} has not begun" in refused.detail
+    assert service.saga_log.run(LOGGED) is None
