@@ -22,6 +22,7 @@
     │                              no privilege): what was done is unknown to the caller
     ├── DecisionError              a human decision that cannot be honoured; nothing recorded
     │   ├── PivotError             a stale or misplaced pivot approval, a plan not stageable
+    │   │   └── InvalidDecision    ... or one that is malformed: no Approved/Rejected, no approver
     │   ├── CorrectionError        a decision on a correction that is not Proposed
     │   └── SettlementError        a human settlement of a step that cannot be recorded
     ├── Fenced                     R12: another owner adopted the run; this writer is stale
@@ -147,6 +148,11 @@ class RunUnsettled(SagaError):
 class PivotError(DecisionError):
     """A pivot request (stage, approve, reject) that cannot be honoured: a stale plan hash, a
     run not awaiting approval, an unresolved step. Nothing was recorded."""
+
+
+class InvalidDecision(PivotError):
+    """A pivot decision that is malformed whatever the plan: neither Approved nor Rejected, or
+    naming no approver. Nothing was recorded."""
 
 
 class CorrectionError(DecisionError):

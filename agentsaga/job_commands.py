@@ -1,6 +1,7 @@
 """`agentsaga reconcile --run RUN` and `agentsaga unwind --run RUN`: one-shot jobs from the same
 image as the sidecar (the operator starts them for orphaned runs). Both adopt the run (R12),
-print what they found, compensated and queued, and exit 0 only when nothing is left:
+print how they resolved it (what they found, compensated and queued: a `ResolutionReport`),
+and exit 0 only when nothing is left:
 
     0   settled, and nothing waits for a person
     1   something is left unsettled that running the command again may settle
@@ -29,9 +30,9 @@ from agentsaga.commands import open_log_from
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import CONNECTORS, load_tools
 from agentsaga.redact import redact_text
+from agentsaga.resolution import Sleep, reconcile_run, unwind_run
+from agentsaga.resolution_report import ResolutionReport
 from agentsaga.settings import Settings
-from agentsaga.settle_report import SettleReport
-from agentsaga.settlement import Sleep, reconcile_run, unwind_run
 from agentsaga.time_contract import parse_overrides
 
 NOT_YET_CERTAIN = 75
@@ -57,7 +58,7 @@ configure_reconcile = _configure
 configure_unwind = _configure
 
 
-def _settle(args: argparse.Namespace, action: str) -> int:
+def _resolve(args: argparse.Namespace, action: str) -> int:
     settings = Settings.from_env()
     telemetry.setup(f"agentsaga-{action}")  # spans continue the run's trace (OTEL_* env)
     modules = args.tools or list(settings.tools) or [CONNECTORS]
@@ -75,7 +76,7 @@ def _settle(args: argparse.Namespace, action: str) -> int:
     try:
         with open_log_from(args, hooks=telemetry.TelemetryHooks()) as saga_log:
             fn = reconcile_run if action == "reconcile" else unwind_run
-            report: SettleReport = fn(saga_log, registry, args.run, owner,
+            report: ResolutionReport = fn(saga_log, registry, args.run, owner,
                                       recheck_pause_s=settings.recheck_pause_s,
                                       wait=None if args.no_wait else countdown)
     finally:
@@ -88,7 +89,7 @@ NEEDS_HUMAN_EXIT = 3
 """The exit code of a reconcile or unwind after which only a person can go on."""
 
 
-def exit_code(report: SettleReport, action: str = "") -> int:
+def exit_code(report: ResolutionReport, action: str = "") -> int:
     """0 settled; NOT_YET_CERTAIN when only time is missing (`--no-wait`); NEEDS_HUMAN_EXIT
     when a person must act; 1 when running again may settle the rest."""
     if report.settled and not report.needs_human:
@@ -104,7 +105,7 @@ def exit_code(report: SettleReport, action: str = "") -> int:
     return 1
 
 
-def countdown(seconds: float, report: SettleReport, *, sleep: Sleep = time.sleep,
+def countdown(seconds: float, report: ResolutionReport, *, sleep: Sleep = time.sleep,
               out: TextIO | None = None) -> None:
     """Wait `seconds` for the unsettled rows' certainty, saying what for and how long is left
     (a line per second on a terminal, every 10 s in a Job's log)."""
@@ -122,7 +123,7 @@ def countdown(seconds: float, report: SettleReport, *, sleep: Sleep = time.sleep
             print(f"  {left:.0f}s left", file=stream, flush=True)
 
 
-def render(report: SettleReport) -> str:
+def render(report: ResolutionReport) -> str:
     """The report as a person reads it: what was found, compensated, queued, left."""
     done = "settled" if report.settled else "NOT settled"
     if report.needs_human:
@@ -154,8 +155,8 @@ def _line(item: dict[str, Any]) -> str:
 
 
 def run_reconcile(args: argparse.Namespace) -> int:
-    return _settle(args, "reconcile")
+    return _resolve(args, "reconcile")
 
 
 def run_unwind(args: argparse.Namespace) -> int:
-    return _settle(args, "unwind")
+    return _resolve(args, "unwind")

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from agentsaga import telemetry
-from agentsaga.errors import InvalidArguments, PivotError, RunEnded
+from agentsaga.errors import InvalidArguments, InvalidDecision, PivotError, RunEnded
 from agentsaga.redact import redact_plan
 from agentsaga.registry import JSON, Registry, ToolSpec
 from agentsaga.requests import args_too_large, sent_size
@@ -249,13 +249,17 @@ def record_decision(saga_log: OperatorStore, run_id: str, plan_hash_: str, decis
                     approver: str, reason: str = "") -> PivotRecord:
     """Record a human decision on the staged plan, once, if the hash is the staged one.
 
-    The same validation serves `kubectl patch` (through the operator) and `agentsaga approve`.
+    The one validation of a pivot decision: `kubectl patch` (through the operator,
+    `agentsaga.operator.approval`) and `agentsaga approve` both come here, so both refuse with
+    the same words. `InvalidDecision` for a decision that is neither Approved nor Rejected or
+    names no approver; `PivotError` for one that does not fit the run (no plan awaiting
+    approval, a stale plan hash, a plan changed since it was staged).
     """
     with telemetry.pivot_decision_span(saga_log, run_id, plan_hash_) as span:
         if decision not in (PivotState.APPROVED, PivotState.REJECTED):
-            raise PivotError(f"decision {decision!r}: use Approved or Rejected")
+            raise InvalidDecision(f"decision {decision!r}: use Approved or Rejected")
         if not approver:
-            raise PivotError("the approval names no approver")
+            raise InvalidDecision("the approval names no approver")
         current = saga_log.require_run(run_id).pivot
         if current is None or current.state != PivotState.AWAITING_APPROVAL:
             state = "no staged plan" if current is None else current.state
@@ -275,6 +279,14 @@ def record_decision(saga_log: OperatorStore, run_id: str, plan_hash_: str, decis
                              "nothing was recorded")
         span.decided(decided)
         return decided
+
+
+def recorded_as(record: PivotRecord | None, plan_hash_: str, decision: str,
+                approver: str) -> bool:
+    """Is `record` this very decision (the same plan, verdict and approver)? A decision sent
+    again after it was recorded, by a writer that stopped before it could say so, is this."""
+    return record is not None and (record.plan_hash, record.decision, record.decided_by) == (
+        plan_hash_, decision, approver)
 
 
 READY_S = 5.0

@@ -22,7 +22,7 @@ Unwind, the Jobs and the benchmark (many rows of many runs):
     a tool with no lookup ............ UNKNOWN, handed to a human (`needs_human`): only a
                                        person settles it (`agentsaga settle`)
     a row another writer settled ..... reported as it now is
-    NOT_EXECUTED, effect observed .... re-opened as CONFIRMED (settle_run), so the unwind
+    NOT_EXECUTED, effect observed .... re-opened as CONFIRMED (settle_rows), so the unwind
                                        compensates it
 """
 
@@ -97,7 +97,7 @@ class Reconciler:
         with telemetry.reconcile_span(keys=len(steps)):
             return self._settle_all(steps, epoch_of, lookup_spans=True)
 
-    def settle_run(self, run_id: str, epoch: int) -> list[Reconciled]:
+    def settle_rows(self, run_id: str, epoch: int) -> list[Reconciled]:
         """Every INTENDED/UNKNOWN row of one run (R11: read from the log), and every
         NOT_EXECUTED row whose effect a late call observed (re-opened)."""
         with telemetry.reconcile_span(run_id=run_id):

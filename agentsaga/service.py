@@ -49,11 +49,17 @@ from agentsaga.errors import (
 from agentsaga.rate_limit import RunRateLimiter
 from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import JSON, Registry
-from agentsaga.requests import checked_args, end_state, own_run_id, parse_args, parse_plan
+from agentsaga.requests import (
+    checked_args,
+    end_state,
+    own_run_id,
+    parse_args,
+    parse_plan,
+)
+from agentsaga.resolution import reconcile_owned, unwind_owned
+from agentsaga.resolution_report import ResolutionReport
 from agentsaga.run_locks import RunLocks
 from agentsaga.settings import Settings
-from agentsaga.settle_report import SettleReport
-from agentsaga.settlement import reconcile_owned, unwind_owned
 from agentsaga.states import DispatchOutcome, PivotState, RunState
 from agentsaga.store import PivotRecord, Run
 from agentsaga.store.interfaces import SidecarStore
@@ -251,17 +257,18 @@ class SagaService:
     # -- ownership (R12) -------------------------------------------------------------------
 
     def epoch(self, run_id: str, *, ended: str = "no more calls",
-              settling: bool = False) -> int:
+              resolving: bool = False) -> int:
         """The epoch this process holds for the run (taken by `begin_run`, let go when the run
-        ended here). An ended run is refused (RunEnded, saying `ended`), unless `settling`
-        (reconcile, unwind: they settle an ended run's rows) and this sidecar's pod is still its
-        owner in the log: no one adopted it since, so its epoch there is this pod's."""
+        ended here). An ended run is refused (RunEnded, saying `ended`), unless `resolving`
+        (reconcile, unwind: they resolve an ended run, settling its rows) and this sidecar's
+        pod is still its owner in the log: no one adopted it since, so its epoch there is this
+        pod's."""
         held = self._epochs.get(run_id)
         if held is None:
             run = self.saga_log.require_run(run_id)
             self.check_bound(run)
             if not run.open:
-                if settling and (run.owner, run.pod_uid) == (self.settings.pod_name,
+                if resolving and (run.owner, run.pod_uid) == (self.settings.pod_name,
                                                             self.settings.pod_uid):
                     return run.owner_epoch
                 raise RunEnded(f"run {run_id!r} has ended ({run.state}); {ended}")
@@ -384,22 +391,22 @@ class SagaService:
 
     # -- reconcile and unwind (R7, R8) -----------------------------------------------------
 
-    def reconcile(self, run_id: str) -> SettleReport:
+    def reconcile(self, run_id: str) -> ResolutionReport:
         run_id = self.log_id(run_id)
         with self.run_lock(run_id):
             return reconcile_owned(self.saga_log, self.registry, run_id,
-                                   self.epoch(run_id, settling=True),
+                                   self.epoch(run_id, resolving=True),
                                    recheck_pause_s=self.settings.recheck_pause_s,
                                    sleep=self.sleep)
 
-    def unwind(self, run_id: str) -> SettleReport:
+    def unwind(self, run_id: str) -> ResolutionReport:
         run_id = self.log_id(run_id)
         with self.run_lock(run_id, on_wait=lambda: logger.info(
                 "unwind waits for the call in flight", extra={"run_id": run_id})):
             # the epoch is kept: unwinding again is allowed (and settles nothing new); the
             # quota lets an unwound run go when it needs the room
             return unwind_owned(self.saga_log, self.registry, run_id,
-                                self.epoch(run_id, settling=True),
+                                self.epoch(run_id, resolving=True),
                                 recheck_pause_s=self.settings.recheck_pause_s,
                                 sleep=self.sleep)
 

@@ -36,7 +36,7 @@ from agentsaga.errors import (
 )
 from agentsaga.keys import compensation_key
 from agentsaga.registry import JSON, Registry, as_effect
-from agentsaga.settle_report import SettleReport
+from agentsaga.resolution_report import ResolutionReport
 from agentsaga.states import UNSETTLED, CompensationStatus, StepStatus
 from agentsaga.store import Step
 from agentsaga.store.base import to_stored_json
@@ -49,7 +49,7 @@ DEFERRED_MARK = '"$deferred"'
 
 NOT_DECLARED = "needs a person: "
 """How the error of a step whose compensation was refused as undeclared begins (it waits for a
-person: `agentsaga.settlement.waiting_for_humans`)."""
+person: `agentsaga.resolution.waiting_for_humans`)."""
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Unwinder:
 
     # -- unwind (R8) -------------------------------------------------------------------------
 
-    def unwind(self, run_id: str, epoch: int, report: SettleReport) -> None:
+    def unwind(self, run_id: str, epoch: int, report: ResolutionReport) -> None:
         steps = self.saga_log.steps(run_id, newest_first=True)
         refs = {s.idempotency_key: s.external_ref for s in steps}
         for step in steps:
@@ -81,7 +81,7 @@ class Unwinder:
                 continue
             self._compensate(step, epoch, refs, report)
 
-    def _queue(self, step: Step, epoch: int, report: SettleReport) -> None:
+    def _queue(self, step: Step, epoch: int, report: ResolutionReport) -> None:
         correction = corrections.plan(step)
         self.saga_log.record_correction(epoch, correction)
         if step.comp_status != CompensationStatus.QUEUED:
@@ -91,12 +91,12 @@ class Unwinder:
                               "state": str(correction.state), "audience": correction.audience})
 
     def _compensate(self, step: Step, epoch: int, refs: dict[str, str | None],
-                    report: SettleReport) -> None:
+                    report: ResolutionReport) -> None:
         with telemetry.compensation_span(step):
             self._compensate_in_span(step, epoch, refs, report)
 
     def _compensate_in_span(self, step: Step, epoch: int, refs: dict[str, str | None],
-                            report: SettleReport) -> None:
+                            report: ResolutionReport) -> None:
         entry: dict[str, Any] = {"step_idx": step.step_idx, "tool": step.tool}
         comp = step.compensation
         if not comp:

@@ -11,6 +11,9 @@
                          copies the AgentRun's spec policy into the log
     late_effects         an effect a late call saw after its run ended: an unwind Job again
                          (an unwound run), or a condition for a person
+    human_input          the one path of every input a person patches into the status: the
+                         trust check, the core's validator, a pure status patch; the three
+                         kinds below each declare their field, validator and patch
     approval             the pivot approval a human patches into status.approval (R10)
     correction_approval  a correction's approval in status.corrections.<step>.approval (R9)
     settlements          a person's settlement of a step in status.settlements.<step> (R7)

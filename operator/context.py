@@ -10,14 +10,16 @@ from agentsaga.operator.kube import KubeApi
 from agentsaga.operator.log_watch import LogWatch
 from agentsaga.operator.run_pods import RunsByPod
 from agentsaga.settings import OperatorSettings
-from agentsaga.store import SagaLog
+from agentsaga.store.interfaces import OperatorStore
 
 
 @dataclass(frozen=True)
 class Context:
     config: OperatorSettings
     kube: KubeApi
-    saga_log: SagaLog | None
+    saga_log: OperatorStore | None
+    """The saga log as the operator's database role may use it (`OperatorStore`: its reads,
+    the decisions, the run's policy and released pods)."""
     sidecar_template: dict[str, Any] | None = None
     gauges: RunGauges = field(default_factory=RunGauges)
     """What the resync passes saw, for the operator's gauges (`gauges`)."""

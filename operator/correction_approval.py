@@ -6,67 +6,56 @@
 The operator records the decision in the saga log (`agentsaga.corrections.decide`, once per
 correction), shows it in `status.corrections`, consumes the approval, and for an approved
 correction starts a Job that sends it (`agentsaga corrections --run RUN --send`): the operator
-never talks to a real system itself.
+never talks to a real system itself. The path every human input takes is `human_input`'s; this
+module declares what is a correction's.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
-import kopf
-
 from agentsaga import corrections
 from agentsaga.errors import CorrectionError
-from agentsaga.operator import approval_trust, job_manifests, run_facts, run_jobs
-from agentsaga.operator.config import AGENTRUNS
-from agentsaga.operator.context import Context, context
-from agentsaga.operator.status import Obj, generation, run_id, stamp, with_condition
+from agentsaga.operator import approval_trust, human_input, job_manifests, run_facts, run_jobs
+from agentsaga.operator.context import Context
+from agentsaga.operator.human_input import Outcome, Recorded, Refused
+from agentsaga.operator.status import Obj, generation, run_id, with_condition
+from agentsaga.states import CorrectionState
+from agentsaga.store import Correction
+from agentsaga.store.interfaces import OperatorStore
 
-logger = logging.getLogger(__name__)
+
+def record(saga_log: OperatorStore, run: Obj, step: str, approval: Obj) -> Correction:
+    if not step.isdigit():
+        raise CorrectionError(f"correction key {step!r} is not a step number")
+    return corrections.decide(
+        saga_log, run_id(run), int(step), str(approval.get("decision")),
+        str(approval.get("approver") or ""), str(approval.get("reason") or ""))
 
 
-def decide(ctx: Context, namespace: str, name: str, step: str, approval: Obj) -> None:
-    run = ctx.kube.get_run(namespace, name)
-    if run is None or ctx.saga_log is None:
-        return
-    untrusted = approval_trust.check(ctx.kube, run=run)
-    if untrusted is not None:
-        refused: str | None = (f"correction approval by {approval.get('approver')!r} not "
-                               f"recorded: {untrusted}")
-        state = None
-    elif not step.isdigit():
-        refused = f"correction key {step!r} is not a step number"
-        state = None
+def patch(run: Obj, step: str, approval: Obj, outcome: Outcome[Correction]) -> Obj:
+    """The approval consumed from the entry, and the decision (or why there is none) shown."""
+    entry = ((run.get("status") or {}).get("corrections") or {}).get(step) or {}
+    update: Obj = {**entry, "approval": None}
+    if isinstance(outcome, Refused):
+        message = outcome.detail
+        if outcome.reason == approval_trust.REASON:
+            message = (f"correction approval by {approval.get('approver')!r} not recorded: "
+                       f"{message}")
+        reason = outcome.reason if outcome.reason == approval_trust.REASON else "Refused"
     else:
-        try:
-            decided = corrections.decide(
-                ctx.saga_log, run_id(run), int(step), str(approval.get("decision")),
-                str(approval.get("approver") or ""), str(approval.get("reason") or ""))
-            refused, state = None, decided.state
-        except CorrectionError as exc:
-            refused, state = str(exc), None
+        state = str(outcome.value.state)
+        update.update(state=state, decidedBy=approval.get("approver"), decidedAt=outcome.at)
+        message = f"correction for step {step} {state.lower()} by {approval.get('approver')}"
+        reason = "Decided"
+    return {"corrections": {step: update}, "message": message,
+            "observedGeneration": generation(run),
+            "conditions": with_condition(run, "CorrectionsDecided", reason == "Decided",
+                                         reason, message)}
 
-    def mutate(current: Obj) -> Obj | None:
-        entries = (current.get("status") or {}).get("corrections") or {}
-        entry = entries.get(step) or {}
-        if entry.get("approval") != approval:
-            return None  # consumed already, or a newer decision arrived
-        update: Obj = {**entry, "approval": None}
-        if state is not None:
-            update.update(state=state, decidedBy=approval.get("approver"), decidedAt=stamp())
-        message = refused or (f"correction for step {step} {state.lower() if state else ''} "
-                              f"by {approval.get('approver')}")
-        return {"corrections": {step: update}, "message": message,
-                "observedGeneration": generation(current),
-                "conditions": with_condition(
-                    current, "CorrectionsDecided", refused is None,
-                    (approval_trust.REASON if untrusted else "Refused") if refused
-                    else "Decided", message)}
 
-    written = ctx.kube.update_status(namespace, name, mutate)
-    if written is not None and state == "Approved":
-        start_job(ctx, written, step)
+def then(ctx: Context, run: Obj, step: str, approval: Obj, outcome: Outcome[Correction]) -> None:
+    """An approved correction is sent by a Job."""
+    if isinstance(outcome, Recorded) and outcome.value.state == CorrectionState.APPROVED:
+        start_job(ctx, run, step)
 
 
 def start_job(ctx: Context, run: Obj, step: str) -> None:
@@ -83,12 +72,8 @@ def ensure_jobs(ctx: Context, run: Obj, facts: run_facts.RunFacts) -> None:
             start_job(ctx, run, step)
 
 
-@kopf.on.field(*AGENTRUNS, field="status.corrections", id="correction-approval")
-def corrections_changed(new: Any, namespace: str | None, name: str, memo: Any,
-                        **_: Any) -> None:
-    if not new or namespace is None:
-        return
-    for step, entry in sorted(new.items()):
-        approval = (entry or {}).get("approval")
-        if approval:
-            decide(context(memo), namespace, name, str(step), approval)
+CORRECTION_APPROVAL = human_input.HumanInput(
+    field="corrections", handler_id="correction-approval",
+    guarded_name=approval_trust.APPROVER, record=record, patch=patch, then=then, keyed=True,
+    entry_of=lambda entry: entry.get("approval"))
+corrections_changed = human_input.watch(CORRECTION_APPROVAL)

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.status import Obj
-from agentsaga.store import SagaLog
 from agentsaga.store.fingerprints import LogFingerprint
+from agentsaga.store.interfaces import OperatorStore
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Watched:
 class LogWatch:
     """Lives on kopf's event loop: every method is called from it."""
 
-    def __init__(self, saga_log: SagaLog | None, interval: float, batch: int,
+    def __init__(self, saga_log: OperatorStore | None, interval: float, batch: int,
                  gauges: RunGauges, full_interval: float) -> None:
         self.saga_log = saga_log
         self.interval = interval

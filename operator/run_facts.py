@@ -11,8 +11,9 @@ from typing import Any
 
 from agentsaga.keys import log_run_id, split_log_run_id
 from agentsaga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
-from agentsaga.store import Correction, Run, SagaLog, Step
+from agentsaga.store import Correction, Run, Step
 from agentsaga.store.fingerprints import LogFingerprint
+from agentsaga.store.interfaces import OperatorStore
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class RunFacts:
         return self.run is not None and not self.run.open
 
 
-def facts(saga_log: SagaLog, run_id: str, namespace: str = "") -> RunFacts:
+def facts(saga_log: OperatorStore, run_id: str, namespace: str = "") -> RunFacts:
     """What the log says about the run (its saga-log id), as an AgentRun of `namespace` may see
     it: nothing of another namespace's run. With `namespace`, a run this namespace lacks that
     another one has (the AgentRun names another namespace's run) is `other_namespace`."""
@@ -158,7 +159,7 @@ def fingerprint(found: RunFacts) -> LogFingerprint | None:
             steps, pending, ",".join(str(i) for i in sorted(found.awaiting_human)))
 
 
-def facts_since(saga_log: SagaLog, run_id: str, before: RunFacts | None,
+def facts_since(saga_log: OperatorStore, run_id: str, before: RunFacts | None,
                 namespace: str = "") -> RunFacts:
     """What the log says about the run now, as `facts` reads it: `before` (read the same way)
     again when the run's fingerprint has not moved since (one statement instead of four)."""
@@ -170,7 +171,7 @@ def facts_since(saga_log: SagaLog, run_id: str, before: RunFacts | None,
     return facts(saga_log, run_id, namespace)
 
 
-def _elsewhere(saga_log: SagaLog, run_id: str, namespace: str) -> bool:
+def _elsewhere(saga_log: OperatorStore, run_id: str, namespace: str) -> bool:
     """Whether the run id an AgentRun of `namespace` names is a run of another namespace only:
     named with another namespace (`payments/refund-1`), or bare while this namespace has no
     such run and another has."""

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from agentsaga.settings import OperatorSettings
-from agentsaga.store import Run, SagaLog
+from agentsaga.store import Run
+from agentsaga.store.interfaces import OperatorStore
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ logger = logging.getLogger(__name__)
 class OpenRunWalk:
     """Used by the binding loop's thread only."""
 
-    def __init__(self, saga_log: SagaLog, config: OperatorSettings,
+    def __init__(self, saga_log: OperatorStore, config: OperatorSettings,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.saga_log = saga_log
         self.batch = config.resync_batch

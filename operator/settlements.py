@@ -11,71 +11,66 @@ name to the requesting user, as for an approval (`approval_trust`: the admission
 with Deny); it marks the entry `Recorded` (or removes it, with a `StepsSettled=False` condition
 saying why), and when nothing waits for a person any more and
 the run's last reconcile or unwind Job stopped for one, starts that Job again. It never talks to
-a real system itself.
+a real system itself. The path every human input takes is `human_input`'s; this module declares
+what is a settlement's.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-import kopf
 
 from agentsaga import human_settlement
 from agentsaga.errors import SettlementError
-from agentsaga.operator import approval_trust, job_manifests, run_facts, run_jobs
-from agentsaga.operator.config import AGENTRUNS
-from agentsaga.operator.context import Context, context
-from agentsaga.operator.status import Obj, generation, parse, run_id, stamp, with_condition
+from agentsaga.operator import approval_trust, human_input, job_manifests, run_facts, run_jobs
+from agentsaga.operator.context import Context
+from agentsaga.operator.human_input import Outcome, Recorded, Refused
+from agentsaga.operator.status import Obj, generation, parse, run_id, with_condition
+from agentsaga.store import Settled
+from agentsaga.store.interfaces import OperatorStore
 
 logger = logging.getLogger(__name__)
 
 RECORDED = "Recorded"
 
 
-def record(ctx: Context, namespace: str, name: str, step: str, entry: Obj) -> None:
-    run = ctx.kube.get_run(namespace, name)
-    if run is None or ctx.saga_log is None:
-        return
-    refused: str | None = None
+def record(saga_log: OperatorStore, run: Obj, step: str, entry: Obj) -> Settled:
     if not step.isdigit():
-        refused = f"settlement key {step!r} is not a step number"
-    elif not entry.get("stepKey"):
-        refused = (f"the settlement of step {step} names no stepKey: copy the step's key from "
-                   "`agentsaga log --run RUN` (it guards against settling the wrong step)")
-    elif (why := approval_trust.check(ctx.kube, approval_trust.SETTLER, run)) is not None:
-        refused = f"not recorded: {why}"
+        raise SettlementError(f"settlement key {step!r} is not a step number")
+    if not entry.get("stepKey"):
+        raise SettlementError(
+            f"the settlement of step {step} names no stepKey: copy the step's key from "
+            "`agentsaga log --run RUN` (it guards against settling the wrong step)")
+    return human_settlement.settle(
+        saga_log, run_id(run), int(step),
+        human_settlement.outcome(str(entry.get("outcome") or "")),
+        settler=str(entry.get("settler") or ""), reason=str(entry.get("reason") or ""),
+        ref=entry.get("ref") or None, step_key=str(entry["stepKey"]))
+
+
+def patch(run: Obj, step: str, entry: Obj, outcome: Outcome[Settled]) -> Obj:
+    """The entry marked Recorded, or removed with the reason it was refused."""
+    who = entry.get("settler")
+    update: Obj | None
+    if isinstance(outcome, Refused):
+        refused = (f"not recorded: {outcome.detail}" if outcome.reason == approval_trust.REASON
+                   else outcome.detail)
+        message = f"settlement of step {step} by {who} refused: {refused}"
+        update = None
     else:
-        try:
-            human_settlement.settle(
-                ctx.saga_log, run_id(run), int(step),
-                human_settlement.outcome(str(entry.get("outcome") or "")),
-                settler=str(entry.get("settler") or ""), reason=str(entry.get("reason") or ""),
-                ref=entry.get("ref") or None, step_key=str(entry["stepKey"]))
-        except SettlementError as exc:
-            refused = str(exc)
+        message = f"step {step} settled as {entry.get('outcome')} by {who}"
+        update = {**entry, "state": RECORDED, "recordedAt": outcome.at}
+    return {"settlements": {step: update}, "message": message,
+            "observedGeneration": generation(run),
+            "conditions": with_condition(run, "StepsSettled", update is not None,
+                                         "Recorded" if update is not None else "Refused",
+                                         message)}
 
-    def mutate(current: Obj) -> Obj | None:
-        entries = (current.get("status") or {}).get("settlements") or {}
-        if entries.get(step) != entry:
-            return None  # consumed already, or a newer settlement arrived
-        who = entry.get("settler")
-        if refused is not None:
-            message = f"settlement of step {step} by {who} refused: {refused}"
-            update: Obj | None = None
-        else:
-            message = f"step {step} settled as {entry.get('outcome')} by {who}"
-            update = {**entry, "state": RECORDED, "recordedAt": stamp()}
-        return {"settlements": {step: update}, "message": message,
-                "observedGeneration": generation(current),
-                "conditions": with_condition(current, "StepsSettled", refused is None,
-                                             "Refused" if refused else "Recorded", message)}
 
-    written = ctx.kube.update_status(namespace, name, mutate)
-    if written is not None and refused is None:
-        logger.info("agentrun %s/%s: step %s settled by %s", namespace, name, step,
-                    entry.get("settler"))
-        resume(ctx, written)
+def then(ctx: Context, run: Obj, step: str, entry: Obj, outcome: Outcome[Settled]) -> None:
+    if isinstance(outcome, Recorded):
+        logger.info("agentrun %s/%s: step %s settled by %s", run["metadata"].get("namespace"),
+                    run["metadata"]["name"], step, entry.get("settler"))
+        resume(ctx, run)
 
 
 def resume(ctx: Context, run: Obj, facts: run_facts.RunFacts | None = None) -> None:
@@ -95,11 +90,8 @@ def resume(ctx: Context, run: Obj, facts: run_facts.RunFacts | None = None) -> N
                        "a person settled the steps the last Job could not")
 
 
-@kopf.on.field(*AGENTRUNS, field="status.settlements", id="step-settlement")
-def settlements_changed(new: Any, namespace: str | None, name: str, memo: Any,
-                        **_: Any) -> None:
-    if not new or namespace is None:
-        return
-    for step, entry in sorted(new.items()):
-        if entry and entry.get("state") != RECORDED:
-            record(context(memo), namespace, name, str(step), dict(entry))
+STEP_SETTLEMENT = human_input.HumanInput(
+    field="settlements", handler_id="step-settlement", guarded_name=approval_trust.SETTLER,
+    record=record, patch=patch, then=then, keyed=True,
+    waiting=lambda entry: entry.get("state") != RECORDED)
+settlements_changed = human_input.watch(STEP_SETTLEMENT)

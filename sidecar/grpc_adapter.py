@@ -18,8 +18,8 @@ import grpc
 from agentsaga import pivot
 from agentsaga.calls import BeganRun, DispatchResult, RunView
 from agentsaga.errors import ErrorCode, SagaError
+from agentsaga.resolution_report import ResolutionReport
 from agentsaga.service import SagaService
-from agentsaga.settle_report import SettleReport
 from agentsaga.store import PivotRecord, Step
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc
@@ -164,7 +164,7 @@ def run_message(view: RunView) -> pb.GetRunResponse:
         pivot_json=_dumps(None if run.pivot is None else pivot.shown(run.pivot)))
 
 
-def report_message(report: SettleReport) -> pb.SettleReport:
+def report_message(report: ResolutionReport) -> pb.SettleReport:
     return pb.SettleReport(run_id=report.run_id, report_json=_dumps(report.to_json()),
                            settled=report.settled)
 

@@ -9,7 +9,8 @@ an interface offers is one its role may make.
     SidecarStore  a sidecar (agentsaga_ns_<ns>): a Job's writes, and begin runs, write intents,
                   re-send a step that did not happen, stage the plan, wait for its decision
     OperatorStore the operator (agentsaga_operator): decisions (the pivot, corrections, a
-                  person's settlement), the run's policy and released pods
+                  person's settlement), the run's policy and released pods, and the reads of
+                  its resync (open runs, runs changed lately, the log's fingerprints)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from agentsaga.states import (
     StepStatus,
 )
 from agentsaga.store.decisions import Watch
+from agentsaga.store.fingerprints import LogFingerprint
 from agentsaga.store.records import Adoption, Correction, PivotRecord, Run, Step
 from agentsaga.store.retention import Pruned
 from agentsaga.store.settlements import Settled, Settlement
@@ -122,6 +124,7 @@ class OperatorStore(Reads, Protocol):
     def release_pod(self, run_id: str, pod_uid: str) -> bool: ...
     def open_runs(self, after: str, limit: int) -> list[Run]: ...
     def runs_changed_since(self, seconds: float) -> list[Run]: ...
+    def log_fingerprints(self, run_ids: Sequence[str]) -> dict[str, LogFingerprint]: ...
     def namespaces_with_run(self, bare_run_id: str) -> list[str]: ...
     def listen_runs(self, on_run: Callable[[str], None], stop: Callable[[], bool], *,
                     timeout: float) -> None: ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from agentsaga import corrections, pivot
-from agentsaga.settlement import unwind_run
+from agentsaga.resolution import unwind_run
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import effects

@@ -20,10 +20,10 @@ from agentsaga.connectors.tools import register_all
 from agentsaga.errors import OutcomeUnknown
 from agentsaga.keys import step_key
 from agentsaga.registry import LookupContext, Registry
+from agentsaga.resolution import reconcile_run
+from agentsaga.resolution_report import ResolutionReport
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settle_report import SettleReport
-from agentsaga.settlement import reconcile_run
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo.world import connector_env
@@ -112,7 +112,7 @@ def test_a_charge_that_never_happened_is_not_executed_once_its_deadline_passes(
 
     waited: list[float] = []
 
-    def wait(seconds: float, report: SettleReport) -> None:
+    def wait(seconds: float, report: ResolutionReport) -> None:
         waited.append(seconds)
         time.sleep(seconds)  # the harness's own retry-after; reconcile re-reads the db clock
 

@@ -8,9 +8,9 @@ import sys
 from agentsaga import corrections, pivot
 from agentsaga.connectors.tools import register_all
 from agentsaga.registry import Registry
+from agentsaga.resolution import unwind_run
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settlement import unwind_run
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo.world import connector_env
 from agentsaga_lab.world import Fault, World

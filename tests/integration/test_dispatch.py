@@ -290,7 +290,7 @@ def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
 
 def test_step_settled_not_executed_by_a_job_runs_again_under_its_own_key(
         dispatcher: SagaService, ledger: str, pg: str) -> None:
-    from agentsaga.settlement import reconcile_run
+    from agentsaga.resolution import reconcile_run
 
     dispatcher.begin_run("r13")
     add_fault(ledger, "charge_card", "unknown_after_commit")

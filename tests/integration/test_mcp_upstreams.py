@@ -22,9 +22,9 @@ from agentsaga.errors import (
     Rejected,
 )
 from agentsaga.registry import Registry
+from agentsaga.resolution import unwind_run
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settlement import unwind_run
 from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 from agentsaga.store import SagaLog
 from sagatest.mcp_upstream_server import UPSTREAMS, build

@@ -30,28 +30,33 @@ LOGGED = log_run_id("default", RUN)
 
 
 @pytest.fixture
-def ctx(kube_with_crds: Kube, pg: str) -> Iterator[Context]:
+def saga_log(pg: str) -> Iterator[SagaLog]:
+    """The whole log: what the test does as the sidecar or a Job (the operator's context holds
+    the same log as its own role's `OperatorStore`)."""
+    with SagaLog(pg, min_size=1, max_size=2).open(migrate=False) as log:
+        yield log
+
+
+@pytest.fixture
+def ctx(kube_with_crds: Kube, pg: str, saga_log: SagaLog) -> Iterator[Context]:
     api = config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(kube_with_crds.kubeconfig))
-    with SagaLog(pg, min_size=1, max_size=2).open(migrate=False) as saga_log:
-        yield Context(OperatorSettings(), KubeApi(api), saga_log)
+    yield Context(OperatorSettings(), KubeApi(api), saga_log)
     api.close()
 
 
-def run_on_agent_0(ctx: Context, kube: Kube) -> SagaLog:
-    """The AgentRun, and its run begun in the log by pod agent-0 (uid-0); the context's log."""
-    assert ctx.saga_log is not None
+def run_on_agent_0(saga_log: SagaLog, kube: Kube) -> None:
+    """The AgentRun, and its run begun in the log by pod agent-0 (uid-0); the log."""
     kube.create({"apiVersion": AR, "kind": "AgentRun",
                  "metadata": {"name": RUN, "namespace": "default"},
                  "spec": {"agent": "refunder", "orphanGracePeriodSeconds": 60}})
-    ctx.saga_log.begin_run(LOGGED, agent="refunder", owner="agent-0", pod_uid="uid-0",
-                           namespace="default")
-    return ctx.saga_log
+    saga_log.begin_run(LOGGED, agent="refunder", owner="agent-0", pod_uid="uid-0",
+                       namespace="default")
 
 
 def test_a_late_bind_of_the_evicted_pod_leaves_the_run_orphaned(
-        ctx: Context, kube_with_crds: Kube) -> None:
-    saga_log = run_on_agent_0(ctx, kube_with_crds)
+        ctx: Context, kube_with_crds: Kube, saga_log: SagaLog) -> None:
+    run_on_agent_0(saga_log, kube_with_crds)
     late = saga_log.require_run(LOGGED)  # what the bind read before the pod went
 
     assert orphan(ctx, "default", RUN, "agent-0", "uid-0", "Evicted", "pod agent-0 was evicted")
@@ -98,11 +103,11 @@ class WatchedKube(KubeApi):
         return super().update_status(namespace, name, watched, attempts, known)
 
 
-def test_a_run_shown_orphaned_can_be_adopted_at_once(ctx: Context,
-                                                     kube_with_crds: Kube) -> None:
+def test_a_run_shown_orphaned_can_be_adopted_at_once(ctx: Context, kube_with_crds: Kube,
+                                                     saga_log: SagaLog) -> None:
     """R12: the status says Orphaned only once the log has let go of the gone pod, so that a
     new pod (or a person told to wait for Orphaned) may adopt the run the moment they read it."""
-    saga_log = run_on_agent_0(ctx, kube_with_crds)
+    run_on_agent_0(saga_log, kube_with_crds)
     watched = WatchedKube(ctx.kube.api, saga_log)
     assert orphan(replace(ctx, kube=watched), "default", RUN, "agent-0", "uid-0", "Evicted",
                   "pod agent-0 was evicted")
@@ -113,14 +118,13 @@ def test_a_run_shown_orphaned_can_be_adopted_at_once(ctx: Context,
 
 
 def test_a_job_that_ends_the_run_leaves_no_stale_wait_for_a_person(
-        ctx: Context, kube_with_crds: Kube) -> None:
+        ctx: Context, kube_with_crds: Kube, saga_log: SagaLog) -> None:
     """The unwind Job's end is the run's last status write (Unwound is final: no resync pass
     after it); a step that waited for a person when the status was last shown waits no more."""
-    assert ctx.saga_log is not None
     kube_with_crds.create({"apiVersion": AR, "kind": "AgentRun",
                            "metadata": {"name": RUN, "namespace": "default"},
                            "spec": {"agent": "refunder"}})
-    ctx.saga_log.begin_run(LOGGED, agent="refunder", namespace="default")
+    saga_log.begin_run(LOGGED, agent="refunder", namespace="default")
     name = "early-evicted-unwind-2"
     job = {"metadata": {"name": name},
            "status": {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}}
@@ -128,8 +132,8 @@ def test_a_job_that_ends_the_run_leaves_no_stale_wait_for_a_person(
         "phase": "Unwinding", "awaitingHuman": "1",
         "humanSteps": {"1": {"tool": "send_email", "stepKey": "0" * 32, "why": "no lookup"}},
         "job": {"name": name, "kind": "unwind", "state": "Created"}})
-    adopted = ctx.saga_log.adopt(LOGGED, "unwind-job")  # the Job unwound the run
-    ctx.saga_log.set_run_state(LOGGED, adopted.owner_epoch, RunState.UNWOUND, end=True)
+    adopted = saga_log.adopt(LOGGED, "unwind-job")  # the Job unwound the run
+    saga_log.set_run_state(LOGGED, adopted.owner_epoch, RunState.UNWOUND, end=True)
 
     apply_job(ctx, "default", RUN, job)
     status = (kube_with_crds.get(AR, "agentruns", "default", RUN) or {})["status"]

@@ -16,9 +16,9 @@ from agentsaga import step_key
 from agentsaga.calls import DispatchResult
 from agentsaga.errors import PivotError
 from agentsaga.pivot import await_decision, record_decision
+from agentsaga.resolution import unwind_run
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settlement import unwind_run
 from agentsaga.states import (
     CompensationStatus,
     CorrectionState,

@@ -152,7 +152,7 @@ def test_a_row_settled_meanwhile_is_reported_as_it_now_is(pg: str) -> None:
 @pytest.mark.allow_effect_warnings("the re-opened row is warned about")
 def test_a_run_reconciled_reopens_a_row_whose_effect_a_late_call_saw(
         pg: str, traced: Traced, caplog: pytest.LogCaptureFixture) -> None:
-    """settle_run: of two rows settled NOT_EXECUTED, the one whose effect a call (fenced
+    """settle_rows: of two rows settled NOT_EXECUTED, the one whose effect a call (fenced
     meanwhile) observed is re-opened as CONFIRMED with that effect, and a warning says so; the
     run's unsettled row is looked up by key."""
     [run] = seed(pg, 1)
@@ -171,7 +171,7 @@ def test_a_run_reconciled_reopens_a_row_whose_effect_a_late_call_saw(
                                             external_ref="ref-late", result={"id": "ref-late"},
                                             error=None)
         with caplog.at_level(logging.WARNING, logger="agentsaga.reconcile"):
-            out = Reconciler(saga_log, registry_for(system), 0).settle_run(run, 1)
+            out = Reconciler(saga_log, registry_for(system), 0).settle_rows(run, 1)
         rows = saga_log.steps(run)
     assert [(o.step.step_idx, o.finding, o.detail, o.was) for o in out] == [
         (1, "reopened", "observed ref-late", StepStatus.NOT_EXECUTED),

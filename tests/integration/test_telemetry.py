@@ -19,9 +19,9 @@ from agentsaga import step_key, telemetry
 from agentsaga.client import SagaClient
 from agentsaga.connectors.tools import register_all
 from agentsaga.registry import Registry
+from agentsaga.resolution import unwind_run
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settlement import unwind_run
 from agentsaga.sidecar.server import Serving, SidecarServicer, serve
 from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb

@@ -23,10 +23,10 @@ from agentsaga.errors import Fenced
 from agentsaga.job_commands import NOT_YET_CERTAIN
 from agentsaga.keys import step_key
 from agentsaga.registry import Registry
+from agentsaga.resolution import unwind_run
+from agentsaga.resolution_report import ResolutionReport
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settle_report import SettleReport
-from agentsaga.settlement import unwind_run
 from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo.world import connector_env
@@ -66,7 +66,7 @@ def until_settled(call: Any, *, within_s: float = 30.0) -> DispatchResult:
 def waiting(log: list[float], then_release: Fault | None = None) -> Any:
     """The unwind's wait for a deadline (the product's own pause), noted; a held call is let
     go once the unwind waits for it."""
-    def wait(seconds: float, report: SettleReport) -> None:
+    def wait(seconds: float, report: ResolutionReport) -> None:
         log.append(seconds)
         if then_release is not None:
             then_release.release()

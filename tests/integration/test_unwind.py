@@ -17,10 +17,10 @@ from agentsaga.connectors.tools import register_all
 from agentsaga.errors import UnknownTool
 from agentsaga.keys import compensation_key
 from agentsaga.registry import NO_LOOKUP, Compensation, Registry
+from agentsaga.resolution import reconcile_run, unwind_run
+from agentsaga.resolution_report import ResolutionReport
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settle_report import SettleReport
-from agentsaga.settlement import reconcile_run, unwind_run
 from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga.unwind import resolve_refs
@@ -93,7 +93,7 @@ def test_reconcile_marks_not_executed_only_once_it_is_certain(
         assert not early.settled and early.unsettled[0]["retry_after_s"] <= 0.5
     waited: list[float] = []
 
-    def wait(seconds: float, report: SettleReport) -> None:
+    def wait(seconds: float, report: ResolutionReport) -> None:
         waited.append(seconds)
         time.sleep(seconds)  # the condition is the database's clock, re-read by reconcile
 

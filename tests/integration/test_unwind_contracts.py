@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 from agentsaga import NO_LOOKUP, Compensation, Registry, contracts
+from agentsaga.resolution import unwind_run
 from agentsaga.service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.settlement import unwind_run
 from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools

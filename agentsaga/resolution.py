@@ -1,4 +1,6 @@
-"""Settling a whole run: reconcile it (R7), or reconcile and unwind it (R8, R9), as its owner.
+"""Resolving a whole run: reconcile it (R7), or reconcile and unwind it (R8, R9), as its owner.
+(A run is resolved; a step is settled: its outcome made known, by a lookup or by a person,
+`agentsaga.human_settlement`.)
 
     reconcile_owned / unwind_owned   under the epoch the caller holds (the sidecar's Reconcile
                                      and Unwind RPCs: refused with Fenced once another writer
@@ -7,8 +9,8 @@
                                      Jobs, `agentsaga reconcile|unwind`, the demo): the
                                      legitimate way to take a run over
 
-Each returns a `SettleReport`. With `wait=`, a run whose only unsettled rows wait for their
-certainty (R7: an empty lookup before the deadline plus the lag proves nothing) is settled again
+Each returns a `ResolutionReport`. With `wait=`, a run whose only unsettled rows wait for their
+certainty (R7: an empty lookup before the deadline plus the lag proves nothing) is resolved again
 once that time has come, `wait(seconds, report)` doing the waiting (the command line shows a
 countdown); without it the report says how long (`wait_s`).
 """
@@ -22,30 +24,30 @@ from typing import Any
 from agentsaga import telemetry
 from agentsaga.reconcile import Reconciler, settle_command
 from agentsaga.registry import Registry
-from agentsaga.settle_report import Action, SettleReport
+from agentsaga.resolution_report import Action, ResolutionReport
 from agentsaga.states import CompensationStatus, CorrectionState, RunState, StepStatus
 from agentsaga.store.interfaces import JobStore, Reads
 from agentsaga.unwind import NOT_DECLARED, Unwinder
 
 Sleep = Callable[[float], None]
-Wait = Callable[[float, SettleReport], None]
+Wait = Callable[[float, ResolutionReport], None]
 
 
 def reconcile_owned(saga_log: JobStore, registry: Registry, run_id: str, epoch: int, *,
-                    recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
+                    recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> ResolutionReport:
     """Settle the run's unsettled rows by key (R7) under `epoch`."""
-    return _settle(saga_log, registry, run_id, epoch, "reconcile", recheck_pause_s, sleep)
+    return _resolve(saga_log, registry, run_id, epoch, "reconcile", recheck_pause_s, sleep)
 
 
 def unwind_owned(saga_log: JobStore, registry: Registry, run_id: str, epoch: int, *,
-                 recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> SettleReport:
+                 recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep) -> ResolutionReport:
     """Reconcile, then compensate backwards and queue corrections (R8, R9) under `epoch`."""
-    return _settle(saga_log, registry, run_id, epoch, "unwind", recheck_pause_s, sleep)
+    return _resolve(saga_log, registry, run_id, epoch, "unwind", recheck_pause_s, sleep)
 
 
 def reconcile_run(saga_log: JobStore, registry: Registry, run_id: str,
                   owner: str = "reconcile", *, recheck_pause_s: float = 2.0,
-                  sleep: Sleep = time.sleep, wait: Wait | None = None) -> SettleReport:
+                  sleep: Sleep = time.sleep, wait: Wait | None = None) -> ResolutionReport:
     """Adopt the run (bumping its epoch, R12) and settle its unsettled rows by key (R7)."""
     epoch = saga_log.adopt(run_id, owner).owner_epoch
     return _until_certain(lambda: reconcile_owned(
@@ -54,18 +56,19 @@ def reconcile_run(saga_log: JobStore, registry: Registry, run_id: str,
 
 def unwind_run(saga_log: JobStore, registry: Registry, run_id: str, owner: str = "unwind", *,
                recheck_pause_s: float = 2.0, sleep: Sleep = time.sleep,
-               wait: Wait | None = None) -> SettleReport:
+               wait: Wait | None = None) -> ResolutionReport:
     """Adopt the run (R12), reconcile, then compensate backwards and queue corrections."""
     epoch = saga_log.adopt(run_id, owner).owner_epoch
     return _until_certain(lambda: unwind_owned(
         saga_log, registry, run_id, epoch, recheck_pause_s=recheck_pause_s, sleep=sleep), wait)
 
 
-def _until_certain(settle: Callable[[], SettleReport], wait: Wait | None) -> SettleReport:
-    report = settle()
+def _until_certain(resolve: Callable[[], ResolutionReport],
+                   wait: Wait | None) -> ResolutionReport:
+    report = resolve()
     while wait is not None and report.wait_s is not None:
         wait(max(report.wait_s, 0.05), report)
-        report = settle()
+        report = resolve()
     return report
 
 
@@ -99,15 +102,15 @@ def waiting_for_humans(saga_log: Reads, run_id: str) -> list[dict[str, Any]]:
     return waiting
 
 
-def _settle(saga_log: JobStore, registry: Registry, run_id: str, epoch: int, action: Action,
-            recheck_pause_s: float, sleep: Sleep) -> SettleReport:
+def _resolve(saga_log: JobStore, registry: Registry, run_id: str, epoch: int, action: Action,
+             recheck_pause_s: float, sleep: Sleep) -> ResolutionReport:
     with telemetry.job_span(action, saga_log, run_id) as span:
         saga_log.require_owner(run_id, epoch)  # R12: refused before any lookup or write
-        report = SettleReport(run_id, action, epoch)
+        report = ResolutionReport(run_id, action, epoch)
         if action == "unwind":
             saga_log.set_run_state(run_id, epoch, RunState.UNWINDING)
         reconciler = Reconciler(saga_log, registry, recheck_pause_s, sleep)
-        report.add_reconciled(reconciler.settle_run(run_id, epoch))
+        report.add_reconciled(reconciler.settle_rows(run_id, epoch))
         if action == "unwind":
             Unwinder(saga_log, registry).unwind(run_id, epoch, report)
             if report.settled:

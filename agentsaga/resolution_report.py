@@ -1,6 +1,8 @@
-"""What a reconcile or an unwind of a run did (R7, R8, R9): found by key, compensated, queued
-as corrections, failed, pending, still unknown. `settled` is False while anything is left for a
-human or a retry. (Rendered for people by `agentsaga.job_commands`.)"""
+"""How a run was resolved: what a reconcile or an unwind of it did (R7, R8, R9): found by key,
+compensated, queued as corrections, failed, pending, still unknown. `settled` (every row's
+outcome known and acted on) is False while anything is left for a human or a retry. (Rendered
+for people by `agentsaga.job_commands`; its JSON is what the Jobs print and the sidecar's
+Reconcile and Unwind RPCs answer, `report_json`.)"""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ Action = Literal["reconcile", "unwind"]
 
 
 @dataclass
-class SettleReport:
+class ResolutionReport:
+    """The resolution of one run by one reconcile or unwind."""
+
     run_id: str
     action: Action
     epoch: int = 0
