@@ -68,9 +68,11 @@ controlplane:
 test: $(VENV)/.installed-test test-tools controlplane
 	$(PY) -P -m pytest -n 3 --dist loadfile
 
+# ruff, mypy --strict and the layer rules ([tool.importlinter] in pyproject.toml)
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(PY) -P tools/typecheck.py
+	$(PY) -P tools/lint_imports.py
 
 # The documentation site (mkdocs.yml, docs/) into site/, warnings as errors as in the tests;
 # `.venv/bin/mkdocs serve` to read it while editing. The benchmark figures page is written by

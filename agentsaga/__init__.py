@@ -40,8 +40,8 @@ from agentsaga.errors import (
     ToolError,
     UnknownTool,
 )
-from agentsaga.keys import compensation_key, step_key
-from agentsaga.registry import (
+from agentsaga.saga.keys import compensation_key, step_key
+from agentsaga.saga.registry import (
     NO_LOOKUP,
     TOOL_CLASSES,
     Compensation,
@@ -54,7 +54,7 @@ from agentsaga.registry import (
     register,
     tool,
 )
-from agentsaga.time_contract import TimeContract
+from agentsaga.saga.time_contract import TimeContract
 
 __all__ = [
     "NO_LOOKUP",

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from agentsaga.errors import ConfigurationError
-from agentsaga.registry import Registry, default_registry
+from agentsaga.saga.registry import Registry, default_registry
 from agentsaga.shadowing import explain_namespace, explain_shadowing
 
 _PACKAGE_DIR = Path(__file__).resolve().parent

@@ -1,5 +1,5 @@
 """The pivot approval (R10): a human patches `status.approval`; the operator records the
-decision in the saga log (`agentsaga.pivot.record_decision`, the one validation of a pivot
+decision in the saga log (`agentsaga.saga.pivot.record_decision`, the one validation of a pivot
 decision) and in `status.pivot`, sets the `PivotApproved` or `PivotRejected` condition, and
 consumes the approval (a changed plan needs a new one). A rejection unwinds the run.
 
@@ -11,13 +11,13 @@ The path every human input takes is `human_input`'s; this module declares what i
 
 from __future__ import annotations
 
-from agentsaga import pivot
 from agentsaga.errors import InvalidDecision, PivotError, SagaError
 from agentsaga.operator import approval_trust, human_input, run_jobs
 from agentsaga.operator.context import Context
 from agentsaga.operator.human_input import Outcome, Recorded, Refused
 from agentsaga.operator.status import Obj, generation, run_id, with_condition
-from agentsaga.states import PivotState, RunPhase
+from agentsaga.saga import pivot
+from agentsaga.saga.states import PivotState, RunPhase
 from agentsaga.store import PivotRecord
 from agentsaga.store.interfaces import OperatorStore
 

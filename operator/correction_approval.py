@@ -3,7 +3,7 @@
     kubectl patch agentrun refund-1182 --subresource=status --type=merge -p \\
       '{"status":{"corrections":{"3":{"approval":{"decision":"Approved","approver":"alice"}}}}}'
 
-The operator records the decision in the saga log (`agentsaga.corrections.decide`, once per
+The operator records the decision in the saga log (`agentsaga.saga.corrections.decide`, once per
 correction), shows it in `status.corrections`, consumes the approval, and for an approved
 correction starts a Job that sends it (`agentsaga corrections --run RUN --send`): the operator
 never talks to a real system itself. The path every human input takes is `human_input`'s; this
@@ -12,13 +12,13 @@ module declares what is a correction's.
 
 from __future__ import annotations
 
-from agentsaga import corrections
 from agentsaga.errors import CorrectionError
 from agentsaga.operator import approval_trust, human_input, job_manifests, run_facts, run_jobs
 from agentsaga.operator.context import Context
 from agentsaga.operator.human_input import Outcome, Recorded, Refused
 from agentsaga.operator.status import Obj, generation, run_id, with_condition
-from agentsaga.states import CorrectionState
+from agentsaga.saga import corrections
+from agentsaga.saga.states import CorrectionState
 from agentsaga.store import Correction
 from agentsaga.store.interfaces import OperatorStore
 

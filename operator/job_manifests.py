@@ -13,7 +13,7 @@ import hashlib
 import re
 from typing import Any, Literal
 
-from agentsaga.job_commands import NEEDS_HUMAN_EXIT
+from agentsaga.cli.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.operator.config import (
     GROUP,
     JOB_KIND_LABEL,
@@ -123,7 +123,7 @@ def build_job(run: Obj, kind: JobKind, name: str, run_id: str, config: OperatorS
         },
         "spec": {
             "backoffLimit": config.job_backoff_limit,
-            # exit 3: only a person can go on (agentsaga.job_commands); running it again
+            # exit 3: only a person can go on (agentsaga.cli.job_commands); running it again
             # would change nothing, so the Job fails at once and the operator says who must act
             "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
                 "containerName": "agentsaga", "operator": "In",

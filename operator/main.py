@@ -16,7 +16,7 @@ import random
 import kopf
 
 from agentsaga import telemetry
-from agentsaga.database import is_embedded, resolve_dsn
+from agentsaga.cli.database import is_embedded, resolve_dsn
 from agentsaga.errors import ConfigurationError
 from agentsaga.operator.context import Context
 from agentsaga.operator.injection import load_template

@@ -20,7 +20,6 @@ from typing import Any
 
 import kopf
 
-from agentsaga import pivot
 from agentsaga.operator import correction_approval, pods, run_facts, run_jobs, settlements
 from agentsaga.operator.config import AGENTRUNS
 from agentsaga.operator.context import Context, context
@@ -36,7 +35,8 @@ from agentsaga.operator.status import (
     run_id,
     with_condition,
 )
-from agentsaga.states import CORRECTIONS_PENDING, DECIDED, ENDED_PHASE, RunPhase, RunState
+from agentsaga.saga import pivot
+from agentsaga.saga.states import CORRECTIONS_PENDING, DECIDED, ENDED_PHASE, RunPhase, RunState
 from agentsaga.store import PivotRecord
 
 logger = logging.getLogger(__name__)
@@ -213,7 +213,7 @@ def reflect(run: Obj, facts: run_facts.RunFacts | None) -> Obj | None:
 
 def pivot_status(record: PivotRecord | None) -> Obj | None:
     """The saga log's pivot record in the CRD's status.pivot shape: every step, each commit
-    step's arguments whole with card numbers masked (`agentsaga.pivot.shown`; a plan too large
+    step's arguments whole with card numbers masked (`agentsaga.saga.pivot.shown`; a plan too large
     to show whole was refused at staging)."""
     if record is None or not record.plan_hash:
         return None

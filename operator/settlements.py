@@ -5,7 +5,7 @@ approval (the approver role; the admission policy binds `settler` to the request
       '{"status":{"settlements":{"3":{"outcome":"Happened","ref":"SM123","settler":"alice",
         "reason":"delivery report","stepKey":"<the step's key>"}}}}'
 
-The operator records it in the saga log once (`agentsaga.human_settlement.settle`: the step
+The operator records it in the saga log once (`agentsaga.saga.human_settlement.settle`: the step
 key must be the step's, the step UNKNOWN), and only while the API server binds the settler's
 name to the requesting user, as for an approval (`approval_trust`: the admission policy bound
 with Deny); it marks the entry `Recorded` (or removes it, with a `StepsSettled=False` condition
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 
-from agentsaga import human_settlement
 from agentsaga.errors import SettlementError
 from agentsaga.operator import approval_trust, human_input, job_manifests, run_facts, run_jobs
 from agentsaga.operator.context import Context
 from agentsaga.operator.human_input import Outcome, Recorded, Refused
 from agentsaga.operator.status import Obj, generation, parse, run_id, with_condition
+from agentsaga.saga import human_settlement
 from agentsaga.store import Settled
 from agentsaga.store.interfaces import OperatorStore
 

@@ -15,11 +15,11 @@ from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
 
-from agentsaga import pivot
-from agentsaga.calls import BeganRun, DispatchResult, RunView
 from agentsaga.errors import ErrorCode, SagaError
-from agentsaga.resolution_report import ResolutionReport
-from agentsaga.service import SagaService
+from agentsaga.saga import pivot
+from agentsaga.saga.resolution_report import ResolutionReport
+from agentsaga.service.calls import BeganRun, DispatchResult, RunView
+from agentsaga.service.saga_service import SagaService
 from agentsaga.store import PivotRecord, Step
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc

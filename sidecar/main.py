@@ -17,14 +17,14 @@ from agentsaga import telemetry
 from agentsaga.connectors.mcp import TOOLS_MODULE
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import load_tools
-from agentsaga.postgres import embedded_migrated, saga_log_dsn
-from agentsaga.registry import Registry
-from agentsaga.service import SagaService
+from agentsaga.saga.registry import Registry
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.sidecar import access
 from agentsaga.sidecar.server import SidecarServicer, bind, start
 from agentsaga.store import SagaLog
 from agentsaga.store.interfaces import SidecarStore
+from agentsaga.store.postgres import embedded_migrated, saga_log_dsn
 
 if TYPE_CHECKING:
     from agentsaga.sidecar.mcp_endpoint.serving import MCPServing

@@ -26,8 +26,8 @@ from mcp.client.streamable_http import streamable_http_client
 from agentsaga.client import AsyncSagaClient, SagaClient, auth_headers
 from agentsaga.client.codec import ERROR_CODES, maybe_happened
 from agentsaga.errors import ErrorCode
+from agentsaga.saga.wording import REFUSALS, tool_message
 from agentsaga.v1 import sidecar_pb2 as pb
-from agentsaga.wording import REFUSALS, tool_message
 
 RUN_HEADER = "Agentsaga-Run-Id"
 AGENT_HEADER = "Agentsaga-Agent"

@@ -21,7 +21,7 @@ from agentsaga.connectors.config import EmailConfig, HttpSettings
 from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.connectors.paths import segment
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.registry import Effect, LookupContext
+from agentsaga.saga.registry import Effect, LookupContext
 
 KEY_HEADER = "X-Saga-Key"
 LOOKUP_PAGES = 10

@@ -22,7 +22,7 @@ from agentsaga.connectors.config import HttpSettings, JiraConfig
 from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.connectors.paths import segment
 from agentsaga.errors import Rejected
-from agentsaga.registry import Effect, LookupContext
+from agentsaga.saga.registry import Effect, LookupContext
 
 API = "/rest/api/3"
 LABELS_PER_QUERY = 50

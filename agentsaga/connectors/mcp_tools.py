@@ -7,7 +7,7 @@ from __future__ import annotations
 from agentsaga.connectors.mcp import declarations
 from agentsaga.connectors.mcp.registration import register_upstreams
 from agentsaga.errors import ConfigurationError
-from agentsaga.registry import Registry
+from agentsaga.saga.registry import Registry
 from agentsaga.settings import McpSettings, Settings
 
 

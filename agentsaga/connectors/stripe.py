@@ -29,7 +29,7 @@ import stripe
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.json_api import Pacer, SearchRateLimited, with_backoff
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.registry import Effect, LookupContext
+from agentsaga.saga.registry import Effect, LookupContext
 
 T = TypeVar("T")
 SEARCH_CLAUSES = 10  # Stripe search: at most 10 clauses per query

@@ -3,8 +3,8 @@ lists them ("Supported presentment currencies", "Minimum and maximum charge amou
 "Zero-decimal currencies"); amounts are in the currency's minor unit.
 
 The connector's `charge_card` takes only these (`Currency`, `Amount`: checked before the
-intent, agentsaga.tool_schema), and the world's stand-in refuses what Stripe refuses. A currency
-outside the list is refused (`currency`), as Stripe refuses it. A currency with no listed
+intent, agentsaga.saga.tool_schema), and the world's stand-in refuses what Stripe refuses. A
+currency outside the list is refused (`currency`), as Stripe refuses it. A currency with no listed
 minimum must still be worth at least USD 0.50 at the day's rate; the stand-in knows no exchange
 rates and checks only that the amount is positive (docs/contracts.md).
 """

@@ -35,7 +35,7 @@ from agentsaga.connectors.stripe_currencies import Amount, Currency, at_least_th
 from agentsaga.connectors.warehouse import WarehouseConnector
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import Rejected
-from agentsaga.registry import (
+from agentsaga.saga.registry import (
     JSON,
     NO_LOOKUP,
     Compensation,
@@ -44,8 +44,8 @@ from agentsaga.registry import (
     Registry,
     ref,
 )
-from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
-from agentsaga.time_contract import TimeContract
+from agentsaga.saga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.saga.time_contract import TimeContract
 
 # R7: each system's time contract. `call_timeout_s` is the connector's own client timeout
 # (AGENTSAGA_CONNECTOR_TIMEOUT_S, enforced by its HTTP client; unset, Stripe's is Stripe's client

@@ -15,7 +15,7 @@ from agentsaga.connectors.config import HttpSettings, WarehouseConfig
 from agentsaga.connectors.json_api import JsonApi
 from agentsaga.connectors.paths import segment
 from agentsaga.errors import Rejected
-from agentsaga.registry import Effect
+from agentsaga.saga.registry import Effect
 
 
 def _reship(row: dict[str, Any]) -> Effect:

@@ -16,7 +16,7 @@ from agentsaga.connectors.config import HttpSettings, ZendeskConfig
 from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.connectors.paths import segment
 from agentsaga.errors import Rejected
-from agentsaga.registry import Effect, LookupContext
+from agentsaga.saga.registry import Effect, LookupContext
 
 API = "/api/v2"
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from agentsaga.states import (
+from agentsaga.saga.states import (
     OPEN_RUN_STATES,
     UNSETTLED,
     CompensationStatus,
@@ -128,7 +128,7 @@ class Step:
     created_at: datetime
     updated_at: datetime
     contract_hash: str | None = None
-    """The version of its tool's contract the step ran under (`agentsaga.contracts`); None for
+    """The version of its tool's contract the step ran under (`agentsaga.saga.contracts`); None for
     a step written before contracts were recorded."""
     contract: dict[str, Any] | None = None
     """That contract, to judge a later deploy's change of the tool."""

@@ -12,8 +12,10 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from agentsaga.errors import LogRefused, LogUnavailable
-from agentsaga.redact import redact_optional
-from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
+from agentsaga.saga.redact import redact_optional
+from agentsaga.saga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
+from agentsaga.saga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.saga.time_contract import TimeContract
 from agentsaga.store.base import StoreBase, text_array, to_json, to_stored_json
 from agentsaga.store.connections import translate
 from agentsaga.store.fencing import (
@@ -25,8 +27,6 @@ from agentsaga.store.fencing import (
 )
 from agentsaga.store.group_commit import Pending
 from agentsaga.store.records import STEP_COLUMNS, Step, by_name, column_names, step_from_row
-from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
-from agentsaga.time_contract import TimeContract
 
 _OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
 _OUTCOME_NAMES = column_names(_OUTCOME_COLUMNS)
@@ -183,7 +183,7 @@ class StepStatements(StoreBase):
         `commit_index`: the approved commit step this is (R10; each runs once). `timing`: the
         tool's time contract; the deadline is now() + its call timeout, by Postgres's clock (R7).
         `contract`, `contract_hash`: the tool's contract the step runs under (unwind runs only
-        the compensation it declares, `agentsaga.contracts`).
+        the compensation it declares, `agentsaga.saga.contracts`).
 
         Returns None when the step already exists (another writer got there first). The
         returned step is built from what was sent; only what the database assigns (the row's

@@ -11,7 +11,7 @@ from typing import Literal
 
 from opentelemetry import metrics
 
-from agentsaga.states import (
+from agentsaga.saga.states import (
     COMPENSATION_METRIC,
     RECONCILE_RESULT,
     CorrectionState,

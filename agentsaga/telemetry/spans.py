@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, Status, StatusCode
 
-from agentsaga.calls import DispatchCall, DispatchResult, EndRunCall, Interceptor
-from agentsaga.states import (
+from agentsaga.saga.states import (
     COMPENSATION_METRIC,
     RECONCILE_RESULT,
     CompensationStatus,
     DispatchOutcome,
     StepStatus,
 )
+from agentsaga.service.calls import DispatchCall, DispatchResult, EndRunCall, Interceptor
 from agentsaga.telemetry import payloads
 from agentsaga.telemetry.core import context_from_carrier, current, run_context
 
@@ -186,7 +186,7 @@ class TelemetryHooks:
 
 
 class _Finding(Protocol):
-    """What reconcile found for one row (`agentsaga.reconcile.Reconciled`)."""
+    """What reconcile found for one row (`agentsaga.saga.reconcile.Reconciled`)."""
 
     @property
     def step(self) -> Step: ...

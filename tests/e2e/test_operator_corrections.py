@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from agentsaga import corrections, pivot
-from agentsaga.resolution import unwind_run
+from agentsaga.saga import corrections, pivot
+from agentsaga.saga.resolution import unwind_run
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import effects

@@ -4,7 +4,7 @@ batched log watch), not on a timer per run. Requests are counted at the API stan
 
 from __future__ import annotations
 
-from agentsaga.service import SagaService
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 from agentsaga_lab.bench.tools import registry

@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from agentsaga.cli.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.client import ToolNeedsHuman
-from agentsaga.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.operator.job_manifests import job_name
 from agentsaga.store import SagaLog
 from sagatest.cluster.control_plane import ADMIN

@@ -7,8 +7,8 @@ import json
 from importlib import metadata
 from pathlib import Path
 
-from agentsaga import pivot
-from agentsaga.registry import Registry
+from agentsaga.saga import pivot
+from agentsaga.saga.registry import Registry
 from agentsaga.store import SagaLog
 from sagatest.cli_tools import agentsaga
 

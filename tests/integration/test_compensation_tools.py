@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from agentsaga import Compensation, CompensationUnavailable, Registry
-from agentsaga.service import SagaService
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools

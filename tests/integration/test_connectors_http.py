@@ -19,7 +19,7 @@ from agentsaga.connectors.jira import JiraTickets
 from agentsaga.connectors.warehouse import WarehouseConnector
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.registry import Registry, as_effect
+from agentsaga.saga.registry import Registry, as_effect
 from agentsaga_lab.world import Fault, ManualClock, World
 
 HTTP = HttpSettings(timeout_s=2.0, search_rate=1000.0)

@@ -21,7 +21,7 @@ import stripe
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import LIST_PAGE, StripeConnector
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.registry import LookupContext
+from agentsaga.saga.registry import LookupContext
 from agentsaga_lab.world import ManualClock, World
 from agentsaga_lab.world.exchanges import Exchange
 from sagatest.contracts.openapi import Contract

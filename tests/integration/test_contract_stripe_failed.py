@@ -10,8 +10,8 @@ import grpc
 import pytest
 import stripe
 
-from agentsaga import pivot
 from agentsaga.client import Refused, SagaClient, ToolFailed
+from agentsaga.saga import pivot
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo.world import connector_env
 from agentsaga_lab.world import World

@@ -166,7 +166,7 @@ def test_the_core_install_holds_no_module_of_the_lab(
 
 def test_the_products_wheel_holds_nothing_of_the_lab(tmp_path: Path) -> None:
     files = _wheel_files(_build_wheel(tmp_path))
-    assert "agentsaga/service.py" in files
+    assert "agentsaga/service/saga_service.py" in files
     assert [f for f in files if f.startswith("agentsaga_lab/")
             or f.split("/")[:2] in [["agentsaga", name] for name in LAB_PACKAGES]] == []
 

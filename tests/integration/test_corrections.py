@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from agentsaga import corrections, pivot
 from agentsaga.connectors.tools import register_all
-from agentsaga.registry import Registry
-from agentsaga.resolution import unwind_run
-from agentsaga.service import SagaService
+from agentsaga.saga import corrections, pivot
+from agentsaga.saga.registry import Registry
+from agentsaga.saga.resolution import unwind_run
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo.world import connector_env

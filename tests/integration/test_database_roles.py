@@ -12,10 +12,11 @@ import sys
 import psycopg
 import pytest
 
-from agentsaga import pivot, step_key
+from agentsaga import step_key
 from agentsaga.client import ApprovalRequired
-from agentsaga.corrections import correction_key
 from agentsaga.errors import LogRefused
+from agentsaga.saga import pivot
+from agentsaga.saga.corrections import correction_key
 from agentsaga.store import SagaLog, roles
 from agentsaga.store.connections import with_user
 from sagatest.ledger_tools import effects

@@ -17,8 +17,6 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejected, ref, step_key
-from agentsaga.calls import DispatchResult
-from agentsaga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.errors import (
     CompensationUnavailable,
     Fenced,
@@ -28,10 +26,12 @@ from agentsaga.errors import (
     RunEnded,
     RunUnsettled,
 )
-from agentsaga.human_settlement import settle
-from agentsaga.service import SagaService
+from agentsaga.saga.dispatch import UNKNOWN_MESSAGE
+from agentsaga.saga.human_settlement import settle
+from agentsaga.saga.states import DispatchOutcome, RunState, SettlementOutcome, StepStatus
+from agentsaga.service.calls import DispatchResult
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
-from agentsaga.states import DispatchOutcome, RunState, SettlementOutcome, StepStatus
 from agentsaga.store import NoHooks, SagaLog, Step
 from agentsaga.store.interfaces import OperatorStore
 from sagatest import ledger_tools
@@ -80,7 +80,7 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Saga
     # what JSON changes: tuples become lists, keys strings, other values their text
     ({"items": (1, (2, 3)), 7: "seven", "when": date(2026, 1, 2), "n": 1.5, "none": None},
      {"tool": "close_ticket", "args": {"ids": ("a", "b")}}),
-    # what the log masks (`agentsaga.redact`)
+    # what the log masks (`agentsaga.saga.redact`)
     ({"summary": planted_text()}, {"tool": "close_ticket", "args": {"note": planted_text()}}),
 ])
 def test_the_intended_step_the_log_answers_is_the_row_it_holds(
@@ -257,13 +257,13 @@ def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
         dispatcher: SagaService, ledger: str, caplog: pytest.LogCaptureFixture) -> None:
     dispatcher.begin_run("r12")
     add_fault(ledger, "create_ticket", "cut_db_after_commit")
-    with caplog.at_level(logging.WARNING, logger="agentsaga.dispatch"):
+    with caplog.at_level(logging.WARNING, logger="agentsaga.saga.dispatch"):
         first = dispatcher.dispatch("r12", "create_ticket", {"summary": "a", "order_id": "1"})
     assert first == DispatchResult(
         DispatchOutcome.UNKNOWN, 0, step_key("r12", 0, "create_ticket"), status="INTENDED",
         message=UNKNOWN_MESSAGE + " (the call returned, but the saga log could not record its "
                                   "outcome; it is settled by its key on the next call)")
-    [record] = [r for r in caplog.records if r.name == "agentsaga.dispatch"]
+    [record] = [r for r in caplog.records if r.name == "agentsaga.saga.dispatch"]
     warning = record.getMessage()
     said = re.fullmatch(
         r"create_ticket ran and came back CONFIRMED, but the saga log's Postgres at (\S+) could "
@@ -290,7 +290,7 @@ def test_outcome_lost_with_the_database_connection_is_unknown_then_reconciled(
 
 def test_step_settled_not_executed_by_a_job_runs_again_under_its_own_key(
         dispatcher: SagaService, ledger: str, pg: str) -> None:
-    from agentsaga.resolution import reconcile_run
+    from agentsaga.saga.resolution import reconcile_run
 
     dispatcher.begin_run("r13")
     add_fault(ledger, "charge_card", "unknown_after_commit")
@@ -358,10 +358,10 @@ def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
         pg: str, ledger: str) -> None:
     """R2 for a pure tool: no intent, no key; what it returned (an id becomes the ref), and a
     refusal or any error as FAILED with what went wrong."""
-    from agentsaga.calls import DispatchResult
     from agentsaga.errors import Rejected
-    from agentsaga.registry import Effect, Registry
-    from agentsaga.states import DispatchOutcome
+    from agentsaga.saga.registry import Effect, Registry
+    from agentsaga.saga.states import DispatchOutcome
+    from agentsaga.service.calls import DispatchResult
 
     registry = Registry()
 
@@ -430,6 +430,29 @@ def test_the_runs_own_policy_decides_an_irreversible_call_before_the_pivot(
     record = dispatcher.reach_pivot("policy", [{"tool": "send_email", "args": {
         "to": "c@example.com", "body": "done"}}])
     assert record.irreversible_before_pivot == int(counted)
+
+
+@pytest.mark.parametrize(("default", "policy", "counted"), [
+    ("refuse", "count", True),
+    ("count", "refuse", False),
+])
+def test_a_policy_copied_in_after_the_runs_first_call_decides_the_next_one(
+        pg: str, ledger: str, operator_log: OperatorStore, default: str, policy: str,
+        counted: bool) -> None:
+    """The sidecar keeps what it wrote last (its cursor) between calls, but the AgentRun's
+    policy reaches the log whenever the operator copies it: an irreversible call before the
+    pivot is admitted by the policy as it is now, in both directions."""
+    with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
+        service = SagaService(saga_log, ledger_tools.build_registry(),
+                              Settings(irreversible_before_pivot=default))  # type: ignore[arg-type]
+        service.begin_run("late-policy")
+        first = service.dispatch("late-policy", "create_ticket",
+                                 {"summary": "a", "order_id": "1"})
+        assert first.outcome == "CONFIRMED"
+        assert operator_log.set_policy("late-policy", {"irreversibleBeforePivot": policy})
+        out = service.dispatch("late-policy", "send_email", {"to": "c@example.com", "body": "b"})
+    assert (out.outcome, len(effects(ledger, "email"))) == (
+        ("CONFIRMED", 1) if counted else ("NEEDS_APPROVAL", 0))
 
 
 @pytest.mark.parametrize(("policy", "required"), [
@@ -576,10 +599,10 @@ def test_an_unknown_outcome_is_logged_with_its_step_and_a_surprise_with_its_trac
         level: int, cause: str) -> None:
     dispatcher.begin_run("r-log")
     add_fault(ledger, "create_ticket", fault)
-    with caplog.at_level(logging.INFO, logger="agentsaga.dispatch"):
+    with caplog.at_level(logging.INFO, logger="agentsaga.saga.dispatch"):
         out = dispatcher.dispatch("r-log", "create_ticket", {"summary": "a", "order_id": "1"})
     assert (out.outcome, out.status) == ("UNKNOWN", "UNKNOWN")
-    [record] = [r for r in caplog.records if r.name == "agentsaga.dispatch"]
+    [record] = [r for r in caplog.records if r.name == "agentsaga.saga.dispatch"]
     assert record.levelno == level
     assert bool(record.exc_info) == (level == logging.WARNING)
     assert record.getMessage() == f"outcome unknown: create_ticket: {cause}"
@@ -679,7 +702,7 @@ def test_no_observation_is_recorded_when_the_call_writes_its_own_outcome(
 
 
 CRASHING_DISPATCH = """
-from agentsaga.service import SagaService
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
@@ -838,10 +861,10 @@ def test_a_hand_over_to_a_person_the_log_could_not_record_is_asked_again_by_reco
         service.begin_run("r-ask")
         operator_log.set_policy("r-ask", {"irreversibleBeforePivot": "count"})
         add_fault(ledger, "send_email", "unknown_after_commit")
-        with caplog.at_level(logging.WARNING, logger="agentsaga.dispatch"):
+        with caplog.at_level(logging.WARNING, logger="agentsaga.saga.dispatch"):
             out = service.dispatch("r-ask", "send_email", {"to": "c@example.com", "body": "b"})
         assert (out.outcome, out.step_idx, out.status) == ("NEEDS_HUMAN", 0, "UNKNOWN")
-        [record] = [r for r in caplog.records if r.name == "agentsaga.dispatch"]
+        [record] = [r for r in caplog.records if r.name == "agentsaga.saga.dispatch"]
         said = re.fullmatch(
             r"send_email ran and its outcome is UNKNOWN; the saga log's Postgres at (\S+) could "
             r"not record that it waits for a person \((.+)\); the next reconcile asks again",

@@ -2,7 +2,7 @@
 
 As root, pgserver runs Postgres as a system user it creates on first use; processes starting at
 the same moment (test workers, a demo beside the tests) raced on creating it. The product now
-creates it once, under a lock (`agentsaga.postgres.ensure_system_user`). The first test races
+creates it once, under a lock (`agentsaga.store.postgres.ensure_system_user`). The first test races
 that on a user that does not exist yet (a fresh name each run: the machine's own `pgserver`
 user serves the other test workers and is not removed under them); the second starts real
 servers at once.
@@ -39,7 +39,7 @@ def _at_once(code: str, *args: str) -> list[subprocess.CompletedProcess[str]]:
 def test_many_processes_create_the_system_user_once() -> None:
     name = f"sagarace{uuid.uuid4().hex[:8]}"
     try:
-        done = _at_once("from agentsaga.postgres import ensure_system_user\n"
+        done = _at_once("from agentsaga.store.postgres import ensure_system_user\n"
                         "ensure_system_user(sys.argv[1])\n", name)
         assert [d.returncode for d in done] == [0] * STARTERS, [d.stderr for d in done]
         if os.geteuid() == 0:
@@ -56,7 +56,7 @@ def test_many_processes_create_the_system_user_once() -> None:
 def test_embedded_servers_started_at_once_all_answer(tmp_path: Path) -> None:
     done = _at_once("import psycopg\n"
                     "from pathlib import Path\n"
-                    "from agentsaga.postgres import embedded_dsn\n"
+                    "from agentsaga.store.postgres import embedded_dsn\n"
                     "dsn = embedded_dsn(Path(sys.argv[1]) / str(os.getpid()))\n"
                     "with psycopg.connect(dsn) as c:\n"
                     "    print(dsn, c.execute('select 41 + 1').fetchone()[0])\n",

@@ -12,9 +12,7 @@ import pytest
 
 from agentsaga import step_key
 from agentsaga.errors import Fenced, RunEnded, RunNotFound, SettlementError
-from agentsaga.service import SagaService
-from agentsaga.settings import OutcomeCommit, Settings
-from agentsaga.states import (
+from agentsaga.saga.states import (
     CompensationStatus,
     CorrectionState,
     PivotState,
@@ -22,6 +20,8 @@ from agentsaga.states import (
     SettlementOutcome,
     StepStatus,
 )
+from agentsaga.service.saga_service import SagaService
+from agentsaga.settings import OutcomeCommit, Settings
 from agentsaga.store import Correction, PivotRecord, SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import calls, effects

@@ -14,9 +14,9 @@ import mcp_types as types
 import psycopg
 import pytest
 
+from agentsaga.cli.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.client import SYSTEM_PROMPT, ToolNeedsHuman
-from agentsaga.job_commands import NEEDS_HUMAN_EXIT
-from agentsaga.service import SagaService
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 from agentsaga.store.interfaces import OperatorStore

@@ -16,10 +16,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from agentsaga import requests
 from agentsaga.client import RateLimited, Refused, RunTakenOver, SagaClient
-from agentsaga.registry import JSON, Compensation, Effect, Registry, ref
-from agentsaga.service import SagaService
+from agentsaga.saga.registry import JSON, Compensation, Effect, Registry, ref
+from agentsaga.service import requests
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.sidecar.mcp_endpoint import handlers
 from agentsaga.sidecar.mcp_endpoint.handlers import Endpoint

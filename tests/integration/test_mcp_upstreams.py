@@ -21,9 +21,9 @@ from agentsaga.errors import (
     InvalidArguments,
     Rejected,
 )
-from agentsaga.registry import Registry
-from agentsaga.resolution import unwind_run
-from agentsaga.service import SagaService
+from agentsaga.saga.registry import Registry
+from agentsaga.saga.resolution import unwind_run
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.sidecar.mcp_endpoint.serving import PATH, serve_app
 from agentsaga.store import SagaLog

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from agentsaga.client import ApprovalRequired, SagaClient
-from agentsaga.pivot import canonical
+from agentsaga.saga.pivot import canonical
 from sagatest import ledger_tools
 from sagatest.ledger_tools import calls, effects
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
-from agentsaga.pivot import (
+from agentsaga.saga.pivot import (
     MAX_COMMIT_STEPS,
     MAX_REVIEW_BYTES,
     args_digest,
@@ -20,7 +20,7 @@ from agentsaga.pivot import (
     record_decision,
     shown,
 )
-from agentsaga.service import SagaService
+from agentsaga.service.saga_service import SagaService
 from agentsaga.store.interfaces import OperatorStore
 from sagatest.ledger_tools import add_fault
 from sagatest.traced import Traced

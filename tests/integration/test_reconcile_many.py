@@ -12,10 +12,10 @@ import pytest
 
 from agentsaga import NO_LOOKUP, Compensation, Registry
 from agentsaga.errors import Fenced
-from agentsaga.keys import step_key
-from agentsaga.reconcile import Reconciler, settle_command
-from agentsaga.registry import Effect, LookupContext
-from agentsaga.states import RunState, StepStatus
+from agentsaga.saga.keys import step_key
+from agentsaga.saga.reconcile import Reconciler, settle_command
+from agentsaga.saga.registry import Effect, LookupContext
+from agentsaga.saga.states import RunState, StepStatus
 from agentsaga.store import SagaLog
 from sagatest.traced import Traced
 
@@ -82,12 +82,12 @@ def test_settles_many_runs_in_batches_with_one_recheck(pg: str, traced: Traced,
         reconciler = Reconciler(saga_log, registry_for(system), 0.5, sleep=pauses.append,
                                 batch=10)
         steps = saga_log.unsettled()
-        with caplog.at_level(logging.INFO, logger="agentsaga.reconcile"):
+        with caplog.at_level(logging.INFO, logger="agentsaga.saga.reconcile"):
             out = reconciler.settle_many(steps, {s.run_id: 1 for s in steps})
     assert [o.step.run_id for o in out] == [s.run_id for s in steps]
     assert [len(b) for b in system.batches] == [10, 10, 5, 5]  # 3 first, one re-check of 5
     assert pauses == [0.5]
-    assert [r.getMessage() for r in caplog.records if r.name == "agentsaga.reconcile"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "agentsaga.saga.reconcile"] == [
         "5 lookups empty, re-checking after 0.5s"]
     truth = statuses(pg)
     assert [truth[r] for r in runs] == ["CONFIRMED"] * 21 + ["NOT_EXECUTED"] * 4
@@ -111,7 +111,7 @@ def test_a_failed_batch_leaves_its_rows_unknown(pg: str,
     with SagaLog(pg).open(migrate=False) as saga_log, caplog.at_level(logging.WARNING):
         steps = saga_log.unsettled()
         out = Reconciler(saga_log, registry_for(system), 0).settle_many(steps, 1)
-    [warned] = [r for r in caplog.records if r.name == "agentsaga.reconcile"]
+    [warned] = [r for r in caplog.records if r.name == "agentsaga.saga.reconcile"]
     assert warned.getMessage() == "lookup of 3 charge keys failed: search is down"
     assert warned.tool == "charge"  # type: ignore[attr-defined]
     assert {o.finding for o in out} == {"lookup_failed"}
@@ -170,7 +170,7 @@ def test_a_run_reconciled_reopens_a_row_whose_effect_a_late_call_saw(
                 saga_log.record_observation(settled, 1, StepStatus.CONFIRMED,
                                             external_ref="ref-late", result={"id": "ref-late"},
                                             error=None)
-        with caplog.at_level(logging.WARNING, logger="agentsaga.reconcile"):
+        with caplog.at_level(logging.WARNING, logger="agentsaga.saga.reconcile"):
             out = Reconciler(saga_log, registry_for(system), 0).settle_rows(run, 1)
         rows = saga_log.steps(run)
     assert [(o.step.step_idx, o.finding, o.detail, o.was) for o in out] == [
@@ -180,7 +180,7 @@ def test_a_run_reconciled_reopens_a_row_whose_effect_a_late_call_saw(
         (StepStatus.NOT_EXECUTED, None, None),
         (StepStatus.CONFIRMED, "ref-late", {"id": "ref-late"}),
         (StepStatus.CONFIRMED, f"ref-{key[:6]}", {"id": f"ref-{key[:6]}"})]
-    [warned] = [r for r in caplog.records if r.name == "agentsaga.reconcile"]
+    [warned] = [r for r in caplog.records if r.name == "agentsaga.saga.reconcile"]
     assert warned.getMessage() == (f"step 1 of {run} was settled NOT_EXECUTED, but a late call "
                                    "observed its effect ref-late: re-opened")
     assert (warned.run_id, warned.step, warned.tool) == (  # type: ignore[attr-defined]

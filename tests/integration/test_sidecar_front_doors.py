@@ -17,7 +17,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentsaga.client import RateLimited, Refused, SagaClient
-from agentsaga.service import SagaService
+from agentsaga.service.saga_service import SagaService
 from agentsaga.sidecar.server import SidecarServicer, serve
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga.v1 import sidecar_pb2_grpc as pb_grpc

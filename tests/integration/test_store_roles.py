@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from agentsaga.errors import SagaError
-from agentsaga.keys import step_key
-from agentsaga.states import (
+from agentsaga.saga.keys import step_key
+from agentsaga.saga.states import (
     CompensationStatus,
     CorrectionState,
     PivotState,
@@ -244,7 +244,8 @@ def _methods(interface: type) -> set[str]:
 
 PLUMBING = {"forget", "listen_runs", "watch_decisions"}
 """Methods that write nothing to the log (this process's memory, a LISTEN)."""
-READS_BEYOND = {"cursor", "open_runs", "runs_changed_since", "namespaces_with_run", "prunable"}
+READS_BEYOND = {"cursor", "open_runs", "runs_changed_since", "namespaces_with_run", "prunable",
+                "log_fingerprints"}
 """The interfaces' methods outside `Reads` that write nothing either: what this process wrote
 last, the operator's reads of every namespace, what a prune would remove."""
 

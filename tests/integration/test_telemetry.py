@@ -18,9 +18,9 @@ from opentelemetry.trace import StatusCode
 from agentsaga import step_key, telemetry
 from agentsaga.client import SagaClient
 from agentsaga.connectors.tools import register_all
-from agentsaga.registry import Registry
-from agentsaga.resolution import unwind_run
-from agentsaga.service import SagaService
+from agentsaga.saga.registry import Registry
+from agentsaga.saga.resolution import unwind_run
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.sidecar.server import Serving, SidecarServicer, serve
 from agentsaga.store import SagaLog

@@ -15,15 +15,15 @@ import pytest
 from agentsaga import step_key, telemetry
 from agentsaga.connectors.tools import register_all
 from agentsaga.errors import UnknownTool
-from agentsaga.keys import compensation_key
-from agentsaga.registry import NO_LOOKUP, Compensation, Registry
-from agentsaga.resolution import reconcile_run, unwind_run
-from agentsaga.resolution_report import ResolutionReport
-from agentsaga.service import SagaService
+from agentsaga.saga.keys import compensation_key
+from agentsaga.saga.registry import NO_LOOKUP, Compensation, Registry
+from agentsaga.saga.resolution import reconcile_run, unwind_run
+from agentsaga.saga.resolution_report import ResolutionReport
+from agentsaga.saga.states import CompensationStatus, StepStatus
+from agentsaga.saga.unwind import resolve_refs
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
-from agentsaga.unwind import resolve_refs
 from agentsaga_lab.demo.world import connector_env
 from agentsaga_lab.world import Fault, ManualClock, World
 from agentsaga_lab.world.exchanges import Exchange
@@ -363,7 +363,7 @@ def test_a_compensation_with_an_unknown_outcome_is_pending_and_logged(
     dispatcher.begin_run("r15")
     dispatcher.dispatch("r15", "charge_card", CHARGE)
     world.faults.add(Fault("POST", "/v1/payment_intents/*/cancel", "commit_then_504", on_call=1))
-    with caplog.at_level(logging.INFO, logger="agentsaga.unwind"):
+    with caplog.at_level(logging.INFO, logger="agentsaga.saga.unwind"):
         report = unwind_run(saga_log, registry, "r15", "job", recheck_pause_s=0.01)
     [pending] = report.pending
     detail = pending["why"].removeprefix("OutcomeUnknown: ")
@@ -371,7 +371,7 @@ def test_a_compensation_with_an_unknown_outcome_is_pending_and_logged(
                        "compensation": "cancel_or_refund_payment",
                        "why": f"OutcomeUnknown: {detail}"}
     assert "HTTP response code was 504" in detail
-    [logged] = [r for r in caplog.records if r.name == "agentsaga.unwind"]
+    [logged] = [r for r in caplog.records if r.name == "agentsaga.saga.unwind"]
     assert (logged.levelno, logged.getMessage()) == (
         logging.INFO, f"compensation cancel_or_refund_payment outcome unknown: {detail}")
     key = compensation_key("r15", 0, "charge_card")
@@ -399,7 +399,7 @@ def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_o
                                  compensated=True)
     with pytest.raises(UnknownTool) as unknown:
         registry.get("no_such_tool")
-    with caplog.at_level(logging.INFO, logger="agentsaga.unwind"):
+    with caplog.at_level(logging.INFO, logger="agentsaga.saga.unwind"):
         report = unwind_run(saga_log, registry, "r16", "job", recheck_pause_s=0.01)
     def why(step_idx: int, stored: str) -> str:
         built = registry.get("create_ticket").build_compensation(
@@ -420,7 +420,7 @@ def test_a_stored_compensation_that_cannot_run_is_reported_and_the_unwind_goes_o
     assert [w["step_idx"] for w in report.waiting] == [2, 1] and report.needs_human
     assert report.skipped == [{"step_idx": 0, "tool": "create_ticket",
                                "why": "compensated before"}]
-    assert [r for r in caplog.records if r.name == "agentsaga.unwind"] == []
+    assert [r for r in caplog.records if r.name == "agentsaga.saga.unwind"] == []
     step = saga_log.step("r16", 2)
     assert step is not None and (step.comp_status, step.error) == (
         CompensationStatus.FAILED, why(2, 'close_ticket {"colour":"blue"}'))

@@ -1,5 +1,5 @@
-"""Unwind runs only the compensation a step's tool declares (`agentsaga.contracts`): each intent
-records the version of its tool's contract; unwind rebuilds the compensation from the
+"""Unwind runs only the compensation a step's tool declares (`agentsaga.saga.contracts`): each
+intent records the version of its tool's contract; unwind rebuilds the compensation from the
 registry's current declaration and the step's arguments and calls nothing else. A compensation
 rewritten in Postgres (as the security review did, with a superuser's rights), or a deploy that
 changed how the tool undoes its effect, leaves the step to a person (NEEDS_HUMAN, with why);
@@ -15,11 +15,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentsaga import NO_LOOKUP, Compensation, Registry, contracts
-from agentsaga.resolution import unwind_run
-from agentsaga.service import SagaService
+from agentsaga import NO_LOOKUP, Compensation, Registry
+from agentsaga.saga import contracts
+from agentsaga.saga.resolution import unwind_run
+from agentsaga.saga.states import CompensationStatus, StepStatus
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
-from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 

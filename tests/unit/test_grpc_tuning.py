@@ -21,7 +21,8 @@ CHOICE = grpc_tuning.VARIABLE  # AGENTSAGA_GRPC_EXPERIMENTS
 
 # Every module of the package, each imported on its own; the environment compared before and
 # after. `agentsaga.connectors.mcp_tools` is a tools module: importing it registers the tools of
-# the upstreams file AGENTSAGA_MCP_UPSTREAMS names, and refuses to without one.
+# the upstreams file AGENTSAGA_MCP_UPSTREAMS names, and refuses to without one; a `__main__`
+# module runs its command when imported.
 IMPORT_ALL = textwrap.dedent("""
     import importlib, json, os, pkgutil, sys
 
@@ -29,7 +30,8 @@ IMPORT_ALL = textwrap.dedent("""
     import agentsaga
 
     names = [m.name for m in pkgutil.walk_packages(agentsaga.__path__, "agentsaga.")
-             if m.name != "agentsaga.connectors.mcp_tools"]
+             if m.name != "agentsaga.connectors.mcp_tools"
+             and not m.name.endswith(".__main__")]
     for name in names:
         importlib.import_module(name)
     after = dict(os.environ)

@@ -9,11 +9,11 @@ from typing import cast
 
 import pytest
 
-from agentsaga import logformat
 from agentsaga.errors import InvalidArguments
-from agentsaga.redact import clip, mask_cards_value, redact_plan, redact_text, redact_value
-from agentsaga.registry import Registry
-from agentsaga.tool_schema import check_arguments
+from agentsaga.saga.redact import clip, mask_cards_value, redact_plan, redact_text, redact_value
+from agentsaga.saga.registry import Registry
+from agentsaga.saga.tool_schema import check_arguments
+from agentsaga.telemetry import logformat
 
 
 @pytest.mark.parametrize(("text", "masked"), [

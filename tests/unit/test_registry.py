@@ -9,8 +9,8 @@ import pytest
 
 from agentsaga import NO_LOOKUP, Compensation, RegistrationError, Registry
 from agentsaga.errors import CompensationUnavailable, InvalidArguments, UnknownTool
-from agentsaga.keys import run_id_problem
-from agentsaga.tool_schema import check_arguments
+from agentsaga.saga.keys import run_id_problem
+from agentsaga.saga.tool_schema import check_arguments
 
 
 def effect(idempotency_key: str, **args: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from agentsaga.connectors.stripe import Window, windows
-from agentsaga.registry import LookupContext
+from agentsaga.saga.registry import LookupContext
 
 T0 = datetime(2026, 12, 3, 13, 0, tzinfo=UTC)
 S0 = int(T0.timestamp())

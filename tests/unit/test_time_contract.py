@@ -9,8 +9,8 @@ from agentsaga.connectors.config import ConnectorConfig
 from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.connectors.tools import register_all
 from agentsaga.errors import ConfigurationError
-from agentsaga.registry import Registry
-from agentsaga.time_contract import TimeContract, parse_overrides
+from agentsaga.saga.registry import Registry
+from agentsaga.saga.time_contract import TimeContract, parse_overrides
 
 WORLD = "http://127.0.0.1:9"
 ENV = {"AGENTSAGA_JIRA_URL": WORLD, "AGENTSAGA_JIRA_PROJECT": "SUP",

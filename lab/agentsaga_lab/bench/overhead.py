@@ -11,7 +11,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentsaga.client import SagaClient
-from agentsaga.service import SagaService
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 from agentsaga.store.provisioning import floor_commits

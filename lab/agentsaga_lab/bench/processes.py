@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentsaga import subprocesses
-from agentsaga.postgres import embedded_dsn, stop_embedded
+from agentsaga.store.postgres import embedded_dsn, stop_embedded
 from agentsaga.store.provisioning import create_database
 
 TOOLS = "agentsaga_lab.bench.tools"

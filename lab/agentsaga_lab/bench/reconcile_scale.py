@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import StripeConnector
-from agentsaga.keys import step_key
-from agentsaga.reconcile import Reconciler
-from agentsaga.registry import Compensation, Registry
+from agentsaga.saga.keys import step_key
+from agentsaga.saga.reconcile import Reconciler
+from agentsaga.saga.registry import Compensation, Registry
 from agentsaga.store import SagaLog, Step
 from agentsaga.store.provisioning import copy_unknown_steps
 from agentsaga_lab.world import World

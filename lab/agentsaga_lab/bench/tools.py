@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentsaga.registry import Compensation, Registry
+from agentsaga.saga.registry import Compensation, Registry
 
 registry = Registry()
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import grpc
 
-from agentsaga import pivot
+from agentsaga.cli.job_commands import NEEDS_HUMAN_EXIT
 from agentsaga.connectors.tools import SEARCHED_TOOLS
-from agentsaga.job_commands import NEEDS_HUMAN_EXIT
+from agentsaga.saga import pivot
 from agentsaga.store import SagaLog
 from agentsaga.v1 import sidecar_pb2 as pb
 from agentsaga_lab.chaos import faults as fk

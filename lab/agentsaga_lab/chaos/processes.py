@@ -17,7 +17,7 @@ from typing import Any
 from agentsaga import subprocesses
 from agentsaga.client import SagaClient
 from agentsaga.errors import ConfigurationError
-from agentsaga.postgres import get_server
+from agentsaga.store.postgres import get_server
 
 LISTENING = re.compile(r"listening on (\S+)")
 

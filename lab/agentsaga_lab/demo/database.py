@@ -17,12 +17,12 @@ def demo_database(dsn: str | None, workdir: Path) -> Iterator[str]:
     that is stopped afterwards."""
     embedded = workdir / "pg"
     if dsn is None:
-        from agentsaga.postgres import embedded_dsn
+        from agentsaga.store.postgres import embedded_dsn
         dsn = embedded_dsn(embedded)
     try:
         SagaLog(dsn, min_size=1, max_size=1).open(migrate=True).close()
         yield dsn
     finally:
         if embedded.exists():
-            from agentsaga.postgres import get_server
+            from agentsaga.store.postgres import get_server
             get_server(embedded, cleanup_mode="stop").cleanup()

@@ -24,7 +24,7 @@ from typing import Any
 
 from agentsaga.client import SagaClient, SidecarLost, ToolFailed, ToolOutcomeUnknown
 from agentsaga.connectors.tools import register_all
-from agentsaga.registry import Registry
+from agentsaga.saga.registry import Registry
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo import naive
 from agentsaga_lab.demo.database import demo_database

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from agentsaga.registry import Registry, as_effect
+from agentsaga.saga.registry import Registry, as_effect
 from agentsaga_lab.demo.model import APOLOGY, CHARGE, PLAN, TICKET, Call, retry_of
 
 

@@ -20,7 +20,7 @@ from mcp_types import ToolAnnotations
 
 from agentsaga.connectors.tools import register_all
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.registry import Effect, Registry, as_effect
+from agentsaga.saga.registry import Effect, Registry, as_effect
 from agentsaga.sidecar.mcp_endpoint.serving import PATH, MCPServing, serve_app
 from agentsaga_lab.demo.world import connector_env
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentsaga.service import SagaService
+from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools

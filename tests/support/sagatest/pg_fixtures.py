@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agentsaga.postgres import embedded_dsn, get_server
 from agentsaga.store import schema
+from agentsaga.store.postgres import embedded_dsn, get_server
 
 TEMPLATE = "agentsaga_template"
 _counter = itertools.count()

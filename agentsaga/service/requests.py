@@ -8,11 +8,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agentsaga import keys
 from agentsaga.errors import InvalidArguments, InvalidRunId, PermissionDenied
-from agentsaga.keys import run_id_problem
-from agentsaga.registry import JSON
-from agentsaga.states import RunState
+from agentsaga.saga import keys
+from agentsaga.saga.keys import run_id_problem
+from agentsaga.saga.registry import JSON
+from agentsaga.saga.states import RunState
 
 END_STATES: dict[str, RunState] = {"Succeeded": RunState.SUCCEEDED, "Failed": RunState.FAILED}
 """How an agent may end its run (EndRun's `outcome`)."""

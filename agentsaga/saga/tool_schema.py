@@ -23,10 +23,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentsaga.argument_types import HARNESS_ARGUMENT, arguments_adapter, signature_schema
 from agentsaga.errors import InvalidArguments
-from agentsaga.redact import clip, redact_text, redact_value
-from agentsaga.registry import JSON, ToolSpec
+from agentsaga.saga.argument_types import HARNESS_ARGUMENT, arguments_adapter, signature_schema
+from agentsaga.saga.redact import clip, redact_text, redact_value
+from agentsaga.saga.registry import JSON, ToolSpec
 
 __all__ = ["CALL_AGAIN", "HARNESS_ARGUMENT", "check_arguments", "describe", "input_schema"]
 

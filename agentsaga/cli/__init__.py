@@ -1,7 +1,7 @@
 """The `agentsaga` command. Each subcommand lives in its own module with `configure(parser)` and
 `run(args) -> int`; this file only lists them. Other distributions add commands through the
-`agentsaga.commands` entry point (a dict like `COMMANDS`): the lab's `world`, `demo`, `chaos` and
-`bench` come that way, so the product never imports the lab."""
+`agentsaga.commands` entry point (a dict like `COMMANDS`): the lab's `world`, `demo`, `chaos`
+and `bench` come that way, so the product never imports the lab."""
 
 from __future__ import annotations
 
@@ -11,24 +11,27 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from agentsaga import grpc_tuning, logformat
+from agentsaga import grpc_tuning
 from agentsaga.errors import SagaError
 from agentsaga.extras import MissingExtra
+from agentsaga.telemetry import logformat
 
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "sidecar": ("agentsaga.sidecar.main", "serve the gRPC sidecar for the agent in this pod"),
-    "migrate": ("agentsaga.commands", "apply the saga-log schema migrations to the database"),
-    "runs": ("agentsaga.runlist", "list the runs in the saga log, newest first"),
-    "log": ("agentsaga.commands", "print a run's saga log as a table"),
-    "approve": ("agentsaga.commands", "approve or reject a run's staged plan (no Kubernetes)"),
-    "settle": ("agentsaga.commands", "record whether a step no lookup can settle happened "
+    "migrate": ("agentsaga.cli.commands", "apply the saga-log schema migrations to the database"),
+    "runs": ("agentsaga.cli.runlist", "list the runs in the saga log, newest first"),
+    "log": ("agentsaga.cli.commands", "print a run's saga log as a table"),
+    "approve": ("agentsaga.cli.commands",
+                "approve or reject a run's staged plan (no Kubernetes)"),
+    "settle": ("agentsaga.cli.commands", "record whether a step no lookup can settle happened "
                "(--happened [--ref ID] | --not-happened)"),
-    "corrections": ("agentsaga.commands", "list, approve or dismiss, and send a run's corrections"),
-    "prune": ("agentsaga.prune", "remove ended runs older than a cutoff from the saga log"),
-    "reconcile": ("agentsaga.job_commands",
+    "corrections": ("agentsaga.cli.commands",
+                    "list, approve or dismiss, and send a run's corrections"),
+    "prune": ("agentsaga.cli.prune", "remove ended runs older than a cutoff from the saga log"),
+    "reconcile": ("agentsaga.cli.job_commands",
                   "settle a run's unknown steps by asking the real systems"),
-    "unwind": ("agentsaga.job_commands",
+    "unwind": ("agentsaga.cli.job_commands",
                "reconcile, then compensate a run backwards, queue corrections"),
     "operator": ("agentsaga.operator.main", "run the Kubernetes operator (AgentRuns, orphans, "
                  "pivot approvals)"),
@@ -48,7 +51,12 @@ def all_commands() -> dict[str, tuple[str, str]]:
     """The product's commands and those of every installed distribution that adds some."""
     commands = dict(COMMANDS)
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
-        added = entry.load()
+        try:
+            added = entry.load()
+        except ImportError as exc:  # its metadata is here, its code is not: the rest still work
+            print(f"agentsaga: the commands of {entry.value} are left out: {exc} (reinstall the "
+                  "distribution that provides them)", file=sys.stderr)
+            continue
         commands.update({name: added[name] for name in added if name not in COMMANDS})
     return commands
 

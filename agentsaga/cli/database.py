@@ -9,13 +9,13 @@ it says so and changes nothing, instead of creating tables in a database that is
 from __future__ import annotations
 
 from agentsaga.errors import ConfigurationError, DatabaseRefused
-from agentsaga.postgres import Role, saga_log_dsn
 from agentsaga.settings import Settings
 from agentsaga.store import SagaLog, StoreHooks
+from agentsaga.store.postgres import Role, saga_log_dsn
 
 
 def resolve_dsn(dsn: str | None, settings: Settings, role: Role = "sidecar") -> str:
-    """--dsn, else the role's DSN (`agentsaga.postgres.saga_log_dsn`)."""
+    """--dsn, else the role's DSN (`agentsaga.store.postgres.saga_log_dsn`)."""
     return dsn or saga_log_dsn(settings, role)
 
 

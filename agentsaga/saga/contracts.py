@@ -24,7 +24,7 @@ import inspect
 import json
 from typing import Any
 
-from agentsaga.registry import JSON, Registry, ToolSpec
+from agentsaga.saga.registry import JSON, Registry, ToolSpec
 
 UNDO = ("tool", "class", "compensate", "compensatingTool")
 """The parts of a contract that decide what undoes a step's effect."""

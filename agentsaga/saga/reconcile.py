@@ -36,8 +36,8 @@ from datetime import datetime
 from typing import Literal
 
 from agentsaga import crashpoints, telemetry
-from agentsaga.registry import Effect, LookupContext, Registry, ToolSpec, as_effect
-from agentsaga.states import StepStatus
+from agentsaga.saga.registry import Effect, LookupContext, Registry, ToolSpec, as_effect
+from agentsaga.saga.states import StepStatus
 from agentsaga.store import Step
 from agentsaga.store.interfaces import JobStore
 from agentsaga.waiting import waiting

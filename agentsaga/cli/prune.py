@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 
 from agentsaga import crashpoints
-from agentsaga.commands import add_dsn, open_log_from
+from agentsaga.cli.commands import add_dsn, open_log_from
 from agentsaga.store.retention import Pruned
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -1,6 +1,6 @@
 """Resolving a whole run: reconcile it (R7), or reconcile and unwind it (R8, R9), as its owner.
 (A run is resolved; a step is settled: its outcome made known, by a lookup or by a person,
-`agentsaga.human_settlement`.)
+`agentsaga.saga.human_settlement`.)
 
     reconcile_owned / unwind_owned   under the epoch the caller holds (the sidecar's Reconcile
                                      and Unwind RPCs: refused with Fenced once another writer
@@ -22,12 +22,12 @@ from collections.abc import Callable
 from typing import Any
 
 from agentsaga import telemetry
-from agentsaga.reconcile import Reconciler, settle_command
-from agentsaga.registry import Registry
-from agentsaga.resolution_report import Action, ResolutionReport
-from agentsaga.states import CompensationStatus, CorrectionState, RunState, StepStatus
+from agentsaga.saga.reconcile import Reconciler, settle_command
+from agentsaga.saga.registry import Registry
+from agentsaga.saga.resolution_report import Action, ResolutionReport
+from agentsaga.saga.states import CompensationStatus, CorrectionState, RunState, StepStatus
+from agentsaga.saga.unwind import NOT_DECLARED, Unwinder
 from agentsaga.store.interfaces import JobStore, Reads
-from agentsaga.unwind import NOT_DECLARED, Unwinder
 
 Sleep = Callable[[float], None]
 Wait = Callable[[float, ResolutionReport], None]

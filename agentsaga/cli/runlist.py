@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from agentsaga.commands import add_dsn, open_log_from
-from agentsaga.states import RunState
+from agentsaga.cli.commands import add_dsn, open_log_from
+from agentsaga.saga.states import RunState
 from agentsaga.store import Run
 
 

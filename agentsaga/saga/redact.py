@@ -13,7 +13,7 @@ error messages (PCI: store no PAN; no credential at rest in clear).
 
 `redact_value` applies it to every string of a JSON value (and masks a card number given as a
 JSON number); the saga log stores every JSON value and error text through it, every log record
-passes it (`agentsaga.logformat`), every `SagaError` message is masked when it is made
+passes it (`agentsaga.telemetry.logformat`), every `SagaError` message is masked when it is made
 (`agentsaga.errors`) and every span's status and payload (`agentsaga.telemetry.payloads`).
 
 One exception, on purpose: the commit steps' arguments of a staged plan (R10) are what a person

@@ -1,5 +1,5 @@
 """The saga service: every decision a front end (gRPC, MCP) asks for, over typed inputs and
-outputs (`agentsaga.calls`), with no transport type in sight.
+outputs (`agentsaga.service.calls`), with no transport type in sight.
 
     begin_run        create the run, or adopt it (R12: bumps its epoch); the only adoption
     ensure_begun     begin_run unless this process holds the run already (a front end whose
@@ -27,17 +27,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-from agentsaga import pivot, telemetry, waiting
-from agentsaga.calls import (
-    BeganRun,
-    DispatchCall,
-    DispatchResult,
-    EndRunCall,
-    Interceptor,
-    RunView,
-    ToolInfo,
-)
-from agentsaga.dispatch import Dispatcher, RunPolicy
+from agentsaga import telemetry, waiting
 from agentsaga.errors import (
     PermissionDenied,
     PivotError,
@@ -46,25 +36,36 @@ from agentsaga.errors import (
     RunNotFound,
     RunUnsettled,
 )
-from agentsaga.rate_limit import RunRateLimiter
-from agentsaga.reconcile import Reconciler, settle_command
-from agentsaga.registry import JSON, Registry
-from agentsaga.requests import (
+from agentsaga.saga import pivot
+from agentsaga.saga.dispatch import Dispatcher, RunPolicy
+from agentsaga.saga.reconcile import Reconciler, settle_command
+from agentsaga.saga.registry import JSON, Registry
+from agentsaga.saga.resolution import reconcile_owned, unwind_owned
+from agentsaga.saga.resolution_report import ResolutionReport
+from agentsaga.saga.states import DispatchOutcome, PivotState, RunState
+from agentsaga.saga.time_contract import parse_overrides
+from agentsaga.saga.tool_schema import check_arguments, input_schema
+from agentsaga.service.calls import (
+    BeganRun,
+    DispatchCall,
+    DispatchResult,
+    EndRunCall,
+    Interceptor,
+    RunView,
+    ToolInfo,
+)
+from agentsaga.service.rate_limit import RunRateLimiter
+from agentsaga.service.requests import (
     checked_args,
     end_state,
     own_run_id,
     parse_args,
     parse_plan,
 )
-from agentsaga.resolution import reconcile_owned, unwind_owned
-from agentsaga.resolution_report import ResolutionReport
-from agentsaga.run_locks import RunLocks
+from agentsaga.service.run_locks import RunLocks
 from agentsaga.settings import Settings
-from agentsaga.states import DispatchOutcome, PivotState, RunState
 from agentsaga.store import PivotRecord, Run
 from agentsaga.store.interfaces import SidecarStore
-from agentsaga.time_contract import parse_overrides
-from agentsaga.tool_schema import check_arguments, input_schema
 
 logger = logging.getLogger(__name__)
 
@@ -340,6 +341,10 @@ class SagaService:
             cursor = self.saga_log.cursor(run_id, epoch)
             if cursor is not None and cursor[1] is not None and not cursor[1].settled:
                 cursor = None  # a person may have settled it since (agentsaga settle): read
+            if cursor is not None and spec.needs_approval and cursor[0].pivot is None:
+                # the policy that may admit it before the pivot is the AgentRun's, which the
+                # operator copies into the log whenever it likes (set_policy): read
+                cursor = None
             run, newest = cursor if cursor is not None else self.saga_log.run_and_newest(run_id)
             if run is None:
                 raise RunNotFound(run_id)
@@ -413,7 +418,7 @@ class SagaService:
 
 def _log_outcome(run_id: str, tool: str, out: DispatchResult) -> None:
     """One line per call that did not simply happen (INFO), or per call (DEBUG, --verbose);
-    with the run, step, tool and key (`agentsaga.logformat`)."""
+    with the run, step, tool and key (`agentsaga.telemetry.logformat`)."""
     level = logging.DEBUG if out.outcome == DispatchOutcome.CONFIRMED else logging.INFO
     if logger.isEnabledFor(level):
         logger.log(level, "%s%s", out.outcome, f": {out.message}" if out.message else "",

@@ -1,5 +1,5 @@
-"""The typed inputs and outputs of the saga service (`agentsaga.service`), shared by every front
-end (gRPC, MCP) and by the interceptors that wrap the service (telemetry)."""
+"""The typed inputs and outputs of the saga service (`agentsaga.service.saga_service`), shared by
+every front end (gRPC, MCP) and by the interceptors that wrap the service (telemetry)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentsaga.redact import redact_text
-from agentsaga.states import DispatchOutcome, RunState
+from agentsaga.saga.redact import redact_text
+from agentsaga.saga.states import DispatchOutcome, RunState
 
 if TYPE_CHECKING:  # annotations only: the agent's side imports no database driver
     from agentsaga.store.records import Run, Step
@@ -41,7 +41,7 @@ class DispatchResult:
 
     def __post_init__(self) -> None:
         # the message quotes what a tool or a real system said: masked once, here, for every
-        # front end and span that carries it (`agentsaga.redact`)
+        # front end and span that carries it (`agentsaga.saga.redact`)
         object.__setattr__(self, "message", redact_text(self.message))
 
 
@@ -73,7 +73,7 @@ class ToolInfo:
     has_lookup: bool
     has_compensation: bool
     input_schema: JSON = field(default_factory=dict)
-    """The JSON Schema of its arguments (`agentsaga.tool_schema`)."""
+    """The JSON Schema of its arguments (`agentsaga.saga.tool_schema`)."""
 
     @property
     def read_only(self) -> bool:

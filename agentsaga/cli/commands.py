@@ -10,13 +10,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal, overload
 
-from agentsaga import corrections, human_settlement, pivot, telemetry
-from agentsaga.database import open_saga_log
+from agentsaga import telemetry
+from agentsaga.cli.database import open_saga_log
 from agentsaga.loading import load_tools
-from agentsaga.postgres import Role
+from agentsaga.saga import corrections, human_settlement, pivot
 from agentsaga.settings import Settings
 from agentsaga.store import Correction, PivotRecord, SagaLog, Step, StoreHooks, roles
 from agentsaga.store.interfaces import JobStore, MaintenanceStore, OperatorStore
+from agentsaga.store.postgres import Role
 from agentsaga.store.timing import Attempt, Observation
 
 

@@ -37,8 +37,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agentsaga import contracts, crashpoints, pivot, telemetry
-from agentsaga.calls import DispatchResult
+from agentsaga import crashpoints, telemetry
 from agentsaga.errors import (
     CompensationUnavailable,
     Fenced,
@@ -47,13 +46,15 @@ from agentsaga.errors import (
     Rejected,
     RunEnded,
 )
-from agentsaga.keys import step_key
-from agentsaga.reconcile import Reconciler, no_lookup_why, settle_command
-from agentsaga.registry import JSON, Registry, ToolSpec, as_effect
-from agentsaga.states import DispatchOutcome, StepStatus
+from agentsaga.saga import contracts, pivot
+from agentsaga.saga.keys import step_key
+from agentsaga.saga.reconcile import Reconciler, no_lookup_why, settle_command
+from agentsaga.saga.registry import JSON, Registry, ToolSpec, as_effect
+from agentsaga.saga.states import DispatchOutcome, StepStatus
+from agentsaga.saga.unwind import compensation_problem
+from agentsaga.service.calls import DispatchResult
 from agentsaga.store import Run, Step
 from agentsaga.store.interfaces import SidecarStore
-from agentsaga.unwind import compensation_problem
 from agentsaga.waiting import waiting
 
 logger = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ class Dispatcher:
                 "and nothing was written or sent. Fix the tool's compensate= function")
         audience = spec.audience(args)  # R9
         # the version of the tool's contract this step runs under: unwind runs only what it
-        # declares (agentsaga.contracts)
+        # declares (agentsaga.saga.contracts)
         contract, version = contracts.versioned(
             spec, self.registry, None if compensation is None else compensation.tool)
         if retry_of is not None:  # the row keeps what was first sent (R11)

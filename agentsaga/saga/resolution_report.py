@@ -1,7 +1,7 @@
 """How a run was resolved: what a reconcile or an unwind of it did (R7, R8, R9): found by key,
 compensated, queued as corrections, failed, pending, still unknown. `settled` (every row's
 outcome known and acted on) is False while anything is left for a human or a retry. (Rendered
-for people by `agentsaga.job_commands`; its JSON is what the Jobs print and the sidecar's
+for people by `agentsaga.cli.job_commands`; its JSON is what the Jobs print and the sidecar's
 Reconcile and Unwind RPCs answer, `report_json`.)"""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentsaga.reconcile import Reconciled
-from agentsaga.redact import redact_value
-from agentsaga.states import StepStatus
+from agentsaga.saga.reconcile import Reconciled
+from agentsaga.saga.redact import redact_value
+from agentsaga.saga.states import StepStatus
 
 Action = Literal["reconcile", "unwind"]
 
@@ -75,7 +75,7 @@ class ResolutionReport:
         return max(float(w) for w in waits if w is not None)
 
     def to_json(self) -> dict[str, Any]:
-        """The report as every front end and Job prints it, masked (`agentsaga.redact`): a
+        """The report as every front end and Job prints it, masked (`agentsaga.saga.redact`): a
         failed compensation's `why` quotes what the real system said."""
         report: dict[str, Any] = redact_value({
             "run_id": self.run_id, "action": self.action, "epoch": self.epoch,

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args, overload
 
-from agentsaga.argument_types import schema_problem
 from agentsaga.errors import CompensationUnavailable, RegistrationError, UnknownTool
-from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
-from agentsaga.time_contract import TimeContract
+from agentsaga.saga.argument_types import schema_problem
+from agentsaga.saga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.saga.time_contract import TimeContract
 
 ToolClass: TypeAlias = Literal["pure", "reversible", "compensatable", "irreversible"]
 TOOL_CLASSES: tuple[str, ...] = get_args(ToolClass)

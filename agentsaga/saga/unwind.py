@@ -1,5 +1,5 @@
 """Unwind (R8, R9): walk a run's log backwards, reading the log, never the transcript (R11).
-The rows were reconciled first (R7, `agentsaga.reconcile`).
+The rows were reconciled first (R7, `agentsaga.saga.reconcile`).
 
     not CONFIRMED, or already COMPENSATED ............ skipped
     irreversible ..................................... a correction, queued for a human
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentsaga import contracts, corrections, crashpoints, telemetry
+from agentsaga import crashpoints, telemetry
 from agentsaga.errors import (
     CompensationUnavailable,
     InvalidArguments,
@@ -34,14 +34,15 @@ from agentsaga.errors import (
     Rejected,
     UnknownTool,
 )
-from agentsaga.keys import compensation_key
-from agentsaga.registry import JSON, Registry, as_effect
-from agentsaga.resolution_report import ResolutionReport
-from agentsaga.states import UNSETTLED, CompensationStatus, StepStatus
+from agentsaga.saga import contracts, corrections
+from agentsaga.saga.keys import compensation_key
+from agentsaga.saga.registry import JSON, Registry, as_effect
+from agentsaga.saga.resolution_report import ResolutionReport
+from agentsaga.saga.states import UNSETTLED, CompensationStatus, StepStatus
+from agentsaga.saga.tool_schema import CALL_AGAIN, check_arguments
 from agentsaga.store import Step
 from agentsaga.store.base import to_stored_json
 from agentsaga.store.interfaces import JobStore
-from agentsaga.tool_schema import CALL_AGAIN, check_arguments
 from agentsaga.waiting import waiting
 
 DEFERRED_MARK = '"$deferred"'
@@ -49,7 +50,7 @@ DEFERRED_MARK = '"$deferred"'
 
 NOT_DECLARED = "needs a person: "
 """How the error of a step whose compensation was refused as undeclared begins (it waits for a
-person: `agentsaga.resolution.waiting_for_humans`)."""
+person: `agentsaga.saga.resolution.waiting_for_humans`)."""
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class Unwinder:
 
     def _undeclared(self, step: Step) -> str | None:
         """Why the step's stored compensation is not the one its tool declares in this deploy
-        (`agentsaga.contracts`), or None when it is: rebuilt from the registry's current
+        (`agentsaga.saga.contracts`), or None when it is: rebuilt from the registry's current
         declaration and the arguments the step was last sent with, it must be the stored one,
         and the contract the step ran under must undo the same way as today's."""
         try:

@@ -1,5 +1,5 @@
 """The types of a tool's arguments, from its signature's type hints (R2): the pydantic adapter
-that validates them and the JSON Schema every front end offers (`agentsaga.tool_schema` uses
+that validates them and the JSON Schema every front end offers (`agentsaga.saga.tool_schema` uses
 both), and the check at registration that a schema can be made at all: a tool whose argument
 has a type no JSON Schema describes (a callable, an arbitrary class) is refused when it is
 registered, naming the argument, rather than failing every listing of every tool."""
