@@ -145,7 +145,12 @@ def test_the_core_install_brings_neither_the_lab_nor_the_test_tools(
 @pytest.mark.parametrize("command", ["sidecar", "operator", "unwind", "mcp"])
 def test_the_product_commands_start_in_the_core_install(
         core_venv: tuple[Path, dict[str, str]], command: str) -> None:
-    venv, env = core_venv
+    _assert_starts(core_venv, command)
+
+
+def _assert_starts(installed: tuple[Path, dict[str, str]], command: str) -> None:
+    """`agentsaga COMMAND --help` answers with the command's usage in that virtualenv."""
+    venv, env = installed
     done = subprocess.run([str(venv / "bin" / "agentsaga"), command, "--help"], env=env,
                           capture_output=True, text=True, cwd=venv, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -206,11 +211,7 @@ def test_a_framework_adapter_says_which_extra_it_needs(
 @pytest.mark.parametrize("command", ["world", "demo", "chaos", "bench"])
 def test_every_lab_command_joins_agentsaga_where_the_lab_is_installed(
         lab_venv: tuple[Path, dict[str, str]], command: str) -> None:
-    venv, env = lab_venv
-    done = subprocess.run([str(venv / "bin" / "agentsaga"), command, "--help"], env=env,
-                          capture_output=True, text=True, cwd=venv, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"usage: agentsaga {command}")
+    _assert_starts(lab_venv, command)
 
 
 def test_the_demo_runs_from_the_installed_lab(lab_venv: tuple[Path, dict[str, str]]) -> None:
