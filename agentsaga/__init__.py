@@ -40,7 +40,7 @@ from agentsaga.errors import (
     ToolError,
     UnknownTool,
 )
-from agentsaga.saga.keys import compensation_key, step_key
+from agentsaga.keys import compensation_key, step_key
 from agentsaga.saga.registry import (
     NO_LOOKUP,
     TOOL_CLASSES,
@@ -54,7 +54,7 @@ from agentsaga.saga.registry import (
     register,
     tool,
 )
-from agentsaga.saga.time_contract import TimeContract
+from agentsaga.time_contract import TimeContract
 
 __all__ = [
     "NO_LOOKUP",

@@ -38,7 +38,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar
 
-from agentsaga.saga.redact import redact_text
+from agentsaga.redact import redact_text
 
 
 class ErrorCode(StrEnum):
@@ -56,7 +56,7 @@ class ErrorCode(StrEnum):
 
 class SagaError(Exception):
     """Root of every error agentsaga raises on purpose. Its message is masked when it is made
-    (`agentsaga.saga.redact`): a tool's or a real system's words quoted in it (a card number, a
+    (`agentsaga.redact`): a tool's or a real system's words quoted in it (a card number, a
     `Bearer` token) never reach a log line, a gRPC status or an MCP answer in clear."""
 
     error_code: ClassVar[ErrorCode] = ErrorCode.FAILED_PRECONDITION

@@ -17,7 +17,7 @@ from agentsaga.operator.context import Context
 from agentsaga.operator.human_input import Outcome, Recorded, Refused
 from agentsaga.operator.status import Obj, generation, run_id, with_condition
 from agentsaga.saga import pivot
-from agentsaga.saga.states import PivotState, RunPhase
+from agentsaga.states import PivotState, RunPhase
 from agentsaga.store import PivotRecord
 from agentsaga.store.interfaces import OperatorStore
 

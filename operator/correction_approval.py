@@ -18,7 +18,7 @@ from agentsaga.operator.context import Context
 from agentsaga.operator.human_input import Outcome, Recorded, Refused
 from agentsaga.operator.status import Obj, generation, run_id, with_condition
 from agentsaga.saga import corrections
-from agentsaga.saga.states import CorrectionState
+from agentsaga.states import CorrectionState
 from agentsaga.store import Correction
 from agentsaga.store.interfaces import OperatorStore
 

@@ -23,7 +23,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from agentsaga.operator.config import DEFAULT_ORPHAN_GRACE_SECONDS
 from agentsaga.operator.status import Obj, parse, phase, run_id
-from agentsaga.saga.states import RunPhase
+from agentsaga.states import RunPhase
 from agentsaga.telemetry.instruments import METRIC
 
 NOT_UNWOUND: frozenset[RunPhase] = frozenset({RunPhase.ORPHANED, RunPhase.RECONCILING,

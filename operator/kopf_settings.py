@@ -15,11 +15,11 @@ import kopf
 from agentsaga.operator import injection
 from agentsaga.operator.config import FINALIZER, PREFIX
 from agentsaga.operator.context import context
-from agentsaga.saga.redact import redact_value
+from agentsaga.redact import redact_value
 
 
 class MaskedDiffBase(kopf.AnnotationsDiffBaseStorage):
-    """kopf's last-handled configuration (an annotation), masked (`agentsaga.saga.redact`). For a
+    """kopf's last-handled configuration (an annotation), masked (`agentsaga.redact`). For a
     handler of a status field (`status.approval`, `status.settlements`, `status.corrections`)
     kopf keeps that field in it too, and a person's reason there may quote a card number or a
     secret: every status write of the operator is masked, and so is this one. kopf compares
@@ -33,7 +33,7 @@ class MaskedDiffBase(kopf.AnnotationsDiffBaseStorage):
 
 
 class MaskedProgress(kopf.AnnotationsProgressStorage):
-    """kopf's per-handler progress (an annotation), masked (`agentsaga.saga.redact`): a failed
+    """kopf's per-handler progress (an annotation), masked (`agentsaga.redact`): a failed
     handler's `message` is its exception's text, which may quote a card number or a secret."""
 
     def store(self, *, key: Any, record: Any, body: kopf.Body, patch: Any) -> None:

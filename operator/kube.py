@@ -3,10 +3,10 @@
 Status writes are compare-and-swap: read the newest object, let the caller compute a merge
 patch from it, and send that patch with the object's resourceVersion as a precondition; on a
 409 (the sidecar or a human wrote in between) read again and recompute. Every status patch is
-masked first (`agentsaga.saga.redact`): what the log holds is masked already, but a person's text
+masked first (`agentsaga.redact`): what the log holds is masked already, but a person's text
 (an approval's or a settlement's reason) is copied into messages and conditions as written.
 The staged plan's commit arguments are the one part shown with only their card numbers masked:
-the approver sees what they approve (`agentsaga.saga.redact.redact_plan`).
+the approver sees what they approve (`agentsaga.redact.redact_plan`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from agentsaga.operator.config import GROUP, PLURAL, VERSION
-from agentsaga.saga.redact import redact_plan, redact_value
+from agentsaga.redact import redact_plan, redact_value
 
 logger = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 
+from agentsaga.keys import split_log_run_id
 from agentsaga.operator import run_jobs
 from agentsaga.operator.context import Context
 from agentsaga.operator.status import (
@@ -30,8 +31,7 @@ from agentsaga.operator.status import (
     run_id,
     with_condition,
 )
-from agentsaga.saga.keys import split_log_run_id
-from agentsaga.saga.states import RunPhase, RunState
+from agentsaga.states import RunPhase, RunState
 
 logger = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ from typing import Any
 import kopf
 
 from agentsaga import telemetry
+from agentsaga.keys import split_log_run_id
 from agentsaga.operator import late_effects
 from agentsaga.operator.context import Context, context
 from agentsaga.operator.run_walk import OpenRunWalk
@@ -38,7 +39,6 @@ from agentsaga.operator.status import (
     stamp,
     with_condition,
 )
-from agentsaga.saga.keys import split_log_run_id
 from agentsaga.store import Run
 
 logger = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentsaga.saga.keys import log_run_id, split_log_run_id
-from agentsaga.saga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
+from agentsaga.keys import log_run_id, split_log_run_id
+from agentsaga.states import STEP_COUNT_FIELD, UNSETTLED, CompensationStatus
 from agentsaga.store import Correction, Run, Step
 from agentsaga.store.fingerprints import LogFingerprint
 from agentsaga.store.interfaces import OperatorStore

@@ -26,7 +26,7 @@ from agentsaga.operator.status import (
     run_id,
     with_condition,
 )
-from agentsaga.saga.states import CompensationStatus, RunState, StepStatus
+from agentsaga.states import CompensationStatus, RunState, StepStatus
 
 logger = logging.getLogger(__name__)
 

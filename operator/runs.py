@@ -36,7 +36,7 @@ from agentsaga.operator.status import (
     with_condition,
 )
 from agentsaga.saga import pivot
-from agentsaga.saga.states import CORRECTIONS_PENDING, DECIDED, ENDED_PHASE, RunPhase, RunState
+from agentsaga.states import CORRECTIONS_PENDING, DECIDED, ENDED_PHASE, RunPhase, RunState
 from agentsaga.store import PivotRecord
 
 logger = logging.getLogger(__name__)

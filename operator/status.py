@@ -8,10 +8,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agentsaga.saga.keys import log_run_id
-from agentsaga.saga.states import FINAL_PHASES as FINAL_PHASES  # the phases, for the handlers
-from agentsaga.saga.states import JOB_PHASES as JOB_PHASES
-from agentsaga.saga.states import LIVE_PHASES as LIVE_PHASES
+from agentsaga.keys import log_run_id
+from agentsaga.states import FINAL_PHASES as FINAL_PHASES  # the phases, for the handlers
+from agentsaga.states import JOB_PHASES as JOB_PHASES
+from agentsaga.states import LIVE_PHASES as LIVE_PHASES
 
 Obj = dict[str, Any]
 
@@ -38,7 +38,7 @@ def spec_run_id(body: Mapping[str, Any]) -> str:
 
 def run_id(body: Mapping[str, Any]) -> str:
     """The run's saga-log id: a run of the AgentRun's own namespace, always
-    (`namespace/<spec.runId>`, `agentsaga.saga.keys.log_run_id`)."""
+    (`namespace/<spec.runId>`, `agentsaga.keys.log_run_id`)."""
     return log_run_id(str(body["metadata"].get("namespace") or ""), spec_run_id(body))
 
 

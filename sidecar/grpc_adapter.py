@@ -15,10 +15,10 @@ from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
 
+from agentsaga.calls import BeganRun, DispatchResult, RunView
 from agentsaga.errors import ErrorCode, SagaError
 from agentsaga.saga import pivot
 from agentsaga.saga.resolution_report import ResolutionReport
-from agentsaga.service.calls import BeganRun, DispatchResult, RunView
 from agentsaga.service.saga_service import SagaService
 from agentsaga.store import PivotRecord, Step
 from agentsaga.v1 import sidecar_pb2 as pb

@@ -7,7 +7,7 @@ one migrated template database on it (AGENTSAGA_TEST_TEMPLATE), so that a mutant
 and not a server start or a migration. Prints the score and the surviving
 mutants; `mutmut show <name>` shows one.
 
-    tools/mutate.py [MUTANT_GLOB ...]    e.g. 'agentsaga.saga.keys*' to re-run a module's mutants
+    tools/mutate.py [MUTANT_GLOB ...]    e.g. 'agentsaga.keys*' to re-run a module's mutants
     tools/mutate.py --resume             only the mutants not checked yet
 
 Without names it first checks again, by name, every mutant not killed (and those killed only by
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MUTMUT = Path(sys.executable).parent / "mutmut"
 TEMPLATE = "agentsaga_mutate_template"
-MAPPING_RUN = "agentsaga.saga.keys.x_step_key__mutmut_1"
+MAPPING_RUN = "agentsaga.keys.x_step_key__mutmut_1"
 """The mutant `map_tests` runs (its tests: the golden keys, a second)."""
 KILLED = {"killed", "timeout"}
 """A mutant that makes the tests hang is caught (by mutmut's time limit)."""

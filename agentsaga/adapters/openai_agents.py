@@ -27,7 +27,7 @@ from agents.mcp import MCPServerStreamableHttp  # noqa: E402
 
 from agentsaga.adapters.listing import acall, run_headers  # noqa: E402
 from agentsaga.client import AsyncSagaClient  # noqa: E402
-from agentsaga.saga.states import OPEN_RUN_STATES  # noqa: E402
+from agentsaga.states import OPEN_RUN_STATES  # noqa: E402
 
 __all__ = ["SagaRunHooks", "function_tools", "sidecar_mcp_server"]
 

@@ -29,11 +29,11 @@ from agentsaga import telemetry
 from agentsaga.cli.commands import open_log_from
 from agentsaga.errors import ConfigurationError
 from agentsaga.loading import CONNECTORS, load_tools
-from agentsaga.saga.redact import redact_text
+from agentsaga.redact import redact_text
 from agentsaga.saga.resolution import Sleep, reconcile_run, unwind_run
 from agentsaga.saga.resolution_report import ResolutionReport
-from agentsaga.saga.time_contract import parse_overrides
 from agentsaga.settings import Settings
+from agentsaga.time_contract import parse_overrides
 
 NOT_YET_CERTAIN = 75
 """Exit code of `--no-wait` when only waiting is left (EX_TEMPFAIL): run again later."""

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from agentsaga.cli.commands import add_dsn, open_log_from
-from agentsaga.saga.states import RunState
+from agentsaga.states import RunState
 from agentsaga.store import Run
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from agentsaga.environment import load
 from agentsaga.errors import ConfigurationError
-from agentsaga.saga.time_contract import parse_overrides
 from agentsaga.settings import ConnectorSettings
+from agentsaga.time_contract import parse_overrides
 
 DEFAULT_TIMEOUT_S = 10.0
 """A connector request's timeout unless AGENTSAGA_CONNECTOR_TIMEOUT_S says otherwise."""

@@ -49,8 +49,8 @@ from agentsaga.connectors.json_api import JsonApi, with_backoff
 from agentsaga.connectors.paths import segment
 from agentsaga.errors import ConfigurationError
 from agentsaga.saga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
-from agentsaga.saga.time_contract import TimeContract
 from agentsaga.settings import read_secret
+from agentsaga.time_contract import TimeContract
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 

@@ -23,7 +23,7 @@ import httpx
 
 from agentsaga.connectors.config import HttpSettings
 from agentsaga.errors import OutcomeUnknown, Rejected
-from agentsaga.saga.redact import clip, redact_value
+from agentsaga.redact import clip, redact_value
 
 logger = logging.getLogger(__name__)
 

@@ -44,8 +44,8 @@ from agentsaga.saga.registry import (
     Registry,
     ref,
 )
-from agentsaga.saga.time_contract import DEFAULT as DEFAULT_TIMING
-from agentsaga.saga.time_contract import TimeContract
+from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.time_contract import TimeContract
 
 # R7: each system's time contract. `call_timeout_s` is the connector's own client timeout
 # (AGENTSAGA_CONNECTOR_TIMEOUT_S, enforced by its HTTP client; unset, Stripe's is Stripe's client

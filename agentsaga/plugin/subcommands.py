@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentsaga.plugin.kube import Kubectl, PluginError
-from agentsaga.saga.redact import mask_cards
+from agentsaga.redact import mask_cards
 
 Subcommand = Callable[[Kubectl, argparse.Namespace], str]
 

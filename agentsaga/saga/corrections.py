@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentsaga.errors import CorrectionError, Rejected, UnknownTool
-from agentsaga.saga.keys import step_key
+from agentsaga.keys import step_key
 from agentsaga.saga.registry import Effect, Registry, ToolSpec, as_effect
-from agentsaga.saga.states import CORRECTIONS_TO_SEND, CorrectionState
+from agentsaga.states import CORRECTIONS_TO_SEND, CorrectionState
 from agentsaga.store import Correction, Step
 from agentsaga.store.interfaces import JobStore, OperatorStore
 

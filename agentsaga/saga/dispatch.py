@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsaga import crashpoints, telemetry
+from agentsaga.calls import DispatchResult
 from agentsaga.errors import (
     CompensationUnavailable,
     Fenced,
@@ -46,13 +47,12 @@ from agentsaga.errors import (
     Rejected,
     RunEnded,
 )
+from agentsaga.keys import step_key
 from agentsaga.saga import contracts, pivot
-from agentsaga.saga.keys import step_key
 from agentsaga.saga.reconcile import Reconciler, no_lookup_why, settle_command
 from agentsaga.saga.registry import JSON, Registry, ToolSpec, as_effect
-from agentsaga.saga.states import DispatchOutcome, StepStatus
 from agentsaga.saga.unwind import compensation_problem
-from agentsaga.service.calls import DispatchResult
+from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import Run, Step
 from agentsaga.store.interfaces import SidecarStore
 from agentsaga.waiting import waiting

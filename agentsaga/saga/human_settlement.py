@@ -11,7 +11,7 @@ and the operator's `status.settlements` (`agentsaga.operator.settlements`).
 from __future__ import annotations
 
 from agentsaga.errors import SettlementError
-from agentsaga.saga.states import SettlementOutcome
+from agentsaga.states import SettlementOutcome
 from agentsaga.store import Settled
 from agentsaga.store.interfaces import OperatorStore
 

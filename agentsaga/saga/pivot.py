@@ -20,11 +20,10 @@ from typing import Any, Literal
 
 from agentsaga import telemetry
 from agentsaga.errors import InvalidArguments, InvalidDecision, PivotError, RunEnded
-from agentsaga.saga.redact import redact_plan
+from agentsaga.redact import redact_plan
 from agentsaga.saga.registry import JSON, Registry, ToolSpec
-from agentsaga.saga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
-from agentsaga.saga.tool_schema import CALL_AGAIN, check_arguments
-from agentsaga.service.requests import args_too_large, sent_size
+from agentsaga.saga.tool_schema import CALL_AGAIN, args_too_large, check_arguments, sent_size
+from agentsaga.states import RUN_STATE_AFTER_DECISION, PivotState, RunState
 from agentsaga.store import PivotRecord, Run, Step
 from agentsaga.store.decisions import Watch
 from agentsaga.store.interfaces import OperatorStore, SidecarStore
@@ -50,7 +49,7 @@ def args_digest(args: JSON, key: str) -> str:
     """HMAC-SHA-256, under the run's secret `key` (`PivotRecord.digest_key`), of a commit
     step's canonical raw arguments, taken when the plan is staged: a call after the pivot is
     admitted only with exactly these arguments (the stored arguments are masked,
-    `agentsaga.saga.redact`, and two cards ending in the same four digits mask alike). Keyed, so the
+    `agentsaga.redact`, and two cards ending in the same four digits mask alike). Keyed, so the
     digest shown beside `[card ****4242]` cannot be brute-forced back to the card number by
     whoever reads the status; a plan staged before keys existed has none (plain SHA-256)."""
     data = canonical(args).encode()
@@ -89,7 +88,7 @@ def admit(run: Run, spec: ToolSpec, args: JSON, policy: Policy,
                                 "no side effects until a human decides")
     if pivot is not None and state == PivotState.APPROVED:
         used = taken()
-        # the stored plan's arguments have their card numbers masked (agentsaga.saga.redact); what
+        # the stored plan's arguments have their card numbers masked (agentsaga.redact); what
         # was approved exactly is the digest of the raw arguments, taken when it was staged
         digest = args_digest(args, pivot.digest_key)
         matching = [index for index, step in enumerate(pivot.commit)
@@ -218,7 +217,7 @@ _SHOWN_KEYS = ("step", "tool", "class", "status", "audience", "externalRef", "ar
 def shown(record: PivotRecord) -> JSON:
     """The plan as an approver (status.pivot) and the agent (ReachPivot) see it: every step,
     each commit step's arguments whole (as stored: card numbers masked to their last four,
-    nothing else hidden, `agentsaga.saga.redact.redact_plan`) with its digest, and the decision.
+    nothing else hidden, `agentsaga.redact.redact_plan`) with its digest, and the decision.
     Nothing is cut: a plan too large to show whole is refused at staging (`too_large`)."""
     full = record.to_json()
     out: JSON = {k: full[k] for k in ("state", "planHash", "stagedAt", "decision",

@@ -37,7 +37,7 @@ from typing import Literal
 
 from agentsaga import crashpoints, telemetry
 from agentsaga.saga.registry import Effect, LookupContext, Registry, ToolSpec, as_effect
-from agentsaga.saga.states import StepStatus
+from agentsaga.states import StepStatus
 from agentsaga.store import Step
 from agentsaga.store.interfaces import JobStore
 from agentsaga.waiting import waiting

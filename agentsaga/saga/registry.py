@@ -23,8 +23,8 @@ from typing import Any, Final, Literal, TypeAlias, TypeVar, cast, get_args, over
 
 from agentsaga.errors import CompensationUnavailable, RegistrationError, UnknownTool
 from agentsaga.saga.argument_types import schema_problem
-from agentsaga.saga.time_contract import DEFAULT as DEFAULT_TIMING
-from agentsaga.saga.time_contract import TimeContract
+from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.time_contract import TimeContract
 
 ToolClass: TypeAlias = Literal["pure", "reversible", "compensatable", "irreversible"]
 TOOL_CLASSES: tuple[str, ...] = get_args(ToolClass)

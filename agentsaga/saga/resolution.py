@@ -25,8 +25,8 @@ from agentsaga import telemetry
 from agentsaga.saga.reconcile import Reconciler, settle_command
 from agentsaga.saga.registry import Registry
 from agentsaga.saga.resolution_report import Action, ResolutionReport
-from agentsaga.saga.states import CompensationStatus, CorrectionState, RunState, StepStatus
 from agentsaga.saga.unwind import NOT_DECLARED, Unwinder
+from agentsaga.states import CompensationStatus, CorrectionState, RunState, StepStatus
 from agentsaga.store.interfaces import JobStore, Reads
 
 Sleep = Callable[[float], None]

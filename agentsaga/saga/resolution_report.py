@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentsaga.redact import redact_value
 from agentsaga.saga.reconcile import Reconciled
-from agentsaga.saga.redact import redact_value
-from agentsaga.saga.states import StepStatus
+from agentsaga.states import StepStatus
 
 Action = Literal["reconcile", "unwind"]
 
@@ -75,7 +75,7 @@ class ResolutionReport:
         return max(float(w) for w in waits if w is not None)
 
     def to_json(self) -> dict[str, Any]:
-        """The report as every front end and Job prints it, masked (`agentsaga.saga.redact`): a
+        """The report as every front end and Job prints it, masked (`agentsaga.redact`): a
         failed compensation's `why` quotes what the real system said."""
         report: dict[str, Any] = redact_value({
             "run_id": self.run_id, "action": self.action, "epoch": self.epoch,

@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentsaga.errors import InvalidArguments
+from agentsaga.redact import clip, redact_text, redact_value
 from agentsaga.saga.argument_types import HARNESS_ARGUMENT, arguments_adapter, signature_schema
-from agentsaga.saga.redact import clip, redact_text, redact_value
 from agentsaga.saga.registry import JSON, ToolSpec
 
 __all__ = ["CALL_AGAIN", "HARNESS_ARGUMENT", "check_arguments", "describe", "input_schema"]
@@ -139,3 +139,25 @@ def describe(schema: Any) -> str:
               f"< {schema['exclusiveMaximum']}" if "exclusiveMaximum" in schema else ""]
     shown = " ".join(b for b in bounds if b)
     return f"{text} {shown}" if shown else text
+
+
+def args_too_large(size: int, limit: int) -> str:
+    """What arguments of `size` bytes over AGENTSAGA_MAX_ARGS_BYTES are told, at a dispatch and
+    at staging alike; empty when they are within it."""
+    if size <= limit:
+        return ""
+    return (f"arguments are {size} bytes; the limit is {limit} (AGENTSAGA_MAX_ARGS_BYTES). "
+            "Pass large content by reference (a URL or an id), not inline.")
+
+
+def check_args_size(size: int, limit: int) -> None:
+    problem = args_too_large(size, limit)
+    if problem:
+        raise InvalidArguments(problem)
+
+
+def sent_size(args: JSON) -> int:
+    """The bytes of `args` as a dispatch will measure them when SagaClient or the MCP endpoint
+    sends them (`json.dumps`, ASCII with escapes): a commit step whose arguments are over the
+    limit so sent is refused when the plan is staged, not after its approval."""
+    return len(json.dumps(args).encode())

@@ -34,12 +34,12 @@ from agentsaga.errors import (
     Rejected,
     UnknownTool,
 )
+from agentsaga.keys import compensation_key
 from agentsaga.saga import contracts, corrections
-from agentsaga.saga.keys import compensation_key
 from agentsaga.saga.registry import JSON, Registry, as_effect
 from agentsaga.saga.resolution_report import ResolutionReport
-from agentsaga.saga.states import UNSETTLED, CompensationStatus, StepStatus
 from agentsaga.saga.tool_schema import CALL_AGAIN, check_arguments
+from agentsaga.states import UNSETTLED, CompensationStatus, StepStatus
 from agentsaga.store import Step
 from agentsaga.store.base import to_stored_json
 from agentsaga.store.interfaces import JobStore

@@ -8,11 +8,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agentsaga import keys
 from agentsaga.errors import InvalidArguments, InvalidRunId, PermissionDenied
-from agentsaga.saga import keys
-from agentsaga.saga.keys import run_id_problem
+from agentsaga.keys import run_id_problem
 from agentsaga.saga.registry import JSON
-from agentsaga.saga.states import RunState
+from agentsaga.saga.tool_schema import check_args_size, sent_size
+from agentsaga.states import RunState
 
 END_STATES: dict[str, RunState] = {"Succeeded": RunState.SUCCEEDED, "Failed": RunState.FAILED}
 """How an agent may end its run (EndRun's `outcome`)."""
@@ -76,28 +77,6 @@ def loads(text: str, limit: int, what: str) -> Any:
         raise InvalidArguments(f"{what} contain a lone UTF-16 surrogate (\\ud800-\\udfff "
                                "without its pair), which is not text; send valid Unicode")
     return value
-
-
-def args_too_large(size: int, limit: int) -> str:
-    """What arguments of `size` bytes over AGENTSAGA_MAX_ARGS_BYTES are told, at a dispatch and
-    at staging alike; empty when they are within it."""
-    if size <= limit:
-        return ""
-    return (f"arguments are {size} bytes; the limit is {limit} (AGENTSAGA_MAX_ARGS_BYTES). "
-            "Pass large content by reference (a URL or an id), not inline.")
-
-
-def check_args_size(size: int, limit: int) -> None:
-    problem = args_too_large(size, limit)
-    if problem:
-        raise InvalidArguments(problem)
-
-
-def sent_size(args: JSON) -> int:
-    """The bytes of `args` as a dispatch will measure them when SagaClient or the MCP endpoint
-    sends them (`json.dumps`, ASCII with escapes): a commit step whose arguments are over the
-    limit so sent is refused when the plan is staged, not after its approval."""
-    return len(json.dumps(args).encode())
 
 
 def _unique_keys(what: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:

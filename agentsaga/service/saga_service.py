@@ -1,5 +1,5 @@
 """The saga service: every decision a front end (gRPC, MCP) asks for, over typed inputs and
-outputs (`agentsaga.service.calls`), with no transport type in sight.
+outputs (`agentsaga.calls`), with no transport type in sight.
 
     begin_run        create the run, or adopt it (R12: bumps its epoch); the only adoption
     ensure_begun     begin_run unless this process holds the run already (a front end whose
@@ -28,6 +28,15 @@ from contextlib import AbstractContextManager
 from typing import TypeVar
 
 from agentsaga import telemetry, waiting
+from agentsaga.calls import (
+    BeganRun,
+    DispatchCall,
+    DispatchResult,
+    EndRunCall,
+    Interceptor,
+    RunView,
+    ToolInfo,
+)
 from agentsaga.errors import (
     PermissionDenied,
     PivotError,
@@ -42,18 +51,7 @@ from agentsaga.saga.reconcile import Reconciler, settle_command
 from agentsaga.saga.registry import JSON, Registry
 from agentsaga.saga.resolution import reconcile_owned, unwind_owned
 from agentsaga.saga.resolution_report import ResolutionReport
-from agentsaga.saga.states import DispatchOutcome, PivotState, RunState
-from agentsaga.saga.time_contract import parse_overrides
 from agentsaga.saga.tool_schema import check_arguments, input_schema
-from agentsaga.service.calls import (
-    BeganRun,
-    DispatchCall,
-    DispatchResult,
-    EndRunCall,
-    Interceptor,
-    RunView,
-    ToolInfo,
-)
 from agentsaga.service.rate_limit import RunRateLimiter
 from agentsaga.service.requests import (
     checked_args,
@@ -64,8 +62,10 @@ from agentsaga.service.requests import (
 )
 from agentsaga.service.run_locks import RunLocks
 from agentsaga.settings import Settings
+from agentsaga.states import DispatchOutcome, PivotState, RunState
 from agentsaga.store import PivotRecord, Run
 from agentsaga.store.interfaces import SidecarStore
+from agentsaga.time_contract import parse_overrides
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from agentsaga.saga.redact import redact_plan, redact_text, redact_value
+from agentsaga.redact import redact_plan, redact_text, redact_value
 from agentsaga.store.connections import Database
 from agentsaga.store.cursors import Cursors
 from agentsaga.store.group_commit import GroupCommit
@@ -54,7 +54,7 @@ def _as_is(text: str) -> str:
 
 def _dumps(value: Any) -> str:
     """Every JSON value the log stores; card numbers and secrets are masked here, once, for all
-    of them (`agentsaga.saga.redact`)."""
+    of them (`agentsaga.redact`)."""
     return redact_text(json.dumps(redact_value(value), default=str, separators=(",", ":")))
 
 

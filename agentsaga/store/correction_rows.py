@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agentsaga.errors import CorrectionError
-from agentsaga.saga.states import CORRECTIONS_PENDING, CorrectionState
+from agentsaga.states import CORRECTIONS_PENDING, CorrectionState
 from agentsaga.store.base import StoreBase, to_json
 from agentsaga.store.fencing import check_epoch
 from agentsaga.store.records import CORRECTION_COLUMNS, Correction, correction_from_row

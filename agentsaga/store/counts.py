@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from agentsaga.saga.states import UNSETTLED, StepStatus
+from agentsaga.states import UNSETTLED, StepStatus
 from agentsaga.store.base import StoreBase
 from agentsaga.store.fencing import status_in
 from agentsaga.store.records import PivotRecord, decided_pivot

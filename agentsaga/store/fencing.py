@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentsaga.errors import Fenced, RunEnded, RunNotFound
-from agentsaga.saga.states import OPEN_RUN_STATES, StepStatus
+from agentsaga.states import OPEN_RUN_STATES, StepStatus
 from agentsaga.store.connections import Connection
 
 OPEN_STATES_SQL = ", ".join(f"'{state}'" for state in sorted(OPEN_RUN_STATES))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentsaga.saga.states import CORRECTIONS_PENDING
+from agentsaga.states import CORRECTIONS_PENDING
 from agentsaga.store.base import StoreBase
 
 LogFingerprint = tuple[str, int, int, str, str, str, str, str]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agentsaga.saga.states import CompensationStatus
+from agentsaga.states import CompensationStatus
 from agentsaga.store.records import Correction, Step
 
 

@@ -20,15 +20,13 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from agentsaga.saga.states import (
+from agentsaga.states import (
     CompensationStatus,
     CorrectionState,
     RunState,
     SettlementOutcome,
     StepStatus,
 )
-from agentsaga.saga.time_contract import DEFAULT as DEFAULT_TIMING
-from agentsaga.saga.time_contract import TimeContract
 from agentsaga.store.decisions import Watch
 from agentsaga.store.fingerprints import LogFingerprint
 from agentsaga.store.records import Adoption, Correction, PivotRecord, Run, Step
@@ -36,6 +34,8 @@ from agentsaga.store.retention import Pruned
 from agentsaga.store.settlements import Settled, Settlement
 from agentsaga.store.timing import Attempt, Certainty, LookupHint, Observation
 from agentsaga.store.waits import Age
+from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.time_contract import TimeContract
 
 
 class Reads(Protocol):

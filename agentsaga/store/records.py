@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from agentsaga.saga.states import (
+from agentsaga.states import (
     OPEN_RUN_STATES,
     UNSETTLED,
     CompensationStatus,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-from agentsaga.saga.states import CORRECTIONS_PENDING, ENDED_PHASE, UNSETTLED, CompensationStatus
+from agentsaga.states import CORRECTIONS_PENDING, ENDED_PHASE, UNSETTLED, CompensationStatus
 from agentsaga.store.base import StoreBase
 
 _ENDED = ", ".join(f"'{s}'" for s in sorted(ENDED_PHASE))

@@ -9,8 +9,8 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from agentsaga.errors import Fenced, PermissionDenied, RunNotFound
-from agentsaga.saga.keys import log_run_id
-from agentsaga.saga.states import RunState
+from agentsaga.keys import log_run_id
+from agentsaga.states import RunState
 from agentsaga.store.base import StoreBase, to_json, to_plan_json
 from agentsaga.store.connections import translated
 from agentsaga.store.fencing import check_epoch

@@ -74,7 +74,7 @@ def migrate(conn: Connection,
 
 def check_constraints(conn: Connection) -> dict[str, str]:
     """The CHECK constraints of the saga log's tables by name, as Postgres prints them (for the
-    test that holds them to `agentsaga.saga.states`)."""
+    test that holds them to `agentsaga.states`)."""
     rows = conn.execute(
         "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
         " WHERE contype = 'c' AND conrelid IN ('saga_runs'::regclass, 'saga_log'::regclass,"

@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from agentsaga.errors import SettlementError
-from agentsaga.saga.redact import redact_optional
-from agentsaga.saga.states import SETTLED_STATUS, SettlementOutcome, SettlementState, StepStatus
+from agentsaga.redact import redact_optional
+from agentsaga.states import SETTLED_STATUS, SettlementOutcome, SettlementState, StepStatus
 from agentsaga.store.base import StoreBase
 from agentsaga.store.fencing import check_epoch
 from agentsaga.store.records import STEP_COLUMNS, Step, by_name, column_names, step_from_row

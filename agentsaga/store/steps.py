@@ -12,10 +12,8 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from agentsaga.errors import LogRefused, LogUnavailable
-from agentsaga.saga.redact import redact_optional
-from agentsaga.saga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
-from agentsaga.saga.time_contract import DEFAULT as DEFAULT_TIMING
-from agentsaga.saga.time_contract import TimeContract
+from agentsaga.redact import redact_optional
+from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
 from agentsaga.store.base import StoreBase, text_array, to_json, to_stored_json
 from agentsaga.store.connections import translate
 from agentsaga.store.fencing import (
@@ -27,6 +25,8 @@ from agentsaga.store.fencing import (
 )
 from agentsaga.store.group_commit import Pending
 from agentsaga.store.records import STEP_COLUMNS, Step, by_name, column_names, step_from_row
+from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
+from agentsaga.time_contract import TimeContract
 
 _OUTCOME_COLUMNS = "status, external_ref, result, error, updated_at"
 _OUTCOME_NAMES = column_names(_OUTCOME_COLUMNS)

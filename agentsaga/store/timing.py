@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentsaga.saga.redact import redact_optional
-from agentsaga.saga.states import StepStatus
+from agentsaga.redact import redact_optional
+from agentsaga.states import StepStatus
 from agentsaga.store.base import StoreBase, to_json
 from agentsaga.store.fencing import check_epoch
 from agentsaga.store.records import STEP_COLUMNS, Step, by_name, column_names, step_from_row

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentsaga.saga.states import (
+from agentsaga.states import (
     UNSETTLED,
     CompensationStatus,
     CorrectionState,
     PivotState,
     RunState,
 )
-from agentsaga.saga.states import StepStatus as S
+from agentsaga.states import StepStatus as S
 from agentsaga.store.base import StoreBase
 from agentsaga.store.fencing import status_in
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from opentelemetry import metrics
 
-from agentsaga.saga.states import (
+from agentsaga.states import (
     COMPENSATION_METRIC,
     RECONCILE_RESULT,
     CorrectionState,

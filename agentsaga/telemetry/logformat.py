@@ -1,6 +1,6 @@
 """How agentsaga's commands log: one line per record, with the run, step, tool and key of the
 record's `extra` appended, so that a sidecar's log says which call a line is about; and every
-record masked when it is made (`agentsaga.saga.redact`), whoever logs it and whichever handler
+record masked when it is made (`agentsaga.redact`), whoever logs it and whichever handler
 writes it: its message with its arguments, its exception's text and its stack. A tool's
 exception that quotes a card number or a `Bearer` token is logged as `[card ****4242]` and
 `Bearer [redacted]`, as the saga log stores it."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agentsaga.saga.redact import redact_text
+from agentsaga.redact import redact_text
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 CONTEXT = (("run_id", "run"), ("step", "step"), ("tool", "tool"), ("key", "key"))

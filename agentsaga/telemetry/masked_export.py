@@ -1,4 +1,4 @@
-"""Every span leaves the process masked (`agentsaga.saga.redact`): the exporter of `setup` is
+"""Every span leaves the process masked (`agentsaga.redact`): the exporter of `setup` is
 wrapped so that each span's name, status, attributes, events (an instrumentation's recorded
 exception with its message and stack trace, chained causes included) and links' attributes pass
 the same redaction as the saga log, whoever recorded them (our spans, the gRPC server's,
@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Link, Status
 
-from agentsaga.saga.redact import redact_text
+from agentsaga.redact import redact_text
 
 
 class MaskedSpanExporter(SpanExporter):

@@ -1,7 +1,7 @@
 """What of a tool call's arguments and result may reach a trace: nothing by default; with
 AGENTSAGA_TRACE_PAYLOADS=true, the redacted JSON.
 
-`redact` always runs: card numbers are masked to their last four digits (`agentsaga.saga.redact`),
+`redact` always runs: card numbers are masked to their last four digits (`agentsaga.redact`),
 values under secret-looking keys (password, token, api_key, authorization, card number, cvc...)
 and secret-looking values (Stripe keys, Bearer tokens, `password=`, private keys) become
 `[redacted]`. A deployment adds its own rules with
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentsaga.errors import ConfigurationError
-from agentsaga.saga.redact import MASK, redact_text
+from agentsaga.redact import MASK, redact_text
 
 Redactor = Callable[[Any], Any]
 

@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, Status, StatusCode
 
-from agentsaga.saga.states import (
+from agentsaga.calls import DispatchCall, DispatchResult, EndRunCall, Interceptor
+from agentsaga.states import (
     COMPENSATION_METRIC,
     RECONCILE_RESULT,
     CompensationStatus,
     DispatchOutcome,
     StepStatus,
 )
-from agentsaga.service.calls import DispatchCall, DispatchResult, EndRunCall, Interceptor
 from agentsaga.telemetry import payloads
 from agentsaga.telemetry.core import context_from_carrier, current, run_context
 

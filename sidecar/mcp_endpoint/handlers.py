@@ -24,9 +24,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from agentsaga.calls import ToolInfo
 from agentsaga.errors import InvalidArguments, SagaError
 from agentsaga.saga import pivot
-from agentsaga.service.calls import ToolInfo
 from agentsaga.service.requests import checked_plan, loads
 from agentsaga.service.saga_service import SagaService
 from agentsaga.sidecar.mcp_endpoint import outcomes

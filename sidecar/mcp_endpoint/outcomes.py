@@ -20,11 +20,11 @@ from typing import Any
 
 import mcp_types as types
 
+from agentsaga.calls import DispatchResult
 from agentsaga.client import SYSTEM_PROMPT
 from agentsaga.errors import SagaError
-from agentsaga.saga.states import DispatchOutcome
 from agentsaga.saga.wording import REFUSALS, tool_message
-from agentsaga.service.calls import DispatchResult
+from agentsaga.states import DispatchOutcome
 
 __all__ = ["REFUSALS", "SYSTEM_PROMPT", "internal_error", "refusal", "tool_result"]
 

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentsaga.saga.redact import redact_text
+from agentsaga.redact import redact_text
 from agentsaga_lab.chaos import Answer, Campaign, CampaignConfig, check
 from agentsaga_lab.chaos.scan import HOSTILE_KEY, hostile_body, scan
 from sagatest.sidecar_fixtures import ROOT

@@ -9,8 +9,8 @@ import json
 import grpc
 import pytest
 
+from agentsaga.keys import log_run_id
 from agentsaga.operator.job_manifests import job_name
-from agentsaga.saga.keys import log_run_id
 from agentsaga.saga.pivot import MAX_REVIEW_BYTES
 from agentsaga.store import SagaLog
 from sagatest.cluster.chart import APPROVER_ROLE, bind_user, person_kubeconfig

@@ -8,9 +8,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from agentsaga.keys import step_key
 from agentsaga.operator.job_manifests import job_name
-from agentsaga.saga.keys import step_key
-from agentsaga.saga.states import StepStatus
+from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog
 from sagatest.ledger_tools import add_fault, effects, release
 from sagatest.operator_fixtures import Cluster, agentrun, evict, logged

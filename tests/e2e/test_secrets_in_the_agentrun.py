@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 import pytest
 
-from agentsaga.saga import redact
+from agentsaga import redact
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import Cluster
 from sagatest.otlp_collector import Collector, otel_env

@@ -18,13 +18,13 @@ from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import LIST_PAGE, StripeConnector
 from agentsaga.connectors.tools import register_all
 from agentsaga.errors import OutcomeUnknown
-from agentsaga.saga.keys import step_key
+from agentsaga.keys import step_key
 from agentsaga.saga.registry import LookupContext, Registry
 from agentsaga.saga.resolution import reconcile_run
 from agentsaga.saga.resolution_report import ResolutionReport
-from agentsaga.saga.states import DispatchOutcome, StepStatus
 from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo.world import connector_env
 from agentsaga_lab.world import Fault, ManualClock, World

@@ -9,7 +9,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from agentsaga.saga.states import CorrectionState as C
+from agentsaga.states import CorrectionState as C
 from agentsaga.store import roles
 from agentsaga.store.connections import with_user
 

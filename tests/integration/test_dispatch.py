@@ -17,6 +17,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from agentsaga import NO_LOOKUP, Compensation, OutcomeUnknown, Registry, Rejected, ref, step_key
+from agentsaga.calls import DispatchResult
 from agentsaga.errors import (
     CompensationUnavailable,
     Fenced,
@@ -28,10 +29,9 @@ from agentsaga.errors import (
 )
 from agentsaga.saga.dispatch import UNKNOWN_MESSAGE
 from agentsaga.saga.human_settlement import settle
-from agentsaga.saga.states import DispatchOutcome, RunState, SettlementOutcome, StepStatus
-from agentsaga.service.calls import DispatchResult
 from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import OutcomeCommit, Settings
+from agentsaga.states import DispatchOutcome, RunState, SettlementOutcome, StepStatus
 from agentsaga.store import NoHooks, SagaLog, Step
 from agentsaga.store.interfaces import OperatorStore
 from sagatest import ledger_tools
@@ -80,7 +80,7 @@ def test_confirmed_call_writes_one_row_with_the_run_derived_key(dispatcher: Saga
     # what JSON changes: tuples become lists, keys strings, other values their text
     ({"items": (1, (2, 3)), 7: "seven", "when": date(2026, 1, 2), "n": 1.5, "none": None},
      {"tool": "close_ticket", "args": {"ids": ("a", "b")}}),
-    # what the log masks (`agentsaga.saga.redact`)
+    # what the log masks (`agentsaga.redact`)
     ({"summary": planted_text()}, {"tool": "close_ticket", "args": {"note": planted_text()}}),
 ])
 def test_the_intended_step_the_log_answers_is_the_row_it_holds(
@@ -358,10 +358,10 @@ def test_a_pure_tool_is_called_with_no_row_and_its_answer_or_failure_returned(
         pg: str, ledger: str) -> None:
     """R2 for a pure tool: no intent, no key; what it returned (an id becomes the ref), and a
     refusal or any error as FAILED with what went wrong."""
+    from agentsaga.calls import DispatchResult
     from agentsaga.errors import Rejected
     from agentsaga.saga.registry import Effect, Registry
-    from agentsaga.saga.states import DispatchOutcome
-    from agentsaga.service.calls import DispatchResult
+    from agentsaga.states import DispatchOutcome
 
     registry = Registry()
 

@@ -12,7 +12,9 @@ import pytest
 
 from agentsaga import step_key
 from agentsaga.errors import Fenced, RunEnded, RunNotFound, SettlementError
-from agentsaga.saga.states import (
+from agentsaga.service.saga_service import SagaService
+from agentsaga.settings import OutcomeCommit, Settings
+from agentsaga.states import (
     CompensationStatus,
     CorrectionState,
     PivotState,
@@ -20,8 +22,6 @@ from agentsaga.saga.states import (
     SettlementOutcome,
     StepStatus,
 )
-from agentsaga.service.saga_service import SagaService
-from agentsaga.settings import OutcomeCommit, Settings
 from agentsaga.store import Correction, PivotRecord, SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import calls, effects

@@ -19,9 +19,9 @@ import pytest
 
 from agentsaga import step_key
 from agentsaga.errors import Fenced, LogRefused, LogUnavailable
-from agentsaga.saga.states import StepStatus
 from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog, Step
 from agentsaga.store.group_commit import GroupCommit
 from sagatest import ledger_tools

@@ -18,9 +18,9 @@ from agentsaga.operator.approval_trust import REASON as UNTRUSTED
 from agentsaga.operator.human_input import Recorded, Refused
 from agentsaga.operator.status import Obj
 from agentsaga.saga.pivot import record_decision
-from agentsaga.saga.states import PivotState, RunState, StepStatus
 from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.states import PivotState, RunState, StepStatus
 from agentsaga.store import PivotRecord, SagaLog
 from agentsaga.store.interfaces import OperatorStore
 from sagatest import ledger_tools

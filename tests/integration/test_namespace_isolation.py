@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from agentsaga.errors import SagaError
-from agentsaga.saga.keys import step_key
-from agentsaga.saga.states import CompensationStatus, SettlementOutcome, StepStatus
+from agentsaga.keys import step_key
+from agentsaga.states import CompensationStatus, SettlementOutcome, StepStatus
 from agentsaga.store import SagaLog, roles
 from agentsaga.store.connections import with_user
 

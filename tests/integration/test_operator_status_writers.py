@@ -14,13 +14,13 @@ import pytest
 from kubernetes import config
 from kubernetes.client import ApiClient
 
+from agentsaga.keys import log_run_id
 from agentsaga.operator.context import Context
 from agentsaga.operator.kube import KubeApi, Mutation, Obj
 from agentsaga.operator.run_binding import bind
 from agentsaga.operator.run_jobs import apply_job, orphan
-from agentsaga.saga.keys import log_run_id
-from agentsaga.saga.states import RunState
 from agentsaga.settings import OperatorSettings
+from agentsaga.states import RunState
 from agentsaga.store import SagaLog
 from sagatest.cluster.kube import Kube
 from sagatest.operator_fixtures import AR

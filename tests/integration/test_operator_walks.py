@@ -12,13 +12,13 @@ import itertools
 
 import psycopg
 
+from agentsaga.keys import log_run_id, step_key
 from agentsaga.operator.gauges import RunGauges
 from agentsaga.operator.log_watch import LogWatch
 from agentsaga.operator.run_facts import facts, facts_since, fingerprint
 from agentsaga.operator.run_walk import OpenRunWalk
-from agentsaga.saga.keys import log_run_id, step_key
-from agentsaga.saga.states import RunState, StepStatus
 from agentsaga.settings import OperatorSettings
+from agentsaga.states import RunState, StepStatus
 from agentsaga.store import SagaLog
 
 OPEN = [log_run_id("default", f"run-{i:02d}") for i in range(12)]

@@ -13,19 +13,19 @@ import psycopg
 import pytest
 
 from agentsaga import step_key
+from agentsaga.calls import DispatchResult
 from agentsaga.errors import PivotError
 from agentsaga.saga.pivot import await_decision, record_decision
 from agentsaga.saga.resolution import unwind_run
-from agentsaga.saga.states import (
+from agentsaga.service.saga_service import SagaService
+from agentsaga.settings import Settings
+from agentsaga.states import (
     CompensationStatus,
     CorrectionState,
     DispatchOutcome,
     PivotState,
     RunState,
 )
-from agentsaga.service.calls import DispatchResult
-from agentsaga.service.saga_service import SagaService
-from agentsaga.settings import Settings
 from agentsaga.store import PivotRecord, Run, SagaLog, roles
 from agentsaga.store.connections import with_user
 from agentsaga.store.interfaces import OperatorStore

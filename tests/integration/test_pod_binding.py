@@ -11,7 +11,7 @@ import grpc
 import psycopg
 import pytest
 
-from agentsaga.saga.keys import step_key
+from agentsaga.keys import step_key
 from agentsaga.store import SagaLog, roles
 from agentsaga.store.connections import with_user
 from agentsaga.v1 import sidecar_pb2 as pb

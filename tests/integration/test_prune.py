@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from agentsaga.saga.registry import Compensation, Registry
-from agentsaga.saga.states import RunState
 from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.states import RunState
 from agentsaga.store import SagaLog
 from agentsaga.store.provisioning import fill_ended_runs
 from sagatest.cli_tools import agentsaga

@@ -12,10 +12,10 @@ import pytest
 
 from agentsaga import NO_LOOKUP, Compensation, Registry
 from agentsaga.errors import Fenced
-from agentsaga.saga.keys import step_key
+from agentsaga.keys import step_key
 from agentsaga.saga.reconcile import Reconciler, settle_command
 from agentsaga.saga.registry import Effect, LookupContext
-from agentsaga.saga.states import RunState, StepStatus
+from agentsaga.states import RunState, StepStatus
 from agentsaga.store import SagaLog
 from sagatest.traced import Traced
 

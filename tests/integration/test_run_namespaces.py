@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from agentsaga.saga.keys import log_run_id, split_log_run_id, step_key
+from agentsaga.keys import log_run_id, split_log_run_id, step_key
 from agentsaga.store import SagaLog, schema
 from sagatest.pg_fixtures import _with_db
 

@@ -1,4 +1,4 @@
-"""The saga log's CHECK lists are the enums of `agentsaga.saga.states` (and the tool classes)."""
+"""The saga log's CHECK lists are the enums of `agentsaga.states` (and the tool classes)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import psycopg
 
 from agentsaga import TOOL_CLASSES
-from agentsaga.saga.states import CompensationStatus, CorrectionState, RunState, StepStatus
+from agentsaga.states import CompensationStatus, CorrectionState, RunState, StepStatus
 from agentsaga.store import schema
 
 

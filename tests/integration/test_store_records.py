@@ -14,8 +14,8 @@ import pytest
 from psycopg.rows import dict_row
 
 from agentsaga import step_key
-from agentsaga.saga.states import CorrectionState, StepStatus
 from agentsaga.settings import OutcomeCommit
+from agentsaga.states import CorrectionState, StepStatus
 from agentsaga.store import Correction, SagaLog
 from sagatest.outcome_modes import saga_log_for
 

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from agentsaga.errors import SagaError
-from agentsaga.saga.keys import step_key
-from agentsaga.saga.states import (
+from agentsaga.keys import step_key
+from agentsaga.states import (
     CompensationStatus,
     CorrectionState,
     PivotState,

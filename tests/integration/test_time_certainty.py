@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
+from agentsaga.calls import DispatchResult
 from agentsaga.cli.job_commands import NOT_YET_CERTAIN
 from agentsaga.connectors.tools import register_all
 from agentsaga.errors import Fenced
-from agentsaga.saga.keys import step_key
+from agentsaga.keys import step_key
 from agentsaga.saga.registry import Registry
 from agentsaga.saga.resolution import unwind_run
 from agentsaga.saga.resolution_report import ResolutionReport
-from agentsaga.saga.states import DispatchOutcome, StepStatus
-from agentsaga.service.calls import DispatchResult
 from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.states import DispatchOutcome, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo.world import connector_env
 from agentsaga_lab.world import Fault, World

@@ -15,14 +15,14 @@ import pytest
 from agentsaga import step_key, telemetry
 from agentsaga.connectors.tools import register_all
 from agentsaga.errors import UnknownTool
-from agentsaga.saga.keys import compensation_key
+from agentsaga.keys import compensation_key
 from agentsaga.saga.registry import NO_LOOKUP, Compensation, Registry
 from agentsaga.saga.resolution import reconcile_run, unwind_run
 from agentsaga.saga.resolution_report import ResolutionReport
-from agentsaga.saga.states import CompensationStatus, StepStatus
 from agentsaga.saga.unwind import resolve_refs
 from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
 from agentsaga_lab.demo.world import connector_env
 from agentsaga_lab.world import Fault, ManualClock, World

@@ -18,9 +18,9 @@ import pytest
 from agentsaga import NO_LOOKUP, Compensation, Registry
 from agentsaga.saga import contracts
 from agentsaga.saga.resolution import unwind_run
-from agentsaga.saga.states import CompensationStatus, StepStatus
 from agentsaga.service.saga_service import SagaService
 from agentsaga.settings import Settings
+from agentsaga.states import CompensationStatus, StepStatus
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentsaga import compensation_key, step_key
-from agentsaga.saga.keys import log_run_id, split_log_run_id
+from agentsaga.keys import log_run_id, split_log_run_id
 from agentsaga.saga.pivot import args_digest, plan_hash
 
 # step_key("refund-1182", 2, "create_ticket") and one input changed at a time

@@ -1,6 +1,7 @@
 """The layer rules are contracts that `lint-imports` checks (tools/lint_imports.py, `make lint`):
 the product never imports the lab; the core never imports the sidecar or the operator; those two
-never import each other; only the store imports psycopg, only the operator kopf. These tests run
+never import each other; only the store imports psycopg, only the operator kopf; no two parts
+of the core import each other, even through a third. These tests run
 them, fail when one is removed or loosened, and prove that each one catches a planted breach.
 """
 
@@ -34,6 +35,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
                            "allowed_importers": ["agentsaga.store"]},
     "only-operator-kopf": {"type": "protected", "protected_modules": ["kopf"],
                            "allowed_importers": ["agentsaga.operator"]},
+    "core-acyclic": {"type": "acyclic_siblings", "ancestors": ["agentsaga"], "depth": 1},
 }
 
 
@@ -78,10 +80,12 @@ def test_the_core_contract_names_every_part_of_the_core() -> None:
 
 
 PLANTED = {
-    "core-without-front-ends": "import agentsaga.sidecar.server\n",
-    "product-without-lab": "import agentsaga_lab.world\n",
-    "only-store-psycopg": "import psycopg\n",
-    "only-operator-kopf": "import kopf\n",
+    "core-without-front-ends": ("import agentsaga.sidecar.server\n", "agentsaga.client.planted"),
+    "product-without-lab": ("import agentsaga_lab.world\n", "agentsaga.client.planted"),
+    "only-store-psycopg": ("import psycopg\n", "agentsaga.client.planted"),
+    "only-operator-kopf": ("import kopf\n", "agentsaga.client.planted"),
+    # the adapters import the client: the client importing them closes a circle
+    "core-acyclic": ("import agentsaga.adapters.listing\n", "- .client -> .adapters"),
 }
 
 
@@ -93,10 +97,11 @@ def test_each_contract_catches_a_planted_breach(tmp_path: Path, contract: str) -
     client.unlink()
     shutil.copytree(ROOT / "agentsaga" / "client", client,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (client / "planted.py").write_text(PLANTED[contract])
+    code, named = PLANTED[contract]
+    (client / "planted.py").write_text(code)
     done = lint_imports.lint(tmp_path, ["--contract", contract], capture_output=True)
     assert done.returncode != 0, done.stdout
-    assert "agentsaga.client.planted" in done.stdout
+    assert named in done.stdout
 
 
 def test_the_front_ends_are_in_the_graph(tmp_path: Path) -> None:

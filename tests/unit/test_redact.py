@@ -10,7 +10,7 @@ from typing import cast
 import pytest
 
 from agentsaga.errors import InvalidArguments
-from agentsaga.saga.redact import clip, mask_cards_value, redact_plan, redact_text, redact_value
+from agentsaga.redact import clip, mask_cards_value, redact_plan, redact_text, redact_value
 from agentsaga.saga.registry import Registry
 from agentsaga.saga.tool_schema import check_arguments
 from agentsaga.telemetry import logformat

@@ -9,7 +9,7 @@ import pytest
 
 from agentsaga import NO_LOOKUP, Compensation, RegistrationError, Registry
 from agentsaga.errors import CompensationUnavailable, InvalidArguments, UnknownTool
-from agentsaga.saga.keys import run_id_problem
+from agentsaga.keys import run_id_problem
 from agentsaga.saga.tool_schema import check_arguments
 
 

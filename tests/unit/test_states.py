@@ -1,4 +1,4 @@
-"""The states of `agentsaga.saga.states` are the only ones: the proto enum, the CRD's enums and the
+"""The states of `agentsaga.states` are the only ones: the proto enum, the CRD's enums and the
 mappings between states agree with them (the SQL CHECK lists: tests/integration/
 test_schema_states.py)."""
 
@@ -13,7 +13,9 @@ import yaml
 from agentsaga import TOOL_CLASSES
 from agentsaga.client.codec import ERROR_CODES
 from agentsaga.errors import ErrorCode
-from agentsaga.saga.states import (
+from agentsaga.saga.wording import REFUSALS
+from agentsaga.sidecar.grpc_adapter import STATUS
+from agentsaga.states import (
     COMPENSATION_METRIC,
     CORRECTIONS_SHOWN,
     DECIDED,
@@ -34,8 +36,6 @@ from agentsaga.saga.states import (
     RunState,
     StepStatus,
 )
-from agentsaga.saga.wording import REFUSALS
-from agentsaga.sidecar.grpc_adapter import STATUS
 from agentsaga.v1 import sidecar_pb2 as pb
 
 CRD = Path(__file__).resolve().parents[2] / "crds" / "agentruns.agentsaga.io.yaml"

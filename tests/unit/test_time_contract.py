@@ -10,7 +10,7 @@ from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.connectors.tools import register_all
 from agentsaga.errors import ConfigurationError
 from agentsaga.saga.registry import Registry
-from agentsaga.saga.time_contract import TimeContract, parse_overrides
+from agentsaga.time_contract import TimeContract, parse_overrides
 
 WORLD = "http://127.0.0.1:9"
 ENV = {"AGENTSAGA_JIRA_URL": WORLD, "AGENTSAGA_JIRA_PROJECT": "SUP",

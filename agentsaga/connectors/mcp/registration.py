@@ -34,7 +34,7 @@ from agentsaga.connectors.mcp.declarations import (
 from agentsaga.connectors.mcp.upstream import Upstream
 from agentsaga.errors import ConfigurationError, OutcomeUnknown, Rejected
 from agentsaga.saga.registry import JSON, NO_LOOKUP, Compensation, Effect, Registry, ref
-from agentsaga.saga.time_contract import TimeContract
+from agentsaga.time_contract import TimeContract
 
 META_KEY = "agentsaga.io/idempotencyKey"
 DEFERRED = "$deferred"

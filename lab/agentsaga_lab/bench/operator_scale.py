@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from agentsaga import subprocesses
-from agentsaga.saga.keys import log_run_id
+from agentsaga.keys import log_run_id
 from agentsaga.store import SagaLog
 from agentsaga.store.provisioning import database_name, transactions
 from agentsaga_lab.bench.kube_proxy import CountingProxy

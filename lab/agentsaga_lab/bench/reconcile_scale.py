@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.stripe import StripeConnector
-from agentsaga.saga.keys import step_key
+from agentsaga.keys import step_key
 from agentsaga.saga.reconcile import Reconciler
 from agentsaga.saga.registry import Compensation, Registry
 from agentsaga.store import SagaLog, Step

@@ -34,7 +34,7 @@ import psycopg
 import pytest
 
 from agentsaga import subprocesses
-from agentsaga.saga.keys import log_run_id
+from agentsaga.keys import log_run_id
 from agentsaga.store import Run, SagaLog, roles
 from agentsaga.store.connections import with_user
 from sagatest import ledger_tools

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentsaga.saga.redact import redact_text
-from agentsaga.saga.states import DispatchOutcome, RunState
+from agentsaga.redact import redact_text
+from agentsaga.states import DispatchOutcome, RunState
 
 if TYPE_CHECKING:  # annotations only: the agent's side imports no database driver
     from agentsaga.store.records import Run, Step
@@ -41,7 +41,7 @@ class DispatchResult:
 
     def __post_init__(self) -> None:
         # the message quotes what a tool or a real system said: masked once, here, for every
-        # front end and span that carries it (`agentsaga.saga.redact`)
+        # front end and span that carries it (`agentsaga.redact`)
         object.__setattr__(self, "message", redact_text(self.message))
 
 
