@@ -63,3 +63,20 @@ def test_no_page_cites_an_issue_number() -> None:
              for page in pages for n, line in enumerate(page.read_text().splitlines(), 1)
              if ISSUE.search(line)]
     assert found == []
+
+
+CITED_ISSUE = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
+"""In code, `#1182` is the essay's order number; an issue is cited in words."""
+
+
+def test_no_source_file_cites_an_issue_number() -> None:
+    """The code speaks of what it does, not of the ticket that asked for it: the product, the
+    lab, the tools and the tests."""
+    folders = ("agentsaga", "sidecar", "operator", "lab", "tools", "tests", "charts", "examples")
+    files = [path for folder in folders for path in sorted((ROOT / folder).rglob("*"))
+             if path.suffix in (".py", ".yaml", ".sh", ".toml", ".tpl", ".md")
+             and "v1" not in path.parts and "__pycache__" not in path.parts]
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in files for n, line in enumerate(path.read_text().splitlines(), 1)
+             if CITED_ISSUE.search(line)]
+    assert found == []

@@ -1,4 +1,4 @@
-"""A log that stays fast (issue #17): sidecar dispatch p50/p99 against a saga log holding N rows
+"""A log that stays fast: sidecar dispatch p50/p99 against a saga log holding N rows
 of ended runs (`provisioning.fill_ended_runs`) and against an empty one, side by side: two
 databases on the same server, a sidecar on each, timed in alternating rounds so that the
 machine's drift falls on both. Every statement of a dispatch is per run (primary keys and the

@@ -1,4 +1,4 @@
-"""The MCP path's overhead (issue #16): a side-effecting upstream MCP tool called directly with
+"""The MCP path's overhead: a side-effecting upstream MCP tool called directly with
 the official MCP client, against the same tool called through the sidecar's MCP endpoint (its
 INTENDED row, the run-derived key in the arguments, the outcome row, the proxied call).
 Both clients hold one open session and call from the same kind of thread, so the difference is

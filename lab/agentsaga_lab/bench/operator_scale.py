@@ -1,4 +1,4 @@
-"""The operator at scale (issue #17): N AgentRuns (90% finished) in a Kubernetes API server,
+"""The operator at scale: N AgentRuns (90% finished) in a Kubernetes API server,
 the operator started against it through a counting proxy (`kube_proxy`), then measured at
 idle: API requests/s (at the proxy), SQL queries/s (the bench database's transactions: the
 operator's statements are autocommit), its RSS; and the time from a pod eviction to the Job's

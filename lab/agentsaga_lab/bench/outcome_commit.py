@@ -1,4 +1,4 @@
-"""How to commit CONFIRMED outcomes (issue 17, item 2): today's `async` path (each dispatch's
+"""How to commit CONFIRMED outcomes: today's `async` path (each dispatch's
 own autocommit statement, no WAL flush wait) against `group` (concurrent dispatches' outcomes
 written as one multi-row statement, each answered once its own row is committed), side by
 side (`side_by_side`)."""

@@ -1,4 +1,4 @@
-"""Dispatch overhead (issue #9, part 1): direct call vs the in-process dispatcher vs the gRPC
+"""Dispatch overhead: direct call vs the in-process dispatcher vs the gRPC
 sidecar on the same Postgres, with the floors (one durable INSERT/COMMIT, one gRPC round trip)
 measured in the same run."""
 

@@ -1,4 +1,4 @@
-"""Peers measured side by side (issues #9 and #17): DBOS Transact, Temporal, Restate. Their
+"""Peers measured side by side: DBOS Transact, Temporal, Restate. Their
 packages are benchmark-only and pinned (peers/requirements.txt, peers/npm-packages.txt): the bench
 installs them on first use into its own virtual environment (and npm folder), never into the
 product's environment; a changed pin reinstalls them."""

@@ -1,4 +1,4 @@
-"""Reconcile at scale (issue #9, part 5): N UNKNOWN Stripe rows settled against the local world
+"""Reconcile at scale: N UNKNOWN Stripe rows settled against the local world
 with its 20 requests/s search limit, batched (10 keys per search, OR clauses) versus one key per
 search. The unbatched path is measured on a sample and extrapolated to N (it says so)."""
 

@@ -1,4 +1,4 @@
-"""Throughput (issue #9, part 3): side-effecting dispatches per second through one sidecar with
+"""Throughput: side-effecting dispatches per second through one sidecar with
 1, 8 and 32 concurrent runs, and the sidecar's resident memory while it is loaded (part 4)."""
 
 from __future__ import annotations
