@@ -129,8 +129,11 @@ class DecisionListener:
                 with psycopg.connect(self.dsn, autocommit=True,
                                      connect_timeout=CONNECT_TIMEOUT_S) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    # announced while nobody listened: unknown. Woken before they hear that the
+                    # connection listens: a wait that was waiting for it reads its run next
+                    # anyway, and is not woken once more for nothing after that read
+                    self._wake(None)
                     self._listening.set()
-                    self._wake(None)  # announced while nobody listened: unknown
                     while not self._done():
                         for note in conn.notifies(timeout=TICK_S, stop_after=64):
                             self._wake(note.payload)
