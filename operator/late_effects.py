@@ -4,9 +4,9 @@ wrong) and after the run's unwind had finished; the step is re-opened and compen
 a reconcile or unwind of the run, which nothing runs once the run has ended, and the operator
 keeps no daemon for a finished run.
 
-The call's observation is announced on `agentsaga_runs` (a trigger, migration 013), which the
-operator LISTENs to; at start-up and after a lost LISTEN connection it sweeps the log for such
-runs once (`SagaLog.late_effects`). For each:
+The call's observation is announced on the runs' channel (a trigger, migrations 013 and 017),
+which the operator LISTENs to; at start-up and after a lost LISTEN connection it sweeps the log
+for such runs once (`SagaLog.late_effects`). For each:
 
     the run unwound ............ an unwind Job again: it re-opens the step as CONFIRMED and
                                  compensates it, and only it (everything else was already)

@@ -2,10 +2,11 @@
 and binds their AgentRuns (the sidecar holds no Kubernetes credentials), and acts on the
 effects a late call found after a run ended (`late_effects`).
 
-A run that begins or changes owner in the log is announced on the Postgres channel
-`agentsaga_runs` (a trigger, migration 007); the operator LISTENs, and binds what no
-notification announced in bounded rounds (`run_walk`: every open run at start-up, a slice of
-them per AGENTSAGA_OPERATOR_RESYNC_SECONDS). For each run with a namespace (a sidecar in a pod), it
+A run that begins or changes owner in the log is announced on the runs' Postgres channel, whose
+name only the operator's role may read (triggers, migrations 007 and 017); the operator LISTENs,
+and binds what no notification announced in bounded rounds (`run_walk`: every open run at
+start-up, a slice of them per AGENTSAGA_OPERATOR_RESYNC_SECONDS). For each run with a namespace
+(a sidecar in a pod), it
 
 - creates the AgentRun in the run's namespace, or adopts the one there (`spec.runId` must name
   the run: an AgentRun of another run is left alone with a condition). A run of a namespace is

@@ -69,6 +69,8 @@ _PERSONS_WORD = ("run_id, step_idx, step_key, state, outcome, external_ref, sett
 
 GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
     "schema_migrations": {SIDECAR: ("SELECT",), JOB: ("SELECT",), OPERATOR: ("SELECT",)},
+    # the secret name of the channel runs are announced on (migration 017): the operator's alone
+    "run_channel": {SIDECAR: (), JOB: (), OPERATOR: ("SELECT",)},
     # which namespace each credential belongs to: everyone reads it, only migrate writes it
     "agentsaga_credentials": {SIDECAR: ("SELECT",), JOB: ("SELECT",), OPERATOR: ("SELECT",)},
     "saga_runs": {

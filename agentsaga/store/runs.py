@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import tuple_row
 
 from agentsaga.errors import Fenced, PermissionDenied, RunNotFound
@@ -211,11 +212,15 @@ class RunStatements(StoreBase):
 
     def listen_runs(self, on_run: Callable[[str], None], stop: Callable[[], bool], *,
                     timeout: float) -> None:
-        """LISTEN on `agentsaga_runs` until `stop()`: `on_run(run_id)` for each run created or
-        changed (its owner, pod, state or pivot); returns after `timeout` seconds without a
-        notification so that the caller can resync. A connection of its own."""
+        """LISTEN on the runs' channel until `stop()`: `on_run(run_id)` for each run created
+        or changed (its owner, pod, state or pivot); returns after `timeout` seconds without a
+        notification so that the caller can resync. A connection of its own. The channel's
+        name is a secret only the operator's role may read (migration 017): no namespace's
+        credential can listen to the others' run ids."""
         with translated(self.db.dsn), psycopg.connect(self.db.dsn, autocommit=True) as conn:
-            conn.execute("LISTEN agentsaga_runs")
+            row = conn.execute("SELECT name FROM run_channel").fetchone()
+            assert row is not None, "migration 017 writes the channel's name"
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(str(row[0]))))
             while not stop():
                 got = False
                 for note in conn.notifies(timeout=timeout, stop_after=64):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from agentsaga.errors import SagaError
 from agentsaga.keys import step_key
@@ -218,3 +219,48 @@ def test_a_sidecar_given_a_credential_not_of_its_namespace_refuses_to_start(
 def _env() -> dict[str, str]:
     import os
     return {k: v for k, v in os.environ.items() if not k.startswith("AGENTSAGA_")}
+
+
+
+def _heard_until(conn: psycopg.Connection[tuple[object, ...]], last: str) -> list[str]:
+    """What `conn` heard up to and including the payload `last` (announcements arrive in the
+    order their transactions committed)."""
+    heard: list[str] = []
+    for note in conn.notifies(timeout=30.0):
+        heard.append(note.payload)
+        if note.payload == last:
+            return heard
+    raise AssertionError(f"{last!r} never arrived; heard {heard}")
+
+
+def test_no_namespace_hears_the_runs_of_another(pg: str) -> None:
+    """Runs are announced on a channel whose name only the operator's role may read: A's
+    credential can neither read it, nor hear B's run on the old fixed channel, nor redirect the
+    announcements of its own runs with a temporary `run_channel`; the operator hears both."""
+    with psycopg.connect(pg) as conn:
+        for namespace in (A, B):
+            roles.provision(conn, namespace)
+    a_sidecar = with_user(pg, roles.namespace_role(A, "sidecar"))
+    with psycopg.connect(a_sidecar, autocommit=True) as spy, \
+            psycopg.connect(with_user(pg, roles.OPERATOR), autocommit=True) as operator:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            spy.execute("SELECT name FROM run_channel")
+        [(channel,)] = operator.execute("SELECT name FROM run_channel").fetchall()
+        operator.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        spy.execute("LISTEN agentsaga_runs")
+        spy.execute("LISTEN stolen")
+        b_sidecar = with_user(pg, roles.namespace_role(B, "sidecar"))
+        with SagaLog(b_sidecar, min_size=1, max_size=1).open(migrate=False) as log:
+            log.begin_run(VICTIM, namespace=B, pod_uid="pod-b", owner="pod-b")
+        # A's own run, begun on a connection whose temporary run_channel names `stolen`
+        with psycopg.connect(a_sidecar, autocommit=True) as own:
+            own.execute("CREATE TEMPORARY TABLE run_channel (one BOOLEAN, name TEXT)")
+            own.execute("INSERT INTO run_channel VALUES (true, 'stolen')")
+            own.execute("INSERT INTO saga_runs (run_id, namespace, pod_uid, owner)"
+                        " VALUES (%s, %s, 'pod-a', 'pod-a')", (f"{A}/own-1", A))
+        with psycopg.connect(pg, autocommit=True) as marker:
+            marker.execute(sql.SQL("NOTIFY {}, 'end'").format(sql.Identifier(channel)))
+            marker.execute("NOTIFY agentsaga_runs, 'end'")
+            marker.execute("NOTIFY stolen, 'end'")
+        assert _heard_until(operator, "end") == [VICTIM, f"{A}/own-1", "end"]
+        assert _heard_until(spy, "end") == ["end"]
