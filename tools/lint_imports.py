@@ -30,12 +30,13 @@ def installed_layout(into: Path) -> None:
     (into / "agentsaga_lab").symlink_to(ROOT / "lab" / "agentsaga_lab")
 
 
-def lint(layout: Path, args: list[str], **run: object) -> subprocess.CompletedProcess[str]:
+def lint(layout: Path, args: list[str],
+         capture_output: bool = False) -> subprocess.CompletedProcess[str]:
     """`lint-imports` with the contracts of pyproject.toml over the packages in `layout`."""
     env = {**os.environ, "PYTHONPATH": str(layout)}
     command = Path(sys.executable).with_name("lint-imports")
     return subprocess.run([str(command), "--no-cache", *args, str(ROOT / "pyproject.toml")],
-                          cwd=layout, env=env, text=True, **run)  # type: ignore[call-overload]
+                          cwd=layout, env=env, text=True, capture_output=capture_output)
 
 
 def main(args: list[str]) -> int:

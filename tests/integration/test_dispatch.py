@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import pytest
@@ -437,14 +437,14 @@ def test_the_runs_own_policy_decides_an_irreversible_call_before_the_pivot(
     ("count", "refuse", False),
 ])
 def test_a_policy_copied_in_after_the_runs_first_call_decides_the_next_one(
-        pg: str, ledger: str, operator_log: OperatorStore, default: str, policy: str,
-        counted: bool) -> None:
+        pg: str, ledger: str, operator_log: OperatorStore, default: Literal["refuse", "count"],
+        policy: str, counted: bool) -> None:
     """The sidecar keeps what it wrote last (its cursor) between calls, but the AgentRun's
     policy reaches the log whenever the operator copies it: an irreversible call before the
     pivot is admitted by the policy as it is now, in both directions."""
     with SagaLog(pg, min_size=1, max_size=2).open() as saga_log:
         service = SagaService(saga_log, ledger_tools.build_registry(),
-                              Settings(irreversible_before_pivot=default))  # type: ignore[arg-type]
+                              Settings(irreversible_before_pivot=default))
         service.begin_run("late-policy")
         first = service.dispatch("late-policy", "create_ticket",
                                  {"summary": "a", "order_id": "1"})
