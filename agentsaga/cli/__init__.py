@@ -61,9 +61,11 @@ def all_commands() -> dict[str, tuple[str, str]]:
     return commands
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser. Only the chosen command's module is imported and asked for its options:
-    start-up stays fast, and `agentsaga --help` works whatever one command needs."""
+def build_parser(only: str | None = None,
+                 commands: dict[str, tuple[str, str]] | None = None) -> argparse.ArgumentParser:
+    """The parser of `commands` (default: `all_commands()`). Only the chosen command's module
+    is imported and asked for its options: start-up stays fast, and `agentsaga --help` works
+    whatever one command needs."""
     parser = argparse.ArgumentParser(
         prog="agentsaga",
         description=(
@@ -74,7 +76,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     parser.add_argument("--version", action="version", version=f"agentsaga {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (module_name, help_text) in all_commands().items():
+    for name, (module_name, help_text) in (commands or all_commands()).items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(_module=module_name)
         if name != only:
@@ -106,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "`make demo` there installs both)", file=sys.stderr)
         return 2
     try:
-        parser = build_parser(only=first if first in commands else None)
+        parser = build_parser(only=first if first in commands else None, commands=commands)
     except MissingExtra as exc:  # the command's module needs an optional dependency
         print(f"agentsaga {first}: {exc}", file=sys.stderr)
         return 2
