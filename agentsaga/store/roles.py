@@ -235,7 +235,12 @@ def apply(conn: Connection, limits: TenantLimits = DEFAULT_LIMITS) -> None:
             sql.Identifier(str(conn.info.dbname)), ident))
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
             sql.Identifier(_schema(conn)), ident))
-        conn.execute(sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(
+        # a tenant draws ids (USAGE) but cannot read a sequence's position, which counts
+        # every namespace's rows
+        conn.execute(sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA {} FROM {}").format(
+            sql.Identifier(_schema(conn)), ident))
+        conn.execute(sql.SQL("GRANT {} ON ALL SEQUENCES IN SCHEMA {} TO {}").format(
+            sql.SQL("USAGE, SELECT" if role == OPERATOR else "USAGE"),
             sql.Identifier(_schema(conn)), ident))
     for table in tables(conn):
         decisions = GRANTS.get(table, {})
@@ -256,6 +261,20 @@ def apply(conn: Connection, limits: TenantLimits = DEFAULT_LIMITS) -> None:
                         "they get nothing", table, ", ".join(missing))
     for table in RUN_TABLES:
         apply_policies(conn, table)
+    own_credential_only(conn)
+
+
+def own_credential_only(conn: Connection) -> None:
+    """A tenant role reads its own row of `agentsaga_credentials` only (which namespace it
+    is); the other namespaces' credentials are not its to list. The operator reads all."""
+    conn.execute("ALTER TABLE agentsaga_credentials ENABLE ROW LEVEL SECURITY")
+    for name, who, rows in (("agentsaga_own_credential", NAMESPACED, "role_name = current_user"),
+                            ("agentsaga_every_credential", (OPERATOR,), "true")):
+        conn.execute(sql.SQL("DROP POLICY IF EXISTS {} ON agentsaga_credentials").format(
+            sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE POLICY {} ON agentsaga_credentials FOR SELECT TO {} USING ("
+                             + rows + ")").format(
+            sql.Identifier(name), sql.SQL(", ").join(sql.Identifier(r) for r in who)))
 
 
 def close_database(conn: Connection) -> None:
