@@ -344,7 +344,7 @@ def test_the_migration_lock(world: tenant_world.Credentials, kind: str,
                             record_property: Record) -> None:
     attacks: list[Attack] = [
         (f"lock schema_migrations in {mode} mode",
-         [f"LOCK TABLE schema_migrations IN {mode} MODE"], True)
+         ["SELECT 1", f"LOCK TABLE schema_migrations IN {mode} MODE"], True)
         for mode in ("ROW SHARE", "ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE", "SHARE",
                      "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE")]
     _run(world, kind, attacks, record_property, "migration lock")
