@@ -76,10 +76,11 @@ SHADOW_ROLES = ("CREATE TEMP TABLE pg_roles (oid OID, rolname NAME, rolsuper BOO
 
 
 def _shadowed(world: tenant_world.Credentials, kind: str, attack: Sequence[Statement | str],
-              *, roles_too: bool = False) -> str:
+              record: Record, *, roles_too: bool = False) -> str:
     """The Critical finding's session: a temporary agentsaga_credentials claiming namespace B
     with no kind (and a temporary pg_roles saying the caller is a superuser), then `attack`.
     '' when refused or harmless with every row as it was."""
+    record("tally: attacks tried, the Critical finding as reported", 1)
     before = tenant_world.snapshot(world.admin)
     answer = attempt(world.attacker(kind),
                      [*SHADOW, *(SHADOW_ROLES if roles_too else ()), *attack])
@@ -93,37 +94,43 @@ def _shadowed(world: tenant_world.Credentials, kind: str, attack: Sequence[State
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_critical_shadowed_credentials_read_another_namespaces_steps(
-        world: tenant_world.Credentials, kind: str) -> None:
-    assert _shadowed(world, kind, [("SELECT * FROM saga_log WHERE run_id = %s", (VICTIM,))]) == ""
+        world: tenant_world.Credentials, kind: str,
+        record_property: Record) -> None:
+    assert _shadowed(world, kind, [("SELECT * FROM saga_log WHERE run_id = %s", (VICTIM,))],
+                     record_property) == ""
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_critical_shadowed_credentials_rebind_another_namespaces_run(
-        world: tenant_world.Credentials, kind: str) -> None:
+        world: tenant_world.Credentials, kind: str,
+        record_property: Record) -> None:
     assert _shadowed(world, kind, [(
         "UPDATE saga_runs SET pod_uid = 'pod-a', owner = 'pod-a', owner_epoch = owner_epoch + 1"
-        " WHERE run_id = %s", (VICTIM,))]) == ""
+        " WHERE run_id = %s", (VICTIM,))], record_property) == ""
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_critical_shadowed_credentials_flip_a_step_a_person_settled(
-        world: tenant_world.Credentials, kind: str) -> None:
+        world: tenant_world.Credentials, kind: str,
+        record_property: Record) -> None:
     assert _shadowed(world, kind, [(
         "UPDATE saga_log SET status = 'CONFIRMED', external_ref = 'fake' WHERE run_id = %s"
-        " AND step_idx = 1", (VICTIM,))]) == ""
+        " AND step_idx = 1", (VICTIM,))], record_property) == ""
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_critical_shadowed_credentials_mark_a_confirmed_step_compensated(
-        world: tenant_world.Credentials, kind: str) -> None:
+        world: tenant_world.Credentials, kind: str,
+        record_property: Record) -> None:
     assert _shadowed(world, kind, [(
         "UPDATE saga_log SET status = 'COMPENSATED', comp_status = 'DONE' WHERE run_id = %s"
-        " AND step_idx = 0", (VICTIM,))]) == ""
+        " AND step_idx = 0", (VICTIM,))], record_property) == ""
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_critical_shadowed_credentials_forge_a_confirmed_step_the_victims_unwind_runs(
-        world: tenant_world.Credentials, kind: str) -> None:
+        world: tenant_world.Credentials, kind: str,
+        record_property: Record) -> None:
     """A CONFIRMED `charge` of the attacker's account in B's run, its compensation the one the
     tool declares for those arguments: B's own unwind Job would pay the attacker. Refused;
     B's unwind pays its customer back, and nobody else."""
@@ -133,7 +140,7 @@ def test_critical_shadowed_credentials_forge_a_confirmed_step_the_victims_unwind
         " status, external_ref, compensation, writer_epoch) VALUES (%s, 3, 'charge',"
         " 'compensatable', %s, %s, 'CONFIRMED', 'ch_x', %s, 1)",
         (VICTIM, step_key(VICTIM, 3, "charge"),
-         '{"account": "ATTACKER-ACCT", "amount": 99999}', forged))])
+         '{"account": "ATTACKER-ACCT", "amount": 99999}', forged))], record_property)
     with SagaLog(world.b_job, min_size=1, max_size=2).open(migrate=False) as log:
         unwind_run(log, tenant_world.build_registry(), VICTIM, "job", recheck_pause_s=0.01)
     assert ATTACKER not in tenant_world.PAYOUTS
@@ -143,12 +150,13 @@ def test_critical_shadowed_credentials_forge_a_confirmed_step_the_victims_unwind
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_critical_shadowed_credentials_plant_a_late_effect_in_an_ended_run(
-        world: tenant_world.Credentials, kind: str) -> None:
+        world: tenant_world.Credentials, kind: str,
+        record_property: Record) -> None:
     """An observation of an effect in B's ended run would make the operator start a Job."""
     verdict = _shadowed(world, kind, [(
         "INSERT INTO saga_observations (run_id, step_idx, idempotency_key, outcome,"
         " external_ref, writer_epoch) VALUES (%s, 0, %s, 'CONFIRMED', 'fake', 1)",
-        (ENDED, step_key(ENDED, 0, "wire")))])
+        (ENDED, step_key(ENDED, 0, "wire")))], record_property)
     with SagaLog(world.operator, min_size=1, max_size=1).open(migrate=False) as operator:
         assert operator.late_effects([ENDED]) == []
     assert verdict == ""
@@ -156,15 +164,17 @@ def test_critical_shadowed_credentials_plant_a_late_effect_in_an_ended_run(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_critical_shadowed_credentials_and_roles_move_a_proposed_correction_to_silent(
-        world: tenant_world.Credentials, kind: str) -> None:
+        world: tenant_world.Credentials, kind: str,
+        record_property: Record) -> None:
     assert _shadowed(world, kind, [(
         "UPDATE corrections SET state = 'Silent' WHERE run_id = %s AND step_idx = 2",
-        (VICTIM,))], roles_too=True) == ""
+        (VICTIM,))], record_property, roles_too=True) == ""
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_critical_set_role_to_the_base_role_reaches_runs_outside_kubernetes(
-        world: tenant_world.Credentials, kind: str) -> None:
+        world: tenant_world.Credentials, kind: str, record_property: Record) -> None:
+    record_property("tally: attacks tried, the Critical finding as reported", 1)
     base = roles.SIDECAR if kind == "sidecar" else roles.JOB
     answer = attempt(world.attacker(kind), [
         sql.SQL("SET ROLE {}").format(sql.Identifier(base)).as_string(None),
