@@ -28,7 +28,7 @@ from agentsaga.states import StepStatus
 from agentsaga.store import SagaLog, roles, schema
 from sagatest import tenant_world
 from sagatest.attacks import Statement, attempt, judged
-from sagatest.tenant_world import A, ATTACKER, B, BARE, ENDED, OWN, VICTIM, VICTIM_RUNS
+from sagatest.tenant_world import ATTACKER, BARE, ENDED, OWN, VICTIM, VICTIM_RUNS, A, B
 
 KINDS = ("sidecar", "job")
 Record = Callable[[str, object], None]

@@ -20,7 +20,7 @@ from psycopg import sql
 from agentsaga.keys import step_key
 from agentsaga.store import roles
 from sagatest import tenant_world
-from sagatest.tenant_world import A, B, OWN, VICTIM
+from sagatest.tenant_world import OWN, VICTIM, A, B
 
 Record = Callable[[str, object], None]
 
@@ -152,9 +152,9 @@ def test_temporary_tables_named_after_everything_the_functions_read(
     names = sorted({*cat.names_read, *cat.tables})
     assert {"agentsaga_credentials", "pg_roles", "pg_class", "step_settlements"} <= set(names)
     role = roles.namespace_role(A, "sidecar")
-    with psycopg.connect(world.a_sidecar, autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("CREATE TEMP TABLE agentsaga_credentials (x INT)")
+    with psycopg.connect(world.a_sidecar, autocommit=True) as conn, \
+            pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("CREATE TEMP TABLE agentsaga_credentials (x INT)")
     with psycopg.connect(world.admin, autocommit=True) as admin:  # for this test only
         admin.execute(sql.SQL("GRANT TEMPORARY ON DATABASE {} TO {}").format(
             sql.Identifier(str(admin.info.dbname)), sql.Identifier(role)))

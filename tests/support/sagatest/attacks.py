@@ -47,7 +47,7 @@ def attempt(dsn: str, statements: Sequence[Statement | str]) -> Answer:
                 if query.startswith("COPY"):
                     answer.rows.append(_copy(conn, query))
                     continue
-                cur = conn.execute(query, params)  # type: ignore[arg-type]
+                cur = conn.execute(query, params)
                 if cur.description is None:
                     answer.changed += max(cur.rowcount, 0)
                 else:
@@ -58,7 +58,7 @@ def attempt(dsn: str, statements: Sequence[Statement | str]) -> Answer:
 
 
 def _copy(conn: psycopg.Connection[Any], query: str) -> bytes:
-    with conn.cursor() as cur, cur.copy(query) as copy:  # type: ignore[arg-type]
+    with conn.cursor() as cur, cur.copy(query) as copy:
         if "FROM STDIN" in query:
             return b""
         return b"".join(bytes(chunk) for chunk in copy)
