@@ -121,9 +121,9 @@ def untrusted(policies: list[Obj], bindings: list[Obj], field: str = APPROVER,
     covering = [p for p in policies if covers_agentrun_status(p)]
     guarding = sorted(p["metadata"]["name"] for p in covering if guards_approvals(p, field))
     if not guarding and covering:
-        gaps = "; ".join(f"{p['metadata']['name']}: {enforcement_gap(p)}" for p in covering)
+        why = "; ".join(f"{p['metadata']['name']}: {enforcement_gap(p)}" for p in covering)
         return (f"no ValidatingAdmissionPolicy enforces the chart's approval rules, so the name "
-                f"in {field} is unchecked ({gaps}): {FIX}")
+                f"in {field} is unchecked ({why}): {FIX}")
     if not guarding:
         return (f"no ValidatingAdmissionPolicy binds {field} to the requesting user, so the "
                 f"name there is unchecked: {FIX}")

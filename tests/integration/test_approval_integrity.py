@@ -8,8 +8,8 @@ ago than its time-to-live is refused. The world's ground truth is the ledger's r
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -331,11 +331,12 @@ def test_the_operator_refuses_an_expired_approval_with_a_condition_that_says_wha
     reason ApprovalExpired and what to do."""
     record = shop.stage()
     shop.backdate(3600)
-    agentrun = {"metadata": {"name": RUN, "namespace": NS, "generation": 1},
-                "spec": {"agent": "a", "runId": RUN, "pivot": {"approvalTtlSeconds": 600}},
-                "status": {"pivot": {"state": "AwaitingApproval", "planHash": record.plan_hash},
-                           "approval": {"planHash": record.plan_hash, "decision": "Approved",
-                                        "approver": "alice"}}}
+    agentrun: dict[str, Any] = {
+        "metadata": {"name": RUN, "namespace": NS, "generation": 1},
+        "spec": {"agent": "a", "runId": RUN, "pivot": {"approvalTtlSeconds": 600}},
+        "status": {"pivot": {"state": "AwaitingApproval", "planHash": record.plan_hash},
+                   "approval": {"planHash": record.plan_hash, "decision": "Approved",
+                                "approver": "alice"}}}
     given = agentrun["status"]["approval"]
     outcome = human_input.judge(approval.PIVOT_APPROVAL, shop.operator, None, agentrun, "",
                                 given)
