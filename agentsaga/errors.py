@@ -155,6 +155,11 @@ class InvalidDecision(PivotError):
     naming no approver. Nothing was recorded."""
 
 
+class ApprovalExpired(PivotError):
+    """An approval of a plan staged longer ago than its approval time-to-live
+    (`spec.pivot.approvalTtlSeconds`). Nothing was recorded."""
+
+
 class CorrectionError(DecisionError):
     """A decision on a correction that is not (or no longer) Proposed. Nothing was recorded."""
 

@@ -150,6 +150,11 @@ class OperatorSettings:
     job_backoff_limit: int = 3
     """`backoffLimit` of the reconcile/unwind Jobs (not configurable: a Job retried more only
     repeats what its run's log already says)."""
+    approval_ttl_seconds: int = variable(
+        "AGENTSAGA_APPROVAL_TTL_SECONDS", 86400,
+        "how long after a plan was staged it may be approved, for AgentRuns whose "
+        "spec.pivot.approvalTtlSeconds is unset (copied into each run's policy in the log)",
+        positive=True)
     watch_timeout_seconds: int = 300
     """Server-side timeout of each watch request (`--watch-timeout`; kopf re-watches from the
     last version)."""

@@ -11,7 +11,7 @@ The path every human input takes is `human_input`'s; this module declares what i
 
 from __future__ import annotations
 
-from agentsaga.errors import InvalidDecision, PivotError, SagaError
+from agentsaga.errors import ApprovalExpired, InvalidDecision, PivotError, SagaError
 from agentsaga.operator import approval_trust, human_input, run_jobs
 from agentsaga.operator.context import Context
 from agentsaga.operator.human_input import Outcome, Recorded, Refused
@@ -23,6 +23,7 @@ from agentsaga.store.interfaces import OperatorStore
 
 INVALID = "InvalidApproval"
 STALE = "StaleApproval"
+EXPIRED = "ApprovalExpired"
 
 
 def record(saga_log: OperatorStore, run: Obj, key: str, approval: Obj) -> PivotRecord:
@@ -33,7 +34,7 @@ def record(saga_log: OperatorStore, run: Obj, key: str, approval: Obj) -> PivotR
     approver = str(approval.get("approver") or "")
     try:
         return pivot.record_decision(saga_log, run_id(run), plan, decision, approver,
-                                     str(approval.get("reason") or ""))
+                                     str(approval.get("reason") or ""), ttl=approval_ttl(run))
     except PivotError:
         logged = saga_log.run(run_id(run))
         shown = ((run.get("status") or {}).get("pivot") or {}).get("state")
@@ -44,7 +45,16 @@ def record(saga_log: OperatorStore, run: Obj, key: str, approval: Obj) -> PivotR
         raise
 
 
+def approval_ttl(run: Obj) -> float | None:
+    """The AgentRun's own `spec.pivot.approvalTtlSeconds`; None when it sets none (the run's
+    policy in the log then holds the operator's default, which it copied there)."""
+    value = (((run.get("spec") or {}).get("pivot")) or {}).get("approvalTtlSeconds")
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def refusal_reason(exc: SagaError) -> str:
+    if isinstance(exc, ApprovalExpired):
+        return EXPIRED
     return INVALID if isinstance(exc, InvalidDecision) else STALE
 
 

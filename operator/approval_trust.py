@@ -9,9 +9,13 @@ correction — the operator reads the policies and bindings (the chart grants it
 and, when no such pair is installed, records nothing and says why in a condition.
 
 A policy counts when its matchConstraints cover UPDATE of `agentruns/status` in group
-agentsaga.io and one of its validations compares the name field (`approver`, `settler`) to
-`request.userInfo.username`; a binding counts when it names such a policy with `Deny` among its
-actions. And both must apply to the AgentRun at hand: a binding whose matchResources select
+agentsaga.io and it enforces what the chart's own policy enforces, compared by meaning, not by
+text: every CEL validation the chart renders is among its validations and every variable they
+read is defined as the chart defines it (each expression compared as its CEL tokens, so only
+layout may differ; `chart_policy`, generated from the chart), and it takes no parameters. A
+validation `true || <the chart's>` is not the chart's and refuses nothing; more validations than
+the chart's can only refuse more. A binding counts when it names such a policy with `Deny` among
+its actions. And both must apply to the AgentRun at hand: a binding whose matchResources select
 other namespaces or labels, or exclude agentruns/status, a policy that fails open
 (`failurePolicy: Ignore`) or whose matchConditions could exempt a person, guards nothing there.
 """
@@ -25,6 +29,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from agentsaga.operator import chart_policy
 from agentsaga.operator.config import GROUP, PLURAL
 from agentsaga.operator.kube import KubeApi
 
@@ -44,18 +49,65 @@ SETTLER = "status.settlements[*].settler"
 
 def guards_approvals(policy: Obj, field: str = APPROVER) -> bool:
     """Does this ValidatingAdmissionPolicy bind `field` (approvals on AgentRuns, or
-    settlements) to the requester?"""
-    name = field.rsplit(".", 1)[-1]
-    spec = policy.get("spec") or {}
-    rules = (spec.get("matchConstraints") or {}).get("resourceRules") or []
-    matched = any(
+    settlements) to the requester? Only as the chart's own policy does (`enforcement_gap`)."""
+    return covers_agentrun_status(policy) and enforcement_gap(policy) is None
+
+
+def covers_agentrun_status(policy: Obj) -> bool:
+    """Do the policy's matchConstraints name UPDATE of agentsaga.io's agentruns/status?"""
+    rules = ((policy.get("spec") or {}).get("matchConstraints") or {}).get("resourceRules") or []
+    return any(
         _covers(rule.get("apiGroups"), GROUP) and _covers(rule.get("operations"), "UPDATE")
         and any(r in (f"{PLURAL}/status", "*/status", "*/*") for r in rule.get("resources") or [])
         for rule in rules)
-    checks_user = any("request.userInfo.username" in (v.get("expression") or "")
-                      and name in (v.get("expression") or "")
-                      for v in spec.get("validations") or [])
-    return matched and checks_user
+
+
+_CEL_TOKEN = re.compile(
+    r"[rRbB]?'(?:[^'\\\n]|\\.)*'|[rRbB]?\"(?:[^\"\\\n]|\\.)*\""
+    r"|[A-Za-z_][A-Za-z_0-9]*|[0-9][0-9A-Za-z_.]*|&&|\|\||==|!=|<=|>=|\S")
+
+
+def tokens(expression: str) -> list[str]:
+    """A CEL expression's tokens (string literals whole): what it says, whatever its layout."""
+    found: list[str] = _CEL_TOKEN.findall(expression)
+    return found
+
+
+def normal(expression: str) -> str:
+    """A CEL expression as its tokens joined by single spaces: two expressions that differ only
+    in layout (line breaks, indentation, spaces) have the same normal form."""
+    return " ".join(tokens(expression))
+
+
+def enforcement_gap(policy: Obj) -> str | None:
+    """Why this policy does not enforce what the chart's approval policy enforces, or None.
+    Compared strictly: the chart's every validation present as it renders it (by `normal`
+    form), every variable they read defined as the chart defines it, no parameters."""
+    spec = policy.get("spec") or {}
+    if spec.get("paramKind"):
+        return ("it takes parameters (paramKind), which the chart's does not: a binding whose "
+                "parameters are missing may let requests through")
+    names = [str(v.get("name")) for v in spec.get("variables") or []]
+    if len(names) != len(set(names)):
+        return "it defines a variable twice"
+    variables = {str(v.get("name")): normal(str(v.get("expression") or ""))
+                 for v in spec.get("variables") or []}
+    for name, expression in chart_policy.VARIABLES.items():
+        if name not in variables:
+            return f"it does not define the variable {name} that the chart's validations read"
+        if variables[name] != expression:
+            return (f"its variable {name} is `{_short(variables[name])}`, not the chart's "
+                    f"`{_short(expression)}`")
+    present = {normal(str(v.get("expression") or "")) for v in spec.get("validations") or []}
+    missing = [e for e in chart_policy.VALIDATIONS if e not in present]
+    if missing:
+        return (f"{len(missing)} of the chart's {len(chart_policy.VALIDATIONS)} validations "
+                f"are missing or changed (the first: `{_short(missing[0])}`)")
+    return None
+
+
+def _short(expression: str, limit: int = 160) -> str:
+    return expression if len(expression) <= limit else expression[:limit - 3] + "..."
 
 
 def untrusted(policies: list[Obj], bindings: list[Obj], field: str = APPROVER,
@@ -66,7 +118,12 @@ def untrusted(policies: list[Obj], bindings: list[Obj], field: str = APPROVER,
     condition that exempts anyone but `operator` (this operator's own username, as the API
     server knows it; None: unknown, so no exemption is understood), or `failurePolicy: Ignore`
     makes them not count."""
-    guarding = sorted(p["metadata"]["name"] for p in policies if guards_approvals(p, field))
+    covering = [p for p in policies if covers_agentrun_status(p)]
+    guarding = sorted(p["metadata"]["name"] for p in covering if guards_approvals(p, field))
+    if not guarding and covering:
+        why = "; ".join(f"{p['metadata']['name']}: {enforcement_gap(p)}" for p in covering)
+        return (f"no ValidatingAdmissionPolicy enforces the chart's approval rules, so the name "
+                f"in {field} is unchecked ({why}): {FIX}")
     if not guarding:
         return (f"no ValidatingAdmissionPolicy binds {field} to the requesting user, so the "
                 f"name there is unchecked: {FIX}")

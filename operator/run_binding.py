@@ -110,6 +110,10 @@ def copy_policy(ctx: Context, run: Run, agentrun: Obj) -> None:
     """The AgentRun's spec policy into the log (the operator's database role only)."""
     spec = agentrun.get("spec") or {}
     policy = {k: spec[k] for k in POLICY_FIELDS if k in spec}
+    # the approval time-to-live as it holds for this run: the sidecar and the log's trigger
+    # (migration 019) read it there
+    policy["pivot"] = {"approvalTtlSeconds": ctx.config.approval_ttl_seconds,
+                       **(policy.get("pivot") or {})}
     if ctx.saga_log is not None and run.policy != policy:
         ctx.saga_log.set_policy(run.run_id, policy)
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from sagatest.chart_tools import find, one, render
 
@@ -129,3 +132,88 @@ def test_the_operator_trusts_a_policy_that_exempts_only_itself() -> None:
         untrusted([both], [binding], scope=here, operator=me))
     # an operator that cannot learn its own name trusts no exemption
     assert "could not learn" in str(untrusted([vap], [binding], scope=here, operator=None))
+
+
+def test_the_operator_knows_what_the_charts_policy_enforces() -> None:
+    """operator/chart_policy.py is what the chart renders (tools/gen_chart_policy.py)."""
+    import importlib.util
+    from pathlib import Path
+
+    tool_path = Path(__file__).resolve().parents[2] / "tools" / "gen_chart_policy.py"
+    spec = importlib.util.spec_from_file_location("gen_chart_policy", tool_path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.TARGET.read_text() == tool.source(one(render(), "ValidatingAdmissionPolicy")), (
+        "run python -P tools/gen_chart_policy.py")
+
+
+def _changed(vap: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    variant = copy.deepcopy(vap)
+    change(variant["spec"])
+    return variant
+
+
+def _weaken_approver_check(spec: dict[str, Any]) -> None:
+    [check] = [v for v in spec["validations"]
+               if "newStatus.approval.approver ==" in v["expression"]]
+    check["expression"] = "true || " + check["expression"]
+
+
+def _approver_variable_empty(spec: dict[str, Any]) -> None:
+    [variable] = [v for v in spec["variables"] if v["name"] == "newStatus"]
+    variable["expression"] = "{}"
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (_weaken_approver_check, "1 of the chart's 30 validations are missing or changed (the "
+                             "first: `! variables . approvalChanged || ( has ( variables"),
+    (lambda spec: spec["validations"].pop(0), "1 of the chart's 30 validations are missing"),
+    (lambda spec: spec.__setitem__("validations", [{"expression": "has(object.status.approval)"
+                                                   " && object.status.approval.approver == "
+                                                   "request.userInfo.username"}]),
+     "30 of the chart's 30 validations are missing"),
+    (_approver_variable_empty, "its variable newStatus is `{ }`, not the chart's `has ( object"),
+    (lambda spec: spec["variables"].pop(), "does not define the variable oldSettlements"),
+    (lambda spec: spec["variables"].append(dict(spec["variables"][0])),
+     "it defines a variable twice"),
+    (lambda spec: spec.__setitem__("paramKind", {"apiVersion": "v1", "kind": "ConfigMap"}),
+     "it takes parameters (paramKind)"),
+])
+def test_a_policy_that_enforces_less_than_the_charts_is_not_trusted(
+        change: Callable[[dict[str, Any]], None], why: str) -> None:
+    """Compared by what it enforces, not by its text: a validation `true || <the chart's>`
+    names the requester and refuses nothing; so does a variable redefined to an empty status."""
+    from agentsaga.operator.approval_trust import SETTLER, untrusted
+
+    docs = render()
+    vap, binding = one(docs, "ValidatingAdmissionPolicy"), one(
+        docs, "ValidatingAdmissionPolicyBinding")
+    variant = _changed(vap, change)
+    for field in ("status.approval.approver", SETTLER):
+        reason = str(untrusted([variant], [binding], field))
+        assert reason.startswith("no ValidatingAdmissionPolicy enforces the chart's approval "
+                                 f"rules, so the name in {field} is unchecked "
+                                 f"({vap['metadata']['name']}: "), reason
+        assert why in reason, reason
+        assert reason.endswith("install the chart's admission policy (admissionPolicy.enabled: "
+                               "true, admissionPolicy.validationActions: [Deny]) and write it "
+                               "again")
+
+
+def test_the_charts_policy_laid_out_otherwise_or_refusing_more_is_trusted() -> None:
+    """Only layout may differ (line breaks, spaces, order); a validation more can only
+    refuse more."""
+    from agentsaga.operator.approval_trust import untrusted
+
+    docs = render()
+    vap, binding = one(docs, "ValidatingAdmissionPolicy"), one(
+        docs, "ValidatingAdmissionPolicyBinding")
+
+    def relaid(spec: dict[str, Any]) -> None:
+        for item in [*spec["validations"], *spec["variables"]]:
+            item["expression"] = "\n  " + item["expression"].replace(" ", "\n    ") + "  "
+        spec["validations"].reverse()
+        spec["validations"].append({"expression": "request.userInfo.username != 'mallory'"})
+
+    assert untrusted([_changed(vap, relaid)], [binding]) is None

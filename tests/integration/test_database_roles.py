@@ -54,18 +54,24 @@ def test_postgres_refuses_a_decision_or_ddl_from_the_sidecar_role(pg: str, state
 
 
 def test_a_forged_approval_in_the_staged_plan_approves_nothing(ledger: str) -> None:
-    """The sidecar's role may write the staged plan, state Approved included: the store believes
-    a decision only from the operator's column, so no commit step is admitted."""
+    """The sidecar's role may not rewrite its staged plan (migration 019), so it cannot mark it
+    Approved there; and were it written so, the store believes a decision only from the
+    operator's column: no commit step is admitted."""
     sidecar = start_sidecar(with_user(ledger, roles.SIDECAR), TOOLS)
     try:
         client = sidecar.client()
         client.begin_run("forged")
         staged = client.reach_pivot("forged", [{"tool": "send_email", "args": EMAIL}])
+        forge = ("UPDATE saga_runs SET state = 'committing', pivot = pivot || %s"
+                 " WHERE run_id = %s")
+        approved = json.dumps({"state": "Approved", "decision": "Approved",
+                               "decidedBy": "mallory"})
         with psycopg.connect(with_user(ledger, roles.SIDECAR), autocommit=True) as conn:
-            conn.execute(
-                "UPDATE saga_runs SET state = 'committing', pivot = pivot || %s WHERE run_id = %s",
-                (json.dumps({"state": "Approved", "decision": "Approved",
-                             "decidedBy": "mallory"}), "forged"))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="cannot be changed"):
+                conn.execute(forge, (approved, "forged"))
+        with psycopg.connect(ledger, autocommit=True) as conn:  # behind the trigger's back
+            conn.execute("SET session_replication_role = replica")
+            conn.execute(forge, (approved, "forged"))
         with pytest.raises(ApprovalRequired):
             client.dispatch("forged", "send_email", EMAIL)
         assert effects(ledger, "email") == []

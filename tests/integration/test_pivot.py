@@ -161,15 +161,16 @@ def test_an_approved_commit_step_runs_once_even_when_settled_by_lookup(
 
 def test_an_approved_card_admits_no_other_card_with_the_same_last_four(
         sidecar_factory: Factory, ledger: str) -> None:
-    """The stored plan masks both cards alike ([card ****4242]); the approval holds the digest
-    of the raw arguments, so only the card that was approved is admitted."""
+    """The stored plan shows both cards by their last four and a keyed digest of the whole
+    number; the approval holds the digest of the raw arguments, so only the card that was
+    approved is admitted."""
     client = sidecar_factory(ledger, TOOLS).client()
     client.begin_run("card-4242")
     approved = {"to": "customer@example.com", "body": "card 4242 4242 4242 4242 refunded"}
     other = {"to": "customer@example.com", "body": "card 4000 0000 0002 4242 refunded"}
     staged = client.reach_pivot("card-4242", [{"tool": "send_email", "args": approved}])
     assert "4242 4242 4242 4242" not in staged.pivot_json
-    assert "[card ****4242]" in staged.pivot_json and '"argsDigest"' in staged.pivot_json
+    assert "[card ****4242 #" in staged.pivot_json and '"argsDigest"' in staged.pivot_json
     assert approve(ledger, "card-4242", staged.plan_hash).returncode == 0
     assert client.await_decision("card-4242", timeout=5).state == "Approved"
     with pytest.raises(ApprovalRequired, match="not in the approved plan"):

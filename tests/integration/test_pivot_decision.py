@@ -332,12 +332,19 @@ def test_an_approved_step_called_twice_is_refused_naming_its_commit_step(
 
 def test_a_plan_changed_after_it_was_staged_is_not_decided(
         service: SagaService, ledger: str, operator_log: OperatorStore) -> None:
-    """The stored plan no longer hashes to its planHash (someone with write access to the log
-    swapped a commit step's digest): nothing is recorded, whatever hash the approver sends."""
+    """The saga log refuses any change to a staged plan (migration 019), its owner's too; one
+    made behind the trigger's back (a superuser with triggers off swapped a commit step's
+    digest) no longer hashes to its planHash: nothing is recorded, whatever hash the approver
+    sends."""
     record = staged(service)
+    swap = ("UPDATE saga_runs SET pivot = jsonb_set(pivot, '{commit,0,argsDigest}', '\"0000\"')"
+            " WHERE run_id = %s")
+    with psycopg.connect(ledger) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege,
+                                                        match="cannot be changed"):
+        conn.execute(swap, (RUN,))
     with psycopg.connect(ledger) as conn:
-        conn.execute("UPDATE saga_runs SET pivot = jsonb_set(pivot, '{commit,0,argsDigest}',"
-                     " '\"0000\"') WHERE run_id = %s", (RUN,))
+        conn.execute("SET session_replication_role = replica")  # no triggers fire
+        conn.execute(swap, (RUN,))
     with pytest.raises(PivotError) as refused:
         record_decision(operator_log, RUN, record.plan_hash, "Approved", "alice")
     assert str(refused.value) == (

@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from agentsaga.errors import InvalidArguments, PivotError, RunEnded
+from agentsaga.redact import card_digest
 from agentsaga.saga.pivot import (
     MAX_COMMIT_STEPS,
     MAX_REVIEW_BYTES,
@@ -203,15 +204,18 @@ def test_the_canonical_form_sorts_keys_and_writes_any_value_as_text() -> None:
 def test_the_staged_plan_is_returned_as_stored_with_card_numbers_masked_and_nothing_else(
         service: SagaService) -> None:
     """The approver sees what they approve: a `Token ...` or a `password=...` the email would
-    carry is shown as it is; only the card number is masked to its last four."""
+    carry is shown as it is; only the card number is masked, to its last four and a digest of
+    the whole number keyed with the run's digest key."""
     service.begin_run(RUN)
     body = ("We refunded card 4242 4242 4242 4242. Token evil.example/claim, "
             "password=hunter2, account 5555555555554444")
     card = {"to": "customer@example.com", "body": body}
     record = service.reach_pivot(RUN, [{"tool": "send_email", "args": card}])
+    visa = card_digest("4242424242424242", record.digest_key)
+    mastercard = card_digest("5555555555554444", record.digest_key)
     assert record.commit[0]["args"] == {
         "to": "customer@example.com",
-        "body": "We refunded card [card ****4242]. Token evil.example/claim, "
-                "password=hunter2, account [card ****4444]"}
+        "body": f"We refunded card [card ****4242 #{visa}]. Token evil.example/claim, "
+                f"password=hunter2, account [card ****4444 #{mastercard}]"}
     assert record == service.saga_log.require_run(RUN).pivot
     assert record.commit[0]["argsDigest"] == args_digest(card, record.digest_key)  # raw args

@@ -47,7 +47,7 @@ def test_planted_secrets_never_reach_the_log_or_the_plan(sidecar_factory: Factor
     assert "[card ****4242]" in stored and "[redacted]" in stored
     # the approver reads the email as it will be sent: every secret it carries, no card number
     assert plan_leaks(plan) == plan_leaks(staged.pivot_json) == list(SECRETS)
-    assert "[card ****4242]" in plan and "[redacted]" not in plan
+    assert "[card ****4242 #" in plan and "[redacted]" not in plan  # with its keyed digest
     approved = subprocess.run(
         [sys.executable, "-m", "agentsaga.cli", "approve", "--dsn",
          with_user(ledger, roles.OPERATOR), "--run", "planted", "--plan-hash", staged.plan_hash,

@@ -39,7 +39,8 @@ FUTURE = datetime.datetime(2999, 1, 1, tzinfo=datetime.UTC)
 @pytest.fixture
 def world(pg: str) -> str:
     """Namespace `shop` provisioned. Run `shop/r` (epoch 1, bound to a released pod, a plan
-    staged): step 0 CONFIRMED compensatable, step 1 UNKNOWN irreversible handed to a person,
+    staged two days ago and undecided, past its approval time-to-live: another may be staged
+    over it): step 0 CONFIRMED compensatable, step 1 UNKNOWN irreversible handed to a person,
     step 2 NOT_EXECUTED, step 3 CONFIRMED irreversible; a Proposed correction of step 0, an
     Approved one of step 1, a Sending one of step 3. Run `shop/fresh` with no step (bound to
     pod-9); run `shop/old`, ended long ago. Written by the migration role."""
@@ -49,6 +50,11 @@ def world(pg: str) -> str:
             "INSERT INTO saga_runs (run_id, namespace, owner, pod_uid, released_pod, pivot)"
             " VALUES (%s, %s, 'pod-1', 'pod-1', 'pod-1', '{\"state\": \"AwaitingApproval\","
             " \"planHash\": \"h1\"}')", (RUN, NS))
+        conn.execute("SET LOCAL session_replication_role = replica")  # stagedAt as written
+        conn.execute("UPDATE saga_runs SET pivot = pivot || jsonb_build_object('stagedAt',"
+                     " to_char(now() - interval '2 days', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'))"
+                     " WHERE run_id = %s", (RUN,))
+        conn.execute("SET LOCAL session_replication_role = origin")
         conn.execute("INSERT INTO saga_runs (run_id, namespace, pod_uid) VALUES"
                      " (%s, %s, 'pod-9')", (FRESH, NS))
         conn.execute("INSERT INTO saga_runs (run_id, namespace, state, ended_at) VALUES"

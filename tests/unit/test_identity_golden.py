@@ -70,30 +70,37 @@ STAGED: list[dict[str, Any]] = [
 COMMIT: list[dict[str, Any]] = [
     {"tool": "send_email", "args": ARGS, "argsDigest": ARGS_DIGEST, "class": "irreversible",
      "audience": ["customer"]}]
-PLAN_HASH = "c85dc107a4749b67ac01c1c6cadf935c00e98eb2f96eda225ca6c3654b8b454f"
+PLAN_HASH = "b85fd43e15e933778a6ceccae9c4ca6ddbd4de05aa677563dcb281f1b95f811c"
+"""sha256 of the canonical {"commit": COMMIT, "staged": STAGED}, each commit step whole: its
+arguments as shown and its digest (also computed with `sha256sum`). Plans staged before the hash
+covered the shown arguments (it named a commit step by its digest alone) hash otherwise: such a
+plan still awaiting approval is refused and must be staged again."""
 
 # (which list, field, new value) -> the plan hash with that one field changed
 PLAN_VARIATIONS = [
-    ("staged", "step", 1, "4183e9dde1412781f1cb4f2417eccf480b32375112e89d8a9d5ab59e752dc218"),
+    ("staged", "step", 1, "4edeb352acf1637ffd32e354eaf5df134539c2786292534b39c0b833d3741d1b"),
     ("staged", "tool", "charge_card",
-     "58b9ad88ec4fe28887efffd51e51f9944f84d076fc2e1b106d2c70926eef66e9"),
+     "c2021db43152ed04cc76ad1acf1ec3d341325876dff68e9d081ae69792877e95"),
     ("staged", "class", "reversible",
-     "8bfc30212bd40412afc15cdd83c221899475ea3c0ac2b28db7246f3b07c2ef78"),
+     "8d0f3c5bbc6814625273f64b026f14bdbfb0b7fcdbdd7f9e52ee064307fa171c"),
     ("staged", "status", "FAILED",
-     "43b14a463ae34ea0dce9023d4e11a3aa2b363b4ae31b450befdefeed68213b31"),
+     "d541b016b5b0fc26cc2ce175ea8165ed99976c3aa643daab01886c5b9677abaf"),
     ("staged", "audience", ["internal"],
-     "e8a81504086410240ca172574a24ecf4e487a7fab4e05a1e6c042ed4807f019b"),
+     "7e8ddba3305860c168a8b8441df2e249fed51be8353286139b9fc75aa99f1e67"),
     ("staged", "externalRef", "SUP-2",
-     "0c512440ab2dc2c27e3fd681bfb81632710d6951906df31fea85496dabed541e"),
+     "f83deda0e6275c441559bd112cbccd59ae27afcf961ab3b2e65deb79cb7375a3"),
     ("commit", "tool", "send_sms",
-     "9a0897226689262300e66a09da82973664a826c79d78a63cdc657b78cea3e572"),
+     "dc251fc21b3d774c73a6e94ca7fedfcb58087c317193f445f3178f81f3629eec"),
     # the arguments {"to": "c@x", "body": "B"}: another digest, another plan
     ("commit", "argsDigest", "cf9286d49f71351978f12ad64e279a083540c53e84e490b914d463513ed35f08",
-     "5434674ebb4a7ebc93afbbed335170057c2c5d79a640c27513822ca457af2002"),
+     "c1f57388dd0e36415629ecc9d1209d914157d2bfb35e71c2f16b292a9a6ec498"),
     ("commit", "class", "compensatable",
-     "b1e81729d8766fc89a1721c160f05149cb006203a91c61475b7033ca612f05b9"),
+     "9317bb7caf4fc78d33c97fdf6b55cf82dd011c58a3ec1fd574f276f3d85b65a4"),
     ("commit", "audience", ["public"],
-     "5dec33f63a8f695d8294aeb43836051742b5b0103ebf81830266ce960b4e81a6"),
+     "98e938aec77f21ca6c0cf9211cca8c52d61afb710eb6b04f8ebebbd2496df30f"),
+    # the arguments as the approver reads them
+    ("commit", "args", {"to": "c@x", "body": "B"},
+     "873c5c3e3e7a82559c84d671a4f1b12615b6ba767569d03243daf064c5df5977"),
 ]
 
 
@@ -123,11 +130,12 @@ def test_each_plan_field_changes_the_hash(part: str, field: str, value: object,
     assert plan_hash(staged, commit) == expected
 
 
-def test_a_commit_step_is_named_by_its_digest_not_its_stored_arguments() -> None:
-    """The stored arguments are masked; the hash is over the digest of the raw ones."""
+def test_a_commit_step_is_hashed_with_its_shown_arguments_and_their_digest() -> None:
+    """What the approver reads and what will run, both: changing the shown arguments alone, or
+    the digest alone, is another plan (tests/integration/test_approval_integrity.py)."""
     masked = copy.deepcopy(COMMIT)
     masked[0]["args"] = {"to": "c@x", "body": "[masked]"}
-    assert plan_hash(STAGED, masked) == PLAN_HASH
+    assert plan_hash(STAGED, masked) != PLAN_HASH
 
 
 def test_where_a_step_sits_in_the_plan_changes_the_hash() -> None:
@@ -135,7 +143,7 @@ def test_where_a_step_sits_in_the_plan_changes_the_hash() -> None:
     # sha256('{"commit":[],"staged":[]}')
     assert plan_hash([], []) == "3b9c3b0a2a1b418eb9d4a7f1132f49682d8acdb109024162e706fc453e6ec465"
     assert plan_hash([], STAGED + COMMIT) == (
-        "8efbde3e680b1ffd8a429bfa64362766e2a17a8ffa0b1244ba68acfdccc96c6e")
+        "ad635f507ccdf1e7a28d0c1fce3899314a22b72dab0c89924d0cd085c647473d")
     assert plan_hash(STAGED + COMMIT, []) == (
         "255747e269f34670e92b3a27dc7a76635764b32b6276dc04c1017048f9f4df89")
 

@@ -183,3 +183,70 @@ def test_every_log_record_is_masked_when_it_is_made(command_log: io.StringIO) ->
 
 def test_a_saga_error_is_masked_when_it_is_made() -> None:
     assert str(InvalidArguments("card 4242-4242-4242-4242")) == "card [card ****4242]"
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    ("connect postgresql://agent:s3cr3t-pw@db:5432/saga failed",
+     "connect postgresql://agent:[redacted]@db:5432/saga failed"),
+    ("dsn=postgres://u:p%40ss@h/db?sslmode=require", "dsn=postgres://u:[redacted]@h/db?sslmode=require"),
+    ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig_abc-1 expired", "token [redacted] expired"),
+    ("key AKIAIOSFODNN7EXAMPLE used", "key [redacted] used"),
+    ("temporary ASIAIOSFODNN7EXAMPLE", "temporary [redacted]"),
+    ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "aws_secret_access_key=[redacted]"),
+    ('{"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}',
+     '{"AWS_SECRET_ACCESS_KEY": "[redacted]"}'),
+    ("push with ghp_0123456789abcdefghijABCDEFGHIJ012345", "push with [redacted]"),
+    ("gho_0123456789abcdefghijABCDEFGHIJ012345 and ghs_0123456789abcdefghijABCDEFGHIJ012345",
+     "[redacted] and [redacted]"),
+    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "[redacted]"),
+    ('{"X-Api-Key": "k-123", "Cookie": "session=abc; id=2"}',
+     '{"X-Api-Key": "[redacted]", "Cookie": "[redacted]"}'),
+    ("Set-Cookie: sid=xyz; HttpOnly", "Set-Cookie: [redacted]"),
+    ("x-api-key:abc", "x-api-key:[redacted]"),
+    ("AUTHORIZATION: Digest username=alice, response=6629fae4", "AUTHORIZATION: [redacted]"),
+    ("authorization: Bearer short", "authorization: [redacted]"),
+    ("{'cookie': 'a=1'}", "{'cookie': '[redacted]'}"),
+])
+def test_dsn_passwords_tokens_keys_and_credential_headers_are_masked(text: str,
+                                                                    masked: str) -> None:
+    assert redact_text(text) == masked
+    assert redact_text(masked) == masked  # masking what is masked changes nothing
+
+
+@pytest.mark.parametrize("text", [
+    "http://host:8080/path@x", "see https://example.com/a:b@c/d", "cookies are nice",
+    "Authorization: Bearer [redacted]", "an authorization was given",
+])
+def test_urls_without_a_password_and_masked_headers_are_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_header_values_are_masked_under_their_keys_in_any_case() -> None:
+    masked = redact_value({"X-API-KEY": "k", "Cookie": "a=1", "set-cookie": "b=2",
+                           "Proxy-Authorization": "Basic x", "aws_secret_access_key": "s"})
+    assert set(masked.values()) == {"[redacted]"}
+
+
+def test_a_card_in_a_plan_shows_a_keyed_digest_of_the_whole_number() -> None:
+    """Two cards ending alike look different; the digest is an HMAC under the run's key (a
+    key of 32 random bytes), not a plain hash of the number."""
+    import base64
+    import hashlib
+    import hmac
+
+    from agentsaga.redact import card_digest
+
+    key = base64.urlsafe_b64encode(bytes(range(32))).decode()
+    first = mask_cards_value({"to": "4242 4242 4242 4242"}, key)["to"]
+    second = mask_cards_value({"to": "4000 0000 0002 4242"}, key)["to"]
+    assert first == f"[card ****4242 #{card_digest('4242424242424242', key)}]" != second
+    assert second.startswith("[card ****4242 #") and len(second) == len("[card ****4242 #]") + 8
+    expected = hmac.new(bytes(range(32)), b"4242424242424242", hashlib.sha256).hexdigest()[:8]
+    assert card_digest("4242424242424242", key) == expected
+    assert hashlib.sha256(b"4242424242424242").hexdigest()[:8] != expected
+    other_key = base64.urlsafe_b64encode(bytes(32)).decode()
+    assert mask_cards_value({"to": "4242 4242 4242 4242"}, other_key)["to"] != first
+    assert mask_cards_value(first, key) == first  # masked once
+    assert redact_plan({"digestKey": key, "commit": [{"args": {"n": 4242424242424242}}]})[
+        "commit"][0]["args"]["n"] == first

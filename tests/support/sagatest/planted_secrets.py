@@ -3,7 +3,9 @@ reached a place that stores or exports (the saga log's tables, an AgentRun, a sp
 
 `PLANTED` holds every form the masking must catch: card numbers with dots, slashes, spaces, NBSP,
 dashes, full-width digits, written together, of 13 to 19 digits (all Luhn-valid), and
-secret-looking values (`sk_live_…`, `Bearer …`, `password=…`, a PEM private key). `leaks(text)`
+secret-looking values (`sk_live_…`, `Bearer …`, `password=…`, a PEM private key, a DSN's
+password, a JSON Web Token, AWS access and secret keys, GitHub tokens, and the values of the
+`X-Api-Key`, `Cookie`, `Set-Cookie` and `Authorization` headers in any case). `leaks(text)`
 names those whose clear value is in `text`: a card is found by its digits but the last four in
 any layout (full-width digits read as ASCII, separators dropped), a secret by a piece of it.
 """
@@ -32,10 +34,28 @@ SECRETS = {
     "bearer": "Bearer eyJhbGciOiJIUzI1NiJ9.abc.def",
     "password": "password=hunter2",
     "pem": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----",
+    "dsn": "postgresql://agent:Dsn-Pa55w0rd@db.internal:5432/saga",
+    "jwt": "id_token eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJkYW5hIn0.SflKxwRJSMeKKF2QT4fwpM",
+    "aws_key": "AKIAQWERTYUIOPASDFGH",
+    "aws_secret": "aws_secret_access_key=wJalrXUtnFEMIK7MDENGbPxRfiCYzAwsSecret9",
+    "github": "ghp_GithubTok3nAbCdEfGhIjKlMnOpQrStUvWx",
+    "github_pat": "github_pat_11AAPAT0000FineGrained_ZyXwVuTsRqPoNmLkJi",
+    "github_app": "ghs_AppServerTok3nAbCdEfGhIjKlMnOpQrStU",
+    "github_oauth": "gho_OauthTok3nAbCdEfGhIjKlMnOpQrStUvWxY",
+    "api_key_header": "X-Api-Key: hdr-apikey-7Q2w9E",
+    "cookie_header": "cookie: session=ck-sess-4R8t1Y; theme=dark",
+    "set_cookie_header": "Set-Cookie: sid=setck-5T9y2U; HttpOnly",
+    "authorization_header": "AUTHORIZATION: Digest username=az-dgst-6Y1u3I",
 }
 PLANTED = {**CARDS, **SECRETS}
 SECRET_PIECES = {"stripe": "51HxYzAbCdEf", "bearer": "eyJhbGciOiJIUzI1NiJ9",
-                 "password": "hunter2", "pem": "MIIEvQIBADANBg"}
+                 "password": "hunter2", "pem": "MIIEvQIBADANBg", "dsn": "Dsn-Pa55w0rd",
+                 "jwt": "eyJzdWIiOiJkYW5hIn0", "aws_key": "QWERTYUIOPASDFGH",
+                 "aws_secret": "wJalrXUtnFEMIK7MDENG", "github": "GithubTok3n",
+                 "github_pat": "FineGrained_ZyX", "github_app": "AppServerTok3n",
+                 "github_oauth": "OauthTok3n", "api_key_header": "hdr-apikey-7Q2w9E",
+                 "cookie_header": "ck-sess-4R8t1Y", "set_cookie_header": "setck-5T9y2U",
+                 "authorization_header": "az-dgst-6Y1u3I"}
 
 _FULL_WIDTH = str.maketrans({chr(0xFF10 + d): str(d) for d in range(10)})
 _SEPARATORS = str.maketrans("", "", " \u00a0\u2007\u2009\u202f\u3000./-")
