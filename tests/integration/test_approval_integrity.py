@@ -206,7 +206,9 @@ def test_only_a_sidecar_credential_or_the_owner_stages_and_a_temp_table_makes_no
         shop: Shop) -> None:
     """A role that may write the column but is not positively a stager (no sidecar row in
     agentsaga_credentials, not the owner) is refused, and a temporary `agentsaga_credentials`
-    that claims it is one is not read (the trigger's search_path puts pg_temp last)."""
+    that claims it is one is not read (the triggers' search_path puts pg_temp last): the
+    run's guard (no credential row) or the plan's (not a stager) refuses, whichever fires
+    first."""
     shop.service.begin_run(RUN)
     with psycopg.connect(shop.owner_dsn, autocommit=True) as conn:
         conn.execute("DROP ROLE IF EXISTS agentsaga_intruder")
@@ -224,7 +226,8 @@ def test_only_a_sidecar_credential_or_the_owner_stages_and_a_temp_table_makes_no
             conn.execute("INSERT INTO agentsaga_credentials VALUES"
                          " ('agentsaga_intruder', 'shop', 'sidecar')")
             with pytest.raises(psycopg.errors.InsufficientPrivilege,
-                               match="agentsaga_intruder may not stage or change the plan"):
+                               match="agentsaga_intruder (may not stage or change the plan"
+                                     "|is no credential of the saga log)"):
                 conn.execute("UPDATE saga_runs SET pivot = %s WHERE run_id = %s",
                              (Jsonb(plan), LOGGED))
         for role in (roles.OPERATOR, roles.namespace_role(NS, "job")):
