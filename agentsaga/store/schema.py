@@ -44,10 +44,13 @@ def pending(conn: Connection) -> list[str]:
 
 
 def migrate(conn: Connection,
-            namespaces: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+            namespaces: Mapping[str, Mapping[str, str]] | None = None,
+            bounds: roles.RunBounds | None = None) -> list[str]:
     """Apply the migrations this database lacks, then the roles' privileges
     (`agentsaga.store.roles`), then the credentials of each agent namespace of `namespaces`
-    (namespace -> kind -> password, `roles.provision`); returns the names applied. Safe to run
+    (namespace -> kind -> password, `roles.provision`), with `bounds` as their run bounds when
+    given (else they keep theirs, or the defaults; with no namespace, `bounds` become the
+    defaults of every namespace without its own); returns the names applied. Safe to run
     from several processes at once (an advisory lock serialises them)."""
     applied: list[str] = []
     with conn.transaction():
@@ -69,6 +72,10 @@ def migrate(conn: Connection,
         roles.apply(conn)  # every table's privileges, for every role, after every migrate
         for namespace, passwords in (namespaces or {}).items():
             roles.provision(conn, namespace, dict(passwords))
+            if bounds is not None:
+                roles.set_run_bounds(conn, namespace, bounds)
+        if bounds is not None and not namespaces:
+            roles.set_run_bounds(conn, "*", bounds)
     return applied
 
 
