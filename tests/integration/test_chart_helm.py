@@ -330,7 +330,9 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     assert one(full, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Fail"
     off = render("--set", "injection.enabled=false")
     assert not find(off, "MutatingWebhookConfiguration")
-    assert [d["metadata"]["name"] for d in find(off, "Secret")] == ["saga-agentsaga-sidecar-access"]
+    assert sorted(d["metadata"]["name"] for d in find(off, "Secret")) == [
+        "saga-agentsaga-db-credentials", "saga-agentsaga-db-credentials-migrate",
+        "saga-agentsaga-sidecar-access"]
 
 
 def injected_namespaces(*args: str) -> set[str]:
