@@ -20,8 +20,8 @@ from agentsaga.errors import (
     DatabaseRefused,
     DatabaseUnavailable,
     LogRefused,
-    RunsBounded,
     LogUnavailable,
+    RunsBounded,
 )
 
 logger = logging.getLogger(__name__)

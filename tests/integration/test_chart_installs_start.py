@@ -13,13 +13,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentsaga.store.connections import with_user
 from sagatest.chart_installs import (
-    Install,
     InjectedSidecar,
+    Install,
     documented_installs,
     location_of,
     migration_job,
@@ -49,9 +50,9 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
     return {**base, "PYTHONPATH": os.pathsep.join(filter(None, paths)), **extra}
 
 
-def _migrate(docs: list[dict[str, object]], dsn: str, tmp: Path) -> None:
+def _migrate(docs: list[dict[str, Any]], dsn: str, tmp: Path) -> None:
     """The chart's migration hook Job, as rendered, with its Secrets."""
-    args, env, passwords = migration_job(docs)  # type: ignore[arg-type]
+    args, env, passwords = migration_job(docs)
     if "AGENTSAGA_DB_PASSWORDS_DIR" in env:
         directory = tmp / "db-passwords"
         directory.mkdir()

@@ -9,6 +9,7 @@ name in the documents). A plan hash shown in a command is a whole SHA-256."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -51,10 +52,8 @@ def _secrets(node: Any) -> set[str]:
         for value in node.values():
             names |= _secrets(value)
     elif isinstance(node, str) and node.startswith("{"):
-        try:
+        with contextlib.suppress(ValueError):
             names |= _secrets(json.loads(node))
-        except ValueError:
-            pass
     return names
 
 
