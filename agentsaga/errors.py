@@ -14,6 +14,7 @@
     │   ├── CompensationUnavailable  R6: the compensation cannot be built for these arguments
     │   ├── PermissionDenied       the run is bound to another pod; this sidecar may not serve it
     │   └── RateLimited            the run exceeds its calls per second (AGENTSAGA_MAX_CALLS_PER_S)
+    │       └── RunsBounded        the namespace began or holds as many runs as Postgres allows
     ├── LogUnavailable             the saga log's Postgres went away during an operation
     │   ├── DatabaseUnavailable    ... or could not be reached at start
     │   │   └── DatabaseRefused    ... or answered and refused the DSN's role, password or
@@ -131,9 +132,20 @@ class PermissionDenied(RequestError):
 
 
 class RateLimited(RequestError):
-    """The run made more calls per second than the sidecar allows; nothing was written."""
+    """The run made more calls per second than the sidecar allows; nothing was written.
+    `retry_after_s`: when to call again, where it is known."""
 
     error_code = ErrorCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class RunsBounded(RateLimited):
+    """Postgres refused to begin a run: its namespace began as many runs in the window, or
+    holds as many open, as its bounds allow (migration 020). Nothing was written; the message
+    says which bound and when to retry (`retry_after_s`)."""
 
 
 class DecisionError(SagaError):

@@ -8,7 +8,8 @@ and binds what no notification announced in bounded rounds (`run_walk`: every op
 start-up, a slice of them per AGENTSAGA_OPERATOR_RESYNC_SECONDS). For each run with a namespace
 (a sidecar in a pod), it
 
-- creates the AgentRun in the run's namespace, or adopts the one there (`spec.runId` must name
+- creates the AgentRun in the run's namespace (not for a run that ended without a step before
+  it was bound: it has nothing to show or decide), or adopts the one there (`spec.runId` must name
   the run: an AgentRun of another run is left alone with a condition). A run of a namespace is
   `namespace/run-id` in the log (a run id is unique within its namespace); its AgentRun's
   `spec.runId` is the bare id. An AgentRun a person deleted (once its run was settled, past
@@ -59,6 +60,11 @@ def bind(ctx: Context, run: Run) -> Obj | None:
     if known is None and run.policy is not None:
         # its AgentRun was bound once (the policy was copied from it) and is gone: a person
         # deleted it (past the finalizer); it is not made again
+        return None
+    if known is None and not run.open and ctx.saga_log.newest_step(run.run_id) is None:
+        # begun and ended before the operator saw it running, without a step: nothing to show,
+        # decide or unwind, so no AgentRun (runs begun and ended at once make no objects; runs
+        # with steps are bounded in Postgres, migration 020)
         return None
     if known is None and ctx.kube.create_run(run.namespace, {
         "apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",

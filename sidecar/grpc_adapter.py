@@ -39,13 +39,38 @@ STATUS: dict[ErrorCode, grpc.StatusCode] = {
 """Every ErrorCode's gRPC status (a test checks that none is missing)."""
 
 
+RETRY_AFTER_KEY = "agentsaga-retry-after-s"
+"""Trailing metadata of a RESOURCE_EXHAUSTED answer that knows when to call again: seconds (also
+sent as google.rpc.RetryInfo in grpc-status-details-bin, the standard rich error model)."""
+
+
 class Aborting(Protocol):
     """The part of grpc.ServicerContext the adapter uses: `abort` ends the RPC by raising;
-    `is_active` says whether the client is still there."""
+    `is_active` says whether the client is still there; `set_trailing_metadata` carries the
+    retry information of a refusal."""
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
 
     def is_active(self) -> bool: ...
+
+    def set_trailing_metadata(self, trailing_metadata: Any) -> None: ...
+
+
+def retry_metadata(code: grpc.StatusCode, message: str,
+                   retry_after_s: float) -> tuple[tuple[str, str | bytes], ...]:
+    """The trailing metadata of a refusal to retry after `retry_after_s`: the seconds, and a
+    google.rpc.Status whose details hold a google.rpc.RetryInfo (what gRPC clients that read
+    the rich error model, e.g. grpc_status.rpc_status.from_call, find)."""
+    from google.protobuf import any_pb2, duration_pb2
+    from google.rpc import error_details_pb2, status_pb2
+
+    delay = duration_pb2.Duration()
+    delay.FromMilliseconds(int(retry_after_s * 1000))
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+    status = status_pb2.Status(code=code.value[0], message=message, details=[detail])
+    return ((RETRY_AFTER_KEY, f"{retry_after_s:g}"),
+            ("grpc-status-details-bin", status.SerializeToString()))
 
 
 Req = TypeVar("Req")
@@ -62,7 +87,11 @@ def rpc(method: Callable[[Any, Req, Aborting], Resp]
             self.service.admit_request(str(getattr(request, "run_id", "") or ""))
             return method(self, request, context)
         except SagaError as exc:
-            context.abort(STATUS[exc.error_code], str(exc))
+            code = STATUS[exc.error_code]
+            retry_after: float | None = getattr(exc, "retry_after_s", None)
+            if retry_after is not None:
+                context.set_trailing_metadata(retry_metadata(code, str(exc), retry_after))
+            context.abort(code, str(exc))
         except Exception as exc:
             logger.exception("%s failed", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL,

@@ -82,6 +82,20 @@ def configure_migrate(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="how long a tenant role's transaction may sit idle before Postgres ends the "
              f"session (default {defaults.idle_in_transaction_timeout})")
+    bounds = roles.RunBounds()
+    parser.add_argument(
+        "--runs-per-window", type=int, default=None, metavar="N",
+        help="the runs each namespace named may begin in any --run-window-s seconds (enforced "
+             f"by Postgres, whatever sidecar begins them; default {bounds.runs_per_window}); "
+             "with --run-window-s and --namespace-open-runs, set for every --namespace given, "
+             "or, with no namespace, as the default of every namespace without its own")
+    parser.add_argument(
+        "--run-window-s", type=int, default=None, metavar="S",
+        help=f"the sliding window of --runs-per-window, seconds (default {bounds.window_s})")
+    parser.add_argument(
+        "--namespace-open-runs", type=int, default=None, metavar="N",
+        help="the runs each namespace named may hold open at once, over all its sidecars "
+             f"(default {bounds.open_runs})")
 
 
 def run_migrate(args: argparse.Namespace) -> int:
@@ -95,14 +109,28 @@ def run_migrate(args: argparse.Namespace) -> int:
         connections=args.tenant_connection_limit, statement_timeout=args.tenant_statement_timeout,
         lock_timeout=args.tenant_lock_timeout,
         idle_in_transaction_timeout=args.tenant_idle_timeout)
+    bounds = _bounds(args)
     with open_log_from(args, check_schema=False, role="migrate") as saga_log:
-        applied = saga_log.migrate(namespaces, limits)
+        applied = saga_log.migrate(namespaces, limits, bounds)
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
     print("privileges set for " + ", ".join(roles.ROLES))
     for ns in namespaces:
         print(f"namespace {ns}: " + ", ".join(
             f"{kind} {role}" for kind, role in roles.namespace_roles(ns).items()))
+    if bounds is not None:
+        print(f"run bounds of {', '.join(namespaces) or 'every namespace without its own'}: "
+              f"{bounds.runs_per_window} runs per {bounds.window_s} s, "
+              f"{bounds.open_runs} open at once")
     return 0
+
+
+def _bounds(args: argparse.Namespace) -> roles.RunBounds | None:
+    """The run bounds the flags give (the defaults for those not given); None without any."""
+    given = {"runs_per_window": args.runs_per_window, "window_s": args.run_window_s,
+             "open_runs": args.namespace_open_runs}
+    if all(value is None for value in given.values()):
+        return None
+    return roles.RunBounds(**{k: v for k, v in given.items() if v is not None})
 
 
 def _passwords(namespace: str, directory: str | Path | None) -> dict[str, str]:

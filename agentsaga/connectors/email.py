@@ -19,7 +19,7 @@ from typing import Any
 
 from agentsaga.connectors.config import EmailConfig, HttpSettings
 from agentsaga.connectors.json_api import JsonApi, with_backoff
-from agentsaga.connectors.paths import segment
+from agentsaga.connectors.paths import invalid_id, segment
 from agentsaga.errors import OutcomeUnknown, Rejected
 from agentsaga.saga.registry import Effect, LookupContext
 
@@ -77,8 +77,8 @@ class EmailConnector:
         return found | (self.find_many(rest) if rest else {})
 
     def _sent(self, email_id: str | None, key: str) -> Effect | None:
-        if not email_id:
-            return None
+        if not email_id or invalid_id(email_id):
+            return None  # no email has such an id: nothing to read
         try:
             row = self.api.call("GET", f"/emails/{segment(email_id)}")
         except Rejected as exc:

@@ -28,6 +28,7 @@ import stripe
 
 from agentsaga.connectors.config import HttpSettings, StripeConfig
 from agentsaga.connectors.json_api import Pacer, SearchRateLimited, with_backoff
+from agentsaga.connectors.paths import checked_id, invalid_id
 from agentsaga.errors import OutcomeUnknown, Rejected
 from agentsaga.saga.registry import Effect, LookupContext
 
@@ -172,6 +173,7 @@ class StripeConnector:
         params: dict[str, Any] = {"metadata": {"saga_capture_key": idempotency_key}}
         if amount is not None:
             params["amount_to_capture"] = int(amount)
+        payment_intent = checked_id(payment_intent, "payment_intent")
         pi = self._do("capture payment intent", lambda: self.client.v1.payment_intents.capture(
             payment_intent, params=params,  # type: ignore[arg-type]
             options={"idempotency_key": idempotency_key}))
@@ -182,7 +184,8 @@ class StripeConnector:
                                  reason: str = "requested_by_customer") -> Effect:
         """Undo a payment: cancel an authorisation (releases the hold), refund a capture, and
         do nothing for one already cancelled. Safe to repeat under the same key."""
-        if payment:
+        if payment is not None and (payment or not charge_key):
+            payment = checked_id(payment, "payment")
             pi = self._do("retrieve payment intent",
                           lambda: self.client.v1.payment_intents.retrieve(payment))
         elif charge_key:
@@ -256,8 +259,8 @@ class StripeConnector:
 
     def _retrieve_marked(self, pi_id: str | None, field: str, key: str) -> Any | None:
         """The PaymentIntent `pi_id` if it exists and carries `key` in `metadata[field]`."""
-        if not pi_id:
-            return None
+        if not pi_id or invalid_id(pi_id):
+            return None  # no object has such an id (and its call was refused before sending)
         try:
             pi = self._do("retrieve payment intent",
                           lambda: self.client.v1.payment_intents.retrieve(pi_id))

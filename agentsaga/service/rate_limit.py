@@ -36,7 +36,7 @@ class RunRateLimiter:
             tokens = min(self.burst, tokens + (now - since) * self.rate)
             if tokens < 1.0:
                 self._buckets[run_id] = (tokens, now)
-                what = (self._what.format(rate=self.rate) if self._what else
+                what = (self._what.format(rate=self.rate, run=run_id) if self._what else
                         f"run {run_id!r} makes more than {self.rate:g} calls per second "
                         "(AGENTSAGA_MAX_CALLS_PER_S)")
                 raise RateLimited(f"{what}; nothing was written or called. Slow down and "

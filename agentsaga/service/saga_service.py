@@ -91,7 +91,10 @@ class SagaService:
         self.dispatcher = Dispatcher(saga_log, registry, self.reconciler)
         self.limiter = RunRateLimiter(settings.max_calls_per_s, clock=clock)
         # every request, per run and over all runs (Dispatch also takes `limiter`)
-        self.request_limiter = RunRateLimiter(settings.max_rpcs_per_s, clock=clock)
+        self.request_limiter = RunRateLimiter(
+            settings.max_rpcs_per_s, clock=clock,
+            what="run {run!r} makes more than {rate:g} requests per second "
+                 "(AGENTSAGA_MAX_RPCS_PER_S)")
         self.total_limiter = RunRateLimiter(
             settings.max_total_rpcs_per_s, clock=clock,
             what="the sidecar serves more than {rate:g} requests per second over all runs "
@@ -107,8 +110,9 @@ class SagaService:
     # -- bounds ----------------------------------------------------------------------------
 
     def admit_request(self, run_id: str = "") -> None:
-        """Every request a front end takes: within the total rate and, naming a run, within
-        the run's rate (RESOURCE_EXHAUSTED beyond either, before anything is read or written).
+        """Every request a front end takes (each gRPC RPC, each MCP tools/list and tools/call):
+        within the total rate and, naming a run, within the run's rate (RESOURCE_EXHAUSTED
+        beyond either, before anything is read or written).
         The run's rate is the run's, by its saga-log id: naming it bare or qualified with the
         namespace draws on one budget."""
         self.total_limiter.take("")
@@ -157,7 +161,8 @@ class SagaService:
         """A new run is begun only while this sidecar holds fewer than AGENTSAGA_MAX_OPEN_RUNS
         open runs (adopting one it holds again is always allowed). At the limit, the runs that
         ended without EndRun here (unwound, ended or adopted by another writer) are let go
-        first."""
+        first. A cheap first check: the bound that holds across sidecars is Postgres's
+        (migration 020: runs begun per window and open runs per namespace, `RunsBounded`)."""
         limit = self.settings.max_open_runs
         with self._guard:
             if run_id in self._epochs or len(self._epochs) < limit:

@@ -21,6 +21,7 @@ from agentsaga.errors import (
     DatabaseUnavailable,
     LogRefused,
     LogUnavailable,
+    RunsBounded,
 )
 
 logger = logging.getLogger(__name__)
@@ -114,14 +115,32 @@ def check_dsn(dsn: str) -> None:
             "postgresql://user:password@host:5432/dbname") from None
 
 
+RUN_BOUND_SQLSTATE = "AS429"
+"""What the trigger of migration 020 raises for a run beyond its namespace's bounds (its DETAIL:
+the seconds to wait)."""
+
+
 @contextmanager
 def translated(dsn: str) -> Iterator[None]:
-    """psycopg's 'the server is gone' as LogUnavailable; any other database error (read-only
-    after a failover, a missing privilege) as LogRefused: no psycopg error leaves the store."""
+    """psycopg's 'the server is gone' as LogUnavailable; a run beyond its namespace's bounds
+    as RunsBounded; any other database error (read-only after a failover, a missing privilege)
+    as LogRefused: no psycopg error leaves the store."""
     try:
         yield
     except psycopg.Error as exc:
+        if exc.sqlstate == RUN_BOUND_SQLSTATE:
+            raise run_bound(exc) from None
         raise translate(dsn, exc) from exc
+
+
+def run_bound(exc: psycopg.Error) -> RunsBounded:
+    """The trigger's refusal: its message, and its DETAIL as the seconds to wait."""
+    try:
+        wait = float(exc.diag.message_detail or "")
+    except ValueError:
+        wait = 1.0
+    return RunsBounded(f"{exc.diag.message_primary or exc}; nothing was written",
+                       retry_after_s=wait)
 
 
 def translate(dsn: str, exc: psycopg.Error) -> LogUnavailable:

@@ -82,6 +82,10 @@ GRANTS: dict[str, dict[str, tuple[str, ...]]] = {
     "run_channel": {SIDECAR: (), JOB: (), OPERATOR: ("SELECT",)},
     # which namespace each credential belongs to: everyone reads it, only migrate writes it
     "agentsaga_credentials": {SIDECAR: ("SELECT",), JOB: ("SELECT",), OPERATOR: ("SELECT",)},
+    # each namespace's bounds on beginning runs (migration 020), and the rows BeginRun locks
+    # to count: written and read only by the schema's owner (the trigger), never a tenant
+    "run_bounds": {SIDECAR: (), JOB: (), OPERATOR: ()},
+    "run_bound_locks": {SIDECAR: (), JOB: (), OPERATOR: ()},
     "saga_runs": {
         SIDECAR: ("SELECT", f"INSERT ({_RUN_SIDECAR_INSERT})", f"UPDATE ({_RUN_SIDECAR_UPDATE})"),
         JOB: ("SELECT", f"UPDATE ({_RUN_JOB_UPDATE})"),
@@ -380,6 +384,45 @@ def provision(conn: Connection, namespace: str,
             " kind = EXCLUDED.kind", (role, namespace, kind))
     close_database(conn)
     return made
+
+
+@dataclass(frozen=True)
+class RunBounds:
+    """How many runs a namespace may begin (migration 020, enforced by a trigger on
+    saga_runs): `runs_per_window` in any `window_s` seconds, and `open_runs` open at once."""
+
+    runs_per_window: int = 300
+    """Runs the namespace may begin in any `window_s` seconds."""
+    window_s: int = 60
+    """The sliding window, in seconds; a refusal says to retry once its oldest run left it."""
+    open_runs: int = 500
+    """Runs of the namespace open (not ended) at once."""
+
+    def __post_init__(self) -> None:
+        for name in ("runs_per_window", "window_s", "open_runs"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"run bounds: {name} must be at least 1, got "
+                                         f"{getattr(self, name)}")
+
+
+def set_run_bounds(conn: Connection, namespace: str, bounds: RunBounds) -> None:
+    """The namespace's run bounds ('*': the defaults of every namespace without its own), as
+    the schema's owner; set again at every call."""
+    if namespace != "*":
+        namespace_role(namespace, "sidecar")  # a Kubernetes namespace name, or refused
+    conn.execute(
+        "INSERT INTO run_bounds (namespace, runs_per_window, window_s, open_runs)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT (namespace) DO UPDATE SET"
+        " runs_per_window = EXCLUDED.runs_per_window, window_s = EXCLUDED.window_s,"
+        " open_runs = EXCLUDED.open_runs",
+        (namespace, bounds.runs_per_window, bounds.window_s, bounds.open_runs))
+
+
+def run_bounds(conn: Connection) -> dict[str, RunBounds]:
+    """namespace -> its bounds, '*' the defaults."""
+    rows = conn.execute("SELECT namespace, runs_per_window, window_s, open_runs"
+                        " FROM run_bounds ORDER BY namespace").fetchall()
+    return {str(r[0]): RunBounds(int(r[1]), int(r[2]), int(r[3])) for r in rows}
 
 
 def credentials(conn: Connection) -> dict[str, tuple[str, str]]:

@@ -86,15 +86,16 @@ class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStateme
         self.db.check()
 
     def migrate(self, namespaces: Mapping[str, Mapping[str, str]] | None = None,
-                limits: roles.TenantLimits = roles.DEFAULT_LIMITS) -> list[str]:
+                limits: roles.TenantLimits = roles.DEFAULT_LIMITS,
+                bounds: roles.RunBounds | None = None) -> list[str]:
         """Apply missing migrations and the roles' privileges and tenant `limits`
         (`agentsaga.store.roles`), and provision each agent namespace's credentials
-        (namespace -> kind -> password, or {}): the migration role's work, never a
-        sidecar's."""
+        (namespace -> kind -> password, or {}) with `bounds` as their run bounds when given:
+        the migration role's work, never a sidecar's."""
         with self.db.connection() as conn:
             conn.prepare_threshold = None  # migration files hold many statements
             try:
-                applied = schema.migrate(conn, namespaces, limits)
+                applied = schema.migrate(conn, namespaces, limits, bounds)
             finally:
                 conn.prepare_threshold = 0
         for name in applied:

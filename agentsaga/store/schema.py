@@ -65,11 +65,14 @@ def lock(conn: Connection) -> None:
 
 def migrate(conn: Connection,
             namespaces: Mapping[str, Mapping[str, str]] | None = None,
-            limits: roles.TenantLimits = roles.DEFAULT_LIMITS) -> list[str]:
+            limits: roles.TenantLimits = roles.DEFAULT_LIMITS,
+            bounds: roles.RunBounds | None = None) -> list[str]:
     """Apply the migrations this database lacks, then the roles' privileges and the tenant
     roles' `limits` (`agentsaga.store.roles`), then the credentials of each agent namespace of
-    `namespaces` (namespace -> kind -> password, `roles.provision`); returns the names
-    applied. Safe to run from several processes at once (`lock` serialises them)."""
+    `namespaces` (namespace -> kind -> password, `roles.provision`), with `bounds` as their run
+    bounds when given (else they keep theirs, or the defaults; with no namespace, `bounds`
+    become the defaults of every namespace without its own); returns the names applied. Safe
+    to run from several processes at once (`lock` serialises them)."""
     applied: list[str] = []
     with conn.transaction():
         lock(conn)
@@ -85,6 +88,10 @@ def migrate(conn: Connection,
         roles.apply(conn, limits)  # every table's privileges, for every role, every migrate
         for namespace, passwords in (namespaces or {}).items():
             roles.provision(conn, namespace, dict(passwords), limits)
+            if bounds is not None:
+                roles.set_run_bounds(conn, namespace, bounds)
+        if bounds is not None and not namespaces:
+            roles.set_run_bounds(conn, "*", bounds)
     return applied
 
 

@@ -7,7 +7,8 @@
                    bound to (AGENTSAGA_POD_RUN_ID); neither is a protocol error saying how to
                    give one. The first call of a run in this process begins or adopts it
                    (`SagaService.ensure_begun`). Then the service decides, with the same
-                   validation, run lock, rate limit and epochs as a gRPC call; `outcomes` words
+                   validation, run lock, request budgets (`admit_request`), rate limit and
+                   epochs as a gRPC call; `outcomes` words
                    the answer, and a refusal is worded by its `error_code` (`outcomes.REFUSALS`).
 """
 
@@ -108,7 +109,14 @@ class Endpoint:
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        tools = await anyio.to_thread.run_sync(self.service.list_tools)
+        def listed() -> list[ToolInfo]:
+            self.service.admit_request()  # the total budget, as gRPC's ListTools
+            return self.service.list_tools()
+
+        try:
+            tools = await anyio.to_thread.run_sync(listed)
+        except SagaError as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
         return types.ListToolsResult(tools=[offered(t) for t in tools] + list(SAGA_TOOLS))
 
     def run_of(self, ctx: ServerRequestContext[Any, Any]) -> str:
@@ -132,6 +140,9 @@ class Endpoint:
         `sent_arguments`), the run begun or adopted once, then the service's answer, the
         arguments passed on as parsed."""
         service = self.service
+        # the request budgets every gRPC call draws on (per run, and over all runs): one
+        # budget for both front ends
+        service.admit_request(run_id)
         if raw:
             args = sent_arguments(raw, service.settings.max_json_depth, args)
         service.ensure_begun(run_id, agent=agent)

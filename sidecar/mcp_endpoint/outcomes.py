@@ -60,9 +60,12 @@ def refusal(exc: SagaError) -> types.CallToolResult:
     """A request the service refused before anything was written or called (bad arguments, an
     unknown tool, an ended run, a run taken over): an error the model can act on."""
     code = exc.error_code
+    meta: dict[str, Any] = {META_OUTCOME: REFUSED, META_ERROR: str(code)}
+    retry_after: float | None = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:  # a bound that says when (the run bounds of Postgres)
+        meta[META_RETRY_AFTER] = retry_after
     return _with_meta(types.CallToolResult(
-        content=[types.TextContent(text=f"{REFUSALS[code]}: {exc}")], is_error=True),
-        {META_OUTCOME: REFUSED, META_ERROR: str(code)})
+        content=[types.TextContent(text=f"{REFUSALS[code]}: {exc}")], is_error=True), meta)
 
 
 def internal_error(tool: str, exc: Exception) -> types.CallToolResult:

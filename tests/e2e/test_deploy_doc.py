@@ -31,6 +31,8 @@ RUN, NAMESPACE = "refund-1182", "support-agents"
 # the chart's operator (release agentsaga in agentsaga-system): the one identity the approval
 # policy lets write an AgentRun's status
 OPERATOR = "--as=system:serviceaccount:agentsaga-system:agentsaga-operator"
+# the plan hash the guide shows (a SHA-256, as `kubectl agentsaga plan` prints it)
+PLAN_HASH = "0d4938282fe22e19b0a2d1f0e6c3a7b5d4e8f9a1c2b3d4e5f60718293a4b5c6d"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
@@ -52,7 +54,7 @@ def _stage(kube: Kube) -> None:
         "spec": {"agent": "refund-agent"}}))
     assert created.returncode == 0, created.stderr
     status = {"status": {"phase": "AwaitingApproval", "steps": {"total": 1, "unknown": 0},
-                         "pivot": {"state": "AwaitingApproval", "planHash": "0d4938282fe22e19",
+                         "pivot": {"state": "AwaitingApproval", "planHash": PLAN_HASH,
                                    "commit": [{"tool": "send_receipt", "class": "irreversible",
                                                "audience": ["customer"],
                                                "args": {"to": "dana@example.com"}}]}}}
@@ -160,9 +162,9 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube, node: NodeAgent,
     assert binding["roleRef"]["name"] == "agentsaga-approver"
     assert binding["subjects"][0]["name"] == "alice"
     joined = "\n".join(outputs)
-    assert "plan hash 0d4938282fe22e19" in joined
+    assert f"plan hash {PLAN_HASH}" in joined
     # the plugin approves as the user `kubectl auth whoami` reports: the kubeconfig's admin
-    assert f"plan 0d4938282fe22e19 Approved by {ADMIN}" in joined
+    assert f"plan {PLAN_HASH} Approved by {ADMIN}" in joined
     assert "trace id: 4bf92f3577b34da6a3ce929d0e0e4736" in joined
     run = json.loads(kube.kubectl("-n", NAMESPACE, "get", "agentrun", RUN, "-o", "json").stdout)
     assert run["status"]["pivot"]["decidedBy"] == "alice"  # the by-hand patch came last

@@ -11,7 +11,16 @@ from typing import Any
 from agentsaga.operator.job_manifests import build_job
 from agentsaga.settings import Settings
 from agentsaga.store import roles
-from sagatest.chart_tools import find, one, render, sidecar_template
+from sagatest.chart_tools import (
+    CHART,
+    IMAGES,
+    MINIMAL_VALUES,
+    find,
+    helm,
+    one,
+    render,
+    sidecar_template,
+)
 
 LOCATION = "postgresql://postgres.databases.svc:5432/agentsaga?sslmode=require"
 LONG = "a-namespace-name-that-is-long-enough-to-need-a-digest-in-its-role"[:63]
@@ -72,8 +81,32 @@ def test_the_sidecar_logs_in_as_its_namespaces_sidecar_role_and_a_job_as_its_job
     assert job_env["PGPASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "job-password"
 
 
-def test_without_a_location_every_namespace_keeps_the_one_dsn_secret() -> None:
-    docs = render("--set", "sidecar.namespaces={team-a}")
+def test_without_a_location_the_chart_refuses_to_render_saying_what_to_set() -> None:
+    """A shared DSN cannot work: a sidecar refuses the shared agentsaga_sidecar role, and the
+    schema owner's isolates nothing. Refused at render time, naming the values to set."""
+    done = helm("template", "agentsaga", str(CHART), "-n", "agentsaga-system", *IMAGES,
+                "--set", "connectors.stripe.apiKeySecret.name=stripe-credentials",
+                "--set", "sidecar.namespaces={team-a,team-b}", check=False)
+    assert done.returncode != 0
+    said = " ".join(done.stderr.split())
+    assert "postgres.credentials.location is empty, so the agent namespaces (team-a, team-b) " \
+        "would share the DSN of Secret agentsaga-postgres" in said, said
+    assert "--set postgres.credentials.location=postgresql://" in said
+    assert "--set postgres.allowSharedCredentialForDevelopment=true" in said
+    assert "agentsaga-db-credentials" in said
+
+
+def test_the_development_flag_keeps_the_one_dsn_secret_and_warns() -> None:
+    flag = ("--set", "postgres.allowSharedCredentialForDevelopment=true")
+    docs = render("--set", "sidecar.namespaces={team-a}", "--set",
+                  "postgres.credentials.location=", *flag)
     assert _credentials(docs) == {}
     env = {e["name"]: e for e in sidecar_template(docs)["container"]["env"]}
     assert "PGUSER" not in env and "secretKeyRef" in env["AGENTSAGA_DSN"]["valueFrom"]
+    notes = helm("install", "agentsaga", str(CHART), "--dry-run=client", "-n", "agentsaga-system",
+                 "-f", str(MINIMAL_VALUES), "--set", "postgres.credentials.location=",
+                 *flag).stdout
+    warning = " ".join(notes[notes.index("WARNING: DEVELOPMENT ONLY"):].split())
+    assert warning.startswith(
+        "WARNING: DEVELOPMENT ONLY (postgres.allowSharedCredentialForDevelopment=true): every "
+        "agent namespace shares the DSN of Secret agentsaga-postgres"), warning

@@ -67,7 +67,9 @@ def test_the_readmes_shortest_install_lists_every_secret_it_needs_and_where() ->
                   namespace=namespace, base=None)
     needed = needed_secrets(docs)
     assert {name for _, name in needed} >= {
-        "agentsaga-postgres", "agentsaga-postgres-operator", "agentsaga-postgres-migrate"}
+        "agentsaga-postgres-operator", "agentsaga-postgres-migrate"}
+    # each agent namespace's database credentials are the chart's own: no shared DSN Secret
+    assert "agentsaga-postgres" not in {name for _, name in needed}
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     for secret_namespace, name in sorted(needed):
         (row,) = [r for r in rows if r.startswith(f"| `{name}`")]

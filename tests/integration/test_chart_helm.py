@@ -22,6 +22,7 @@ from agentsaga.operator.approval_trust import selects
 from agentsaga.settings import Settings
 from sagatest.chart_tools import (
     CHART,
+    CREDENTIALS,
     EXAMPLE_VALUES,
     FULL_VALUES,
     IMAGES,
@@ -276,7 +277,8 @@ def test_rbac_is_least_privilege() -> None:
 def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     docs = render()
     (secret,) = [d for d in find(docs, "Secret")
-                 if not d["metadata"]["name"].endswith("-sidecar-access")]
+                 if not d["metadata"]["name"].endswith(
+                     ("-sidecar-access", "-db-credentials", "-db-credentials-migrate"))]
     webhook = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]
     assert webhook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
     assert webhook["clientConfig"]["service"] == {
@@ -311,7 +313,8 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     certificate = one(managed, "Certificate")
     assert certificate["spec"]["secretName"] == "saga-agentsaga-webhook-tls"
     assert not [d for d in find(managed, "Secret")
-                if not d["metadata"]["name"].endswith("-sidecar-access")]
+                if not d["metadata"]["name"].endswith(
+                    ("-sidecar-access", "-db-credentials", "-db-credentials-migrate"))]
     configuration = one(managed, "MutatingWebhookConfiguration")
     assert configuration["metadata"]["annotations"] == {
         "cert-manager.io/inject-ca-from": "agentsaga-system/saga-agentsaga-webhook"}
@@ -327,7 +330,9 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     assert one(full, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Fail"
     off = render("--set", "injection.enabled=false")
     assert not find(off, "MutatingWebhookConfiguration")
-    assert [d["metadata"]["name"] for d in find(off, "Secret")] == ["saga-agentsaga-sidecar-access"]
+    assert sorted(d["metadata"]["name"] for d in find(off, "Secret")) == [
+        "saga-agentsaga-db-credentials", "saga-agentsaga-db-credentials-migrate",
+        "saga-agentsaga-sidecar-access"]
 
 
 def injected_namespaces(*args: str) -> set[str]:
@@ -400,7 +405,8 @@ def test_a_missing_image_is_refused_naming_how_to_build_it(image: str) -> None:
     would only fail to pull), and the message says where the image comes from."""
     given = [arg for setting in zip(IMAGES[::2], IMAGES[1::2], strict=True)
              if not setting[1].startswith(f"{image}.") for arg in setting]
-    for values in ([], ["-f", str(MINIMAL_VALUES), "--set", f"{image}.image.repository="]):
+    for values in (list(CREDENTIALS),
+                   ["-f", str(MINIMAL_VALUES), "--set", f"{image}.image.repository="]):
         result = helm("template", "x", str(CHART), "--set",
                       "connectors.stripe.apiKeySecret.name=stripe-credentials", *given, *values,
                       check=False)
@@ -458,7 +464,7 @@ def test_a_connector_given_in_part_is_refused(flags: list[str], message: str) ->
     ids=["stripe", "zendesk", "jira", "email", "mcp", "own-module", "extra-env", "no-webhook"],
 )
 def test_a_sidecar_with_tools_or_without_the_webhook_renders(flags: list[str]) -> None:
-    docs = render(*IMAGES, *flags, base=None)
+    docs = render(*IMAGES, *CREDENTIALS, *flags, base=None)
     injecting = find(docs, "MutatingWebhookConfiguration")
     assert bool(injecting) == ("injection.enabled=false" not in flags)
 

@@ -66,9 +66,9 @@ def test_a_forged_approval_in_the_staged_plan_approves_nothing(ledger: str) -> N
                  " WHERE run_id = %s")
         approved = json.dumps({"state": "Approved", "decision": "Approved",
                                "decidedBy": "mallory"})
-        with psycopg.connect(with_user(ledger, roles.SIDECAR), autocommit=True) as conn:
-            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="cannot be changed"):
-                conn.execute(forge, (approved, "forged"))
+        with psycopg.connect(with_user(ledger, roles.SIDECAR), autocommit=True) as conn, \
+                pytest.raises(psycopg.errors.InsufficientPrivilege, match="cannot be changed"):
+            conn.execute(forge, (approved, "forged"))
         with psycopg.connect(ledger, autocommit=True) as conn:  # behind the trigger's back
             conn.execute("SET session_replication_role = replica")
             conn.execute(forge, (approved, "forged"))

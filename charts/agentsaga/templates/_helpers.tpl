@@ -172,6 +172,17 @@ credential when postgres.credentials.location is set, else existingSecret's DSN.
 {{- end }}
 {{- end }}
 
+{{/* Every agent namespace needs a credential of its own (postgres.credentials.location): a
+shared DSN is refused at render time, unless postgres.allowSharedCredentialForDevelopment says
+so in so many words (a sidecar on the shared agentsaga_sidecar role refuses to start, so the
+shared DSN must be the schema owner's: development only). */}}
+{{- define "agentsaga.requireNamespaceCredentials" -}}
+{{- if not (or .Values.postgres.credentials.location .Values.postgres.allowSharedCredentialForDevelopment) }}
+{{- $namespaces := include "agentsaga.sidecarNamespaces" . | fromJsonArray }}
+{{- fail (printf "postgres.credentials.location is empty, so the agent namespaces (%s) would share the DSN of Secret %s: a sidecar refuses to start on the shared agentsaga_sidecar role (Postgres shows it no namespace's runs), and with the schema owner's DSN no namespace is isolated from another. Set postgres.credentials.location to where Postgres is, without user or password (e.g. --set postgres.credentials.location=postgresql://postgres.databases.svc:5432/agentsaga?sslmode=require): the migration Job then creates each namespace's own credentials and the chart writes them to the Secret %s there. For development only, with a DSN of the schema's owner: --set postgres.allowSharedCredentialForDevelopment=true" (join ", " $namespaces) .Values.postgres.existingSecret (include "agentsaga.credentialsSecret" .)) }}
+{{- end }}
+{{- end }}
+
 {{- define "agentsaga.operatorDsnEnv" -}}
 - name: AGENTSAGA_OPERATOR_DSN
   valueFrom:

@@ -23,6 +23,10 @@ IMAGES = ("--set", "operator.image.repository=registry.example.com/agentsaga/ope
           "--set", "sidecar.image.repository=registry.example.com/agentsaga/sidecar")
 """The two image settings the chart requires (ci/minimal-values.yaml has them too), for a render
 over the bare defaults."""
+LOCATION = "postgresql://postgres.databases.svc:5432/agentsaga?sslmode=require"
+CREDENTIALS = ("--set", f"postgres.credentials.location={LOCATION}")
+"""Where Postgres is: each agent namespace's own credentials, which the chart requires (or the
+development flag postgres.allowSharedCredentialForDevelopment); ci/minimal-values.yaml has it."""
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
