@@ -21,8 +21,9 @@ def test_the_agentruns_spec_sets_its_pivot_rules(cluster: Cluster) -> None:
     # the operator copies the AgentRun's policy into the log, where the sidecar reads it
     policy = cluster.wait_log(RUN, lambda run: run.policy is not None)
     assert policy.policy is not None
+    # with the approval time-to-live that holds for it: the operator's default, one day
     assert (policy.policy["irreversibleBeforePivot"], policy.policy["pivot"]) == (
-        "count", {"required": True})
+        "count", {"required": True, "approvalTtlSeconds": 86400})
     agent.dispatch(RUN, "send_email", {"to": "c@example.com", "body": "early"})
     assert len(effects(cluster.dsn, "email")) == 1
     counted = cluster.wait_run(RUN, lambda o: o["status"].get("irreversibleBeforePivot") == 1)

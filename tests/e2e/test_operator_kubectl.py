@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import grpc
+import psycopg
 import pytest
 
 from agentsaga.keys import log_run_id
@@ -274,3 +275,35 @@ def test_no_approval_is_recorded_where_the_deny_binding_does_not_apply(
                                 == "Approved")
     assert approved["status"]["pivot"]["decidedBy"] == "alice"
 
+
+
+def test_an_approval_of_a_plan_staged_too_long_ago_is_refused_as_expired(
+        cluster: Cluster) -> None:
+    """The AgentRun gives its plans ten minutes (spec.pivot.approvalTtlSeconds); this one was
+    staged an hour ago (the test moves stagedAt behind the saga log's trigger, as no tenant
+    can). The approval is consumed, nothing is recorded, and the condition says why and what
+    to do."""
+    cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=30, pivot={"approvalTtlSeconds": 600})
+    cluster.start_operator("--standalone")
+    agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
+    agent.begin_run(RUN, agent="refunder")
+    staged = agent.reach_pivot(RUN, [{"tool": "send_email", "args": EMAIL}])
+    cluster.wait_phase(RUN, "AwaitingApproval")
+    with psycopg.connect(cluster.dsn) as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE saga_runs SET pivot = jsonb_set(pivot, '{stagedAt}', to_jsonb("
+                     "to_char(now() - interval '1 hour', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')))"
+                     " WHERE run_id = %s", (logged(RUN),))
+    approve(cluster, staged.plan_hash)
+    expired = cluster.kube.kubectl("wait", f"agentrun/{RUN}",
+                                   "--for=condition=PivotApproved=False", "--timeout=15s")
+    assert expired.returncode == 0, expired.stderr
+    refused = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])
+    condition = next(c for c in refused["status"]["conditions"] if c["type"] == "PivotApproved")
+    assert condition["reason"] == "ApprovalExpired", condition
+    assert "approval time-to-live of 600s" in condition["message"]
+    assert "Approve again once the agent has staged the plan again" in condition["message"]
+    assert refused["status"]["pivot"]["state"] == "AwaitingApproval"
+    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
+        record = saga_log.require_run(logged(RUN)).pivot
+    assert record is not None and record.state == "AwaitingApproval"
