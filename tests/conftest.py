@@ -15,6 +15,8 @@ from agentsaga import grpc_tuning
 grpc_tuning.apply()
 
 SUPPORT = Path(__file__).resolve().parent / "support"
+TALLY = "tally: "
+"""A `record_property` name starting so is summed over the session and printed at its end."""
 
 pytest_plugins = ["sagatest.pg_fixtures", "sagatest.sidecar_fixtures", "sagatest.world_fixtures",
                   "sagatest.operator_fixtures", "sagatest.operator_log",
@@ -37,6 +39,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
                             config: pytest.Config) -> None:
     """The order is random (pytest-randomly): say how to replay it, even under -q."""
+    tallies: dict[str, int] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "call":  # the teardown's repeats them
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if isinstance(name, str) and name.startswith(TALLY):
+                    tallies[name[len(TALLY):]] = tallies.get(name[len(TALLY):], 0) + int(value)
+    for name, total in sorted(tallies.items()):  # counts the tests record (record_property)
+        terminalreporter.write_line(f"{name}: {total}")
     seed = getattr(config.option, "randomly_seed", None)
     if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int):
         terminalreporter.write_line(f"random test order: replay it with "

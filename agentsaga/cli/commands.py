@@ -64,6 +64,24 @@ def configure_migrate(parser: argparse.ArgumentParser) -> None:
         help="a directory holding each credential's password in a file named after its role "
              "(default: AGENTSAGA_DB_PASSWORDS_DIR; the chart mounts its Secret there); a role "
              "without a file keeps its password")
+    defaults = roles.DEFAULT_LIMITS
+    parser.add_argument(
+        "--tenant-connection-limit", type=int, default=defaults.connections, metavar="N",
+        help="connections each tenant role (agentsaga_sidecar, agentsaga_job and every "
+             f"namespace's credential) may hold at once (default {defaults.connections}; a "
+             "sidecar's pools hold up to 32)")
+    parser.add_argument(
+        "--tenant-statement-timeout", default=defaults.statement_timeout, metavar="DURATION",
+        help="the longest statement of a tenant role's session (default "
+             f"{defaults.statement_timeout})")
+    parser.add_argument(
+        "--tenant-lock-timeout", default=defaults.lock_timeout, metavar="DURATION",
+        help=f"the longest lock wait of a tenant role (default {defaults.lock_timeout})")
+    parser.add_argument(
+        "--tenant-idle-timeout", default=defaults.idle_in_transaction_timeout,
+        metavar="DURATION",
+        help="how long a tenant role's transaction may sit idle before Postgres ends the "
+             f"session (default {defaults.idle_in_transaction_timeout})")
 
 
 def run_migrate(args: argparse.Namespace) -> int:
@@ -73,8 +91,12 @@ def run_migrate(args: argparse.Namespace) -> int:
     named = list(dict.fromkeys([*settings.namespaces, *args.namespace]))
     directory = args.passwords_dir or settings.db_passwords_dir
     namespaces = {ns: _passwords(ns, directory) for ns in named}
+    limits = roles.TenantLimits(
+        connections=args.tenant_connection_limit, statement_timeout=args.tenant_statement_timeout,
+        lock_timeout=args.tenant_lock_timeout,
+        idle_in_transaction_timeout=args.tenant_idle_timeout)
     with open_log_from(args, check_schema=False, role="migrate") as saga_log:
-        applied = saga_log.migrate(namespaces)
+        applied = saga_log.migrate(namespaces, limits)
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
     print("privileges set for " + ", ".join(roles.ROLES))
     for ns in namespaces:

@@ -6,8 +6,9 @@ The rows were reconciled first (R7, `agentsaga.saga.reconcile`).
     compensation FAILED before ....................... left for a human
     its compensation is not what its tool declares ... comp FAILED, NEEDS_HUMAN with the reason
       (the stored one differs from the one the           (never called)
-      registry rebuilds from the step's arguments, or
-      the tool's contract changed how it undoes)
+      registry rebuilds from the step's arguments,
+      the tool's contract changed how it undoes, or
+      the row carries no contract version)
     otherwise ........................................ comp INTENDED (durable) -> call the
                                                        compensation under its own key ->
                                                        DONE + COMPENSATED (+ a Silent or
@@ -173,7 +174,7 @@ class Unwinder:
             built = spec.build_compensation(args, step.idempotency_key)
         except CompensationUnavailable as exc:
             return f"its tool cannot rebuild it from the step's arguments ({exc})"
-        if step.contract_hash:
+        if step.contract_hash:  # a row without one is refused below
             current, version = contracts.versioned(spec, self.registry,
                                                    None if built is None else built.tool)
             if version != step.contract_hash and (
@@ -186,6 +187,13 @@ class Unwinder:
             return (f"the stored compensation is not the one tool {step.tool!r} declares for "
                     f"the step's arguments (stored: {_shown(step.compensation)}; declared: "
                     f"{_shown(rebuilt)})")
+        if not step.contract_hash:
+            # every intent records its contract's version (R6); a row without one was not
+            # written by a dispatch, so nothing says the compensation is what ran under it
+            return (f"the step carries no version of tool {step.tool!r}'s contract, so "
+                    "nothing says its compensation is the one it ran under (a row written "
+                    "outside a dispatch, or before contracts were recorded); a person checks "
+                    "the effect and undoes it")
         return None
 
 

@@ -31,6 +31,7 @@ from agentsaga.store.decisions import Watch
 from agentsaga.store.fingerprints import LogFingerprint
 from agentsaga.store.records import Adoption, Correction, PivotRecord, Run, Step
 from agentsaga.store.retention import Pruned
+from agentsaga.store.roles import DEFAULT_LIMITS, TenantLimits
 from agentsaga.store.settlements import Settled, Settlement
 from agentsaga.store.timing import Attempt, Certainty, LookupHint, Observation
 from agentsaga.store.waits import Age
@@ -133,8 +134,8 @@ class OperatorStore(Reads, Protocol):
 class MaintenanceStore(Protocol):
     """The migration role's work: the schema, the roles, retention (`agentsaga prune`)."""
 
-    def migrate(self,
-                namespaces: Mapping[str, Mapping[str, str]] | None = None) -> list[str]: ...
+    def migrate(self, namespaces: Mapping[str, Mapping[str, str]] | None = None,
+                limits: TenantLimits = DEFAULT_LIMITS) -> list[str]: ...
     def prunable(self, cutoff: datetime, limit: int) -> Pruned: ...
     def prune_batch(self, cutoff: datetime, batch: int) -> Pruned: ...
 

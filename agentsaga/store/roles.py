@@ -25,6 +25,14 @@ Kubernetes); and BEFORE UPDATE triggers (migration 014) for what a column grant 
 (a status moves only along the saga's transitions, a compensation is rewritten only when a
 step that did not happen is sent again, a run is re-bound only by adopting it).
 
+What Postgres does not guard with grants is closed here too, for every tenant role (the base
+roles and every namespace credential): no TEMPORARY on the database and no CREATE on any
+schema (revoked from PUBLIC as well, so a role made later has none either), membership of the
+base role without SET (PostgreSQL 16: a credential cannot `SET ROLE agentsaga_sidecar` and
+leave its namespace behind), and a connection limit and statement, lock and
+idle-in-transaction timeouts (`TenantLimits`), so that no tenant takes every connection slot
+or holds a lock without end.
+
 Every table of the schema must have an explicit entry for every role in GRANTS (an empty tuple
 is "nothing"); a table without one gets nothing, and a test names it. The roles are created
 (NOLOGIN group roles are not enough for the embedded Postgres: they are LOGIN roles without a
@@ -36,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from dataclasses import dataclass
 
 from psycopg import sql
 
@@ -114,6 +123,45 @@ POLICIES: dict[str, tuple[tuple[str, ...], str]] = {
 }
 """policy -> (roles, the rows they may see and write); a role in none of them sees no row."""
 
+_DURATION = re.compile(r"[1-9][0-9]{0,8}(ms|s|min|h)")
+SET_OPTION_VERSION = 160000
+"""The first server version (PostgreSQL 16) that grants a membership without SET."""
+
+
+@dataclass(frozen=True)
+class TenantLimits:
+    """What one tenant role (a base role or a namespace's credential) may take of the server:
+    `connections` sessions at once (its CONNECTION LIMIT; a sidecar's pools hold up to 32),
+    and per session the longest statement, lock wait and idle transaction, as Postgres
+    durations (`30s`, `500ms`, `2min`). `agentsaga migrate --tenant-...` sets them; every
+    migrate applies them again."""
+
+    connections: int = 64
+    statement_timeout: str = "30s"
+    lock_timeout: str = "10s"
+    idle_in_transaction_timeout: str = "60s"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.connections <= 10_000:
+            raise ConfigurationError(
+                f"tenant connection limit {self.connections}: give a number of connections "
+                "from 1 to 10000 (each sidecar's pools hold up to 32)")
+        for name in ("statement_timeout", "lock_timeout", "idle_in_transaction_timeout"):
+            value = getattr(self, name)
+            if not _DURATION.fullmatch(value):
+                raise ConfigurationError(
+                    f"tenant {name.replace('_', ' ')} {value!r}: give a positive duration "
+                    "such as 30s, 500ms, 2min or 1h")
+
+    def settings(self) -> dict[str, str]:
+        """Postgres setting -> value, as `ALTER ROLE ... SET` takes them."""
+        return {"statement_timeout": self.statement_timeout,
+                "lock_timeout": self.lock_timeout,
+                "idle_in_transaction_session_timeout": self.idle_in_transaction_timeout}
+
+
+DEFAULT_LIMITS = TenantLimits()
+
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -172,18 +220,27 @@ def _require_createrole(conn: Connection, missing: list[str]) -> None:
             "`agentsaga migrate` as a role with CREATEROLE. Nothing was granted.")
 
 
-def apply(conn: Connection) -> None:
+def apply(conn: Connection, limits: TenantLimits = DEFAULT_LIMITS) -> None:
     """Create missing roles, then set every table's privileges to GRANTS exactly (what is not
-    granted there is revoked) and its row-level security to POLICIES, in the caller's
+    granted there is revoked) and its row-level security to POLICIES, close what grants do not
+    cover (`close_database`) and set every tenant role's limits, in the caller's
     transaction."""
     ensure_roles(conn)
+    close_database(conn)
+    for role in NAMESPACED:
+        limit(conn, role, limits)
     for role in ROLES:
         ident = sql.Identifier(role)
         conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
             sql.Identifier(str(conn.info.dbname)), ident))
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
             sql.Identifier(_schema(conn)), ident))
-        conn.execute(sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(
+        # a tenant draws ids (USAGE) but cannot read a sequence's position, which counts
+        # every namespace's rows
+        conn.execute(sql.SQL("REVOKE ALL ON ALL SEQUENCES IN SCHEMA {} FROM {}").format(
+            sql.Identifier(_schema(conn)), ident))
+        conn.execute(sql.SQL("GRANT {} ON ALL SEQUENCES IN SCHEMA {} TO {}").format(
+            sql.SQL("USAGE, SELECT" if role == OPERATOR else "USAGE"),
             sql.Identifier(_schema(conn)), ident))
     for table in tables(conn):
         decisions = GRANTS.get(table, {})
@@ -204,6 +261,81 @@ def apply(conn: Connection) -> None:
                         "they get nothing", table, ", ".join(missing))
     for table in RUN_TABLES:
         apply_policies(conn, table)
+    own_credential_only(conn)
+
+
+def own_credential_only(conn: Connection) -> None:
+    """A tenant role reads its own row of `agentsaga_credentials` only (which namespace it
+    is); the other namespaces' credentials are not its to list. The operator reads all."""
+    conn.execute("ALTER TABLE agentsaga_credentials ENABLE ROW LEVEL SECURITY")
+    for name, who, rows in (("agentsaga_own_credential", NAMESPACED, "role_name = current_user"),
+                            ("agentsaga_every_credential", (OPERATOR,), "true")):
+        conn.execute(sql.SQL("DROP POLICY IF EXISTS {} ON agentsaga_credentials").format(
+            sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE POLICY {} ON agentsaga_credentials FOR SELECT TO {} USING ("
+                             + rows + ")").format(
+            sql.Identifier(name), sql.SQL(", ").join(sql.Identifier(r) for r in who)))
+
+
+def close_database(conn: Connection) -> None:
+    """No TEMPORARY on the database and no CREATE on a schema for PUBLIC (so for no role made
+    later) nor for a tenant role: a temporary or planted relation could otherwise stand in for
+    one a function, policy or view names. The schemas the migration role owns (every one it
+    may revoke on); the tests read every schema of the database for every tenant role."""
+    database = sql.Identifier(str(conn.info.dbname))
+    tenants = [SIDECAR, JOB, *(str(r[0]) for r in conn.execute(
+        "SELECT rolname FROM pg_roles WHERE rolname LIKE 'agentsaga\\_ns\\_%'"
+        " OR rolname LIKE 'agentsaga\\_job\\_%' ORDER BY rolname"))]
+    grantees = sql.SQL(", ").join([sql.SQL("PUBLIC"), *(sql.Identifier(r) for r in tenants)])
+    owns_database = conn.execute(
+        "SELECT pg_has_role(current_user, datdba, 'USAGE') FROM pg_database"
+        " WHERE datname = current_database()").fetchone()
+    if owns_database and owns_database[0]:
+        conn.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM {}").format(
+            database, grantees))
+    else:
+        logger.warning("the migration role does not own database %s and cannot revoke "
+                       "TEMPORARY on it; its owner runs: REVOKE TEMPORARY ON DATABASE %s FROM "
+                       "PUBLIC", conn.info.dbname, conn.info.dbname)
+    owned = [str(r[0]) for r in conn.execute(
+        "SELECT nspname FROM pg_namespace WHERE nspname <> 'information_schema'"
+        " AND nspname NOT LIKE 'pg\\_%' AND pg_has_role(current_user, nspowner, 'USAGE')"
+        " ORDER BY nspname")]
+    for schema_name in owned:
+        conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA {} FROM {}").format(
+            sql.Identifier(schema_name), grantees))
+
+
+def limit(conn: Connection, role: str, limits: TenantLimits) -> None:
+    """`role`'s connection limit and session timeouts (`TenantLimits`)."""
+    ident = sql.Identifier(role)
+    conn.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT {}").format(
+        ident, sql.Literal(limits.connections)))
+    for setting, value in limits.settings().items():
+        conn.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(
+            ident, sql.Identifier(setting), sql.Literal(value)))
+
+
+def grant_without_set(conn: Connection, base: str, role: str) -> None:
+    """`role` a member of `base` that uses its privileges (INHERIT) but may not become it (no
+    SET): whoever holds a namespace's credential cannot `SET ROLE` to the base role, which
+    row-level security keys to the runs outside Kubernetes. Any earlier grant with SET, by
+    whichever grantor, loses it. Needs PostgreSQL 16."""
+    version = conn.info.server_version
+    if version < SET_OPTION_VERSION:
+        raise ConfigurationError(
+            f"namespace credentials need PostgreSQL 16 or later (this server is "
+            f"{version // 10000}): older servers cannot make {role} a member of {base} "
+            f"without letting it SET ROLE {base}. Upgrade the server; nothing was granted.")
+    conn.execute(sql.SQL("GRANT {} TO {} WITH INHERIT TRUE, SET FALSE").format(
+        sql.Identifier(base), sql.Identifier(role)))
+    grantors = [str(r[0]) for r in conn.execute(
+        "SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.grantor"
+        " WHERE m.roleid = to_regrole(%s) AND m.member = to_regrole(%s) AND m.set_option",
+        (base, role))]
+    for grantor in grantors:
+        conn.execute(sql.SQL("REVOKE SET OPTION FOR {} FROM {} GRANTED BY {}").format(
+            sql.Identifier(base), sql.Identifier(role), sql.Identifier(grantor)))
 
 
 def apply_policies(conn: Connection, table: str) -> None:
@@ -219,11 +351,14 @@ def apply_policies(conn: Connection, table: str) -> None:
 
 
 def provision(conn: Connection, namespace: str,
-              passwords: dict[str, str] | None = None) -> dict[str, str]:
+              passwords: dict[str, str] | None = None,
+              limits: TenantLimits = DEFAULT_LIMITS) -> dict[str, str]:
     """The credentials of one agent namespace (`namespace_roles`): created when missing (LOGIN;
     with the password `passwords[kind]` when given, set again at every call), made members of
-    their base role and recorded as that namespace's in `agentsaga_credentials`. Returns kind ->
-    role name. In the caller's transaction, after `apply`."""
+    their base role without SET (`grant_without_set`), given `limits`, with no TEMPORARY and
+    no CREATE (`close_database`), and recorded as that namespace's in
+    `agentsaga_credentials`. Returns kind -> role name. In the caller's transaction, after
+    `apply`."""
     made = namespace_roles(namespace)
     for kind, role in made.items():
         ident = sql.Identifier(role)
@@ -237,11 +372,13 @@ def provision(conn: Connection, namespace: str,
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(ident,
                                                                     sql.Literal(password)))
         base = SIDECAR if kind == "sidecar" else JOB
-        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(base), ident))
+        grant_without_set(conn, base, role)
+        limit(conn, role, limits)
         conn.execute(
             "INSERT INTO agentsaga_credentials (role_name, namespace, kind) VALUES (%s, %s, %s)"
             " ON CONFLICT (role_name) DO UPDATE SET namespace = EXCLUDED.namespace,"
             " kind = EXCLUDED.kind", (role, namespace, kind))
+    close_database(conn)
     return made
 
 

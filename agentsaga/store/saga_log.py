@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 
-from agentsaga.store import schema
+from agentsaga.store import roles, schema
 from agentsaga.store.connections import Database, describe
 from agentsaga.store.correction_rows import CorrectionStatements
 from agentsaga.store.counts import CountStatements
@@ -85,14 +85,16 @@ class SagaLog(RunStatements, StepStatements, TimingStatements, CorrectionStateme
         """Drop connections to a server that restarted; the next statement reconnects."""
         self.db.check()
 
-    def migrate(self, namespaces: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
-        """Apply missing migrations and the roles' privileges (`agentsaga.store.roles`), and
-        provision each agent namespace's credentials (namespace -> kind -> password, or {}):
-        the migration role's work, never a sidecar's."""
+    def migrate(self, namespaces: Mapping[str, Mapping[str, str]] | None = None,
+                limits: roles.TenantLimits = roles.DEFAULT_LIMITS) -> list[str]:
+        """Apply missing migrations and the roles' privileges and tenant `limits`
+        (`agentsaga.store.roles`), and provision each agent namespace's credentials
+        (namespace -> kind -> password, or {}): the migration role's work, never a
+        sidecar's."""
         with self.db.connection() as conn:
             conn.prepare_threshold = None  # migration files hold many statements
             try:
-                applied = schema.migrate(conn, namespaces)
+                applied = schema.migrate(conn, namespaces, limits)
             finally:
                 conn.prepare_threshold = 0
         for name in applied:

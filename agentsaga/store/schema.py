@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from importlib import resources
 
+import psycopg
+
 from agentsaga.errors import ConfigurationError
 from agentsaga.store import roles
 from agentsaga.store.connections import Connection
 
-# Any constant works; it only has to be the same for every process that migrates.
-_LOCK_ID = 0x5A6A_0001
+_MIGRATIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                     " version INT PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
 
 
 def available() -> list[tuple[int, str, str]]:
@@ -43,20 +46,33 @@ def pending(conn: Connection) -> list[str]:
     return [name for version, name, _ in available() if version not in done]
 
 
+def lock(conn: Connection) -> None:
+    """The migration lock, in the caller's transaction until it ends: `schema_migrations` in
+    SHARE ROW EXCLUSIVE mode, which conflicts with itself and not with reads. Only a role that
+    may UPDATE, DELETE or TRUNCATE the table may take it (the migration role; every tenant role
+    may only read it), unlike an advisory lock, which any role may hold for ever. The first
+    migrate of a database creates the table first; two first migrates at once both try, and
+    the one that loses that race finds it made (its attempt is undone alone, a savepoint)."""
+    for _ in range(2):
+        try:
+            with conn.transaction():
+                conn.execute(_MIGRATIONS_TABLE)
+            break
+        except psycopg.errors.UniqueViolation:
+            continue  # created by a concurrent first migrate as ours waited: it exists now
+    conn.execute("LOCK TABLE schema_migrations IN SHARE ROW EXCLUSIVE MODE")
+
+
 def migrate(conn: Connection,
-            namespaces: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
-    """Apply the migrations this database lacks, then the roles' privileges
-    (`agentsaga.store.roles`), then the credentials of each agent namespace of `namespaces`
-    (namespace -> kind -> password, `roles.provision`); returns the names applied. Safe to run
-    from several processes at once (an advisory lock serialises them)."""
+            namespaces: Mapping[str, Mapping[str, str]] | None = None,
+            limits: roles.TenantLimits = roles.DEFAULT_LIMITS) -> list[str]:
+    """Apply the migrations this database lacks, then the roles' privileges and the tenant
+    roles' `limits` (`agentsaga.store.roles`), then the credentials of each agent namespace of
+    `namespaces` (namespace -> kind -> password, `roles.provision`); returns the names
+    applied. Safe to run from several processes at once (`lock` serialises them)."""
     applied: list[str] = []
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version INT PRIMARY KEY, name TEXT NOT NULL,"
-            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-        )
+        lock(conn)
         done = {int(row[0]) for row in conn.execute("SELECT version FROM schema_migrations")}
         for version, name, sql in available():
             if version in done:
@@ -66,9 +82,9 @@ def migrate(conn: Connection,
                 "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
             )
             applied.append(name)
-        roles.apply(conn)  # every table's privileges, for every role, after every migrate
+        roles.apply(conn, limits)  # every table's privileges, for every role, every migrate
         for namespace, passwords in (namespaces or {}).items():
-            roles.provision(conn, namespace, dict(passwords))
+            roles.provision(conn, namespace, dict(passwords), limits)
     return applied
 
 

@@ -252,7 +252,16 @@ def test_no_namespace_hears_the_runs_of_another(pg: str) -> None:
         b_sidecar = with_user(pg, roles.namespace_role(B, "sidecar"))
         with SagaLog(b_sidecar, min_size=1, max_size=1).open(migrate=False) as log:
             log.begin_run(VICTIM, namespace=B, pod_uid="pod-b", owner="pod-b")
-        # A's own run, begun on a connection whose temporary run_channel names `stolen`
+        # A's own run, begun on a connection whose temporary run_channel names `stolen`: A's
+        # credential may not create one (no TEMPORARY), so the test grants it that here to
+        # show the announcement does not depend on the refusal
+        with psycopg.connect(a_sidecar, autocommit=True) as own:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                own.execute("CREATE TEMPORARY TABLE run_channel (one BOOLEAN, name TEXT)")
+        with psycopg.connect(pg, autocommit=True) as admin:
+            admin.execute(sql.SQL("GRANT TEMPORARY ON DATABASE {} TO {}").format(
+                sql.Identifier(str(admin.info.dbname)),
+                sql.Identifier(roles.namespace_role(A, "sidecar"))))
         with psycopg.connect(a_sidecar, autocommit=True) as own:
             own.execute("CREATE TEMPORARY TABLE run_channel (one BOOLEAN, name TEXT)")
             own.execute("INSERT INTO run_channel VALUES (true, 'stolen')")

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from agentsaga.errors import SagaError
-from agentsaga.keys import step_key
+from agentsaga.keys import compensation_key, step_key
 from agentsaga.states import (
     CompensationStatus,
     CorrectionState,
@@ -172,7 +172,8 @@ MATRIX: dict[str, tuple[Call, dict[str, str]]] = {
     "record_outcome": (lambda log: log.record_outcome(RUN, 1, 1, StepStatus.FAILED),
                        {"sidecar": OK, "job": OK}),
     "record_compensation": (lambda log: log.record_compensation(
-        RUN, 1, 0, CompensationStatus.DONE, comp_key="k", compensated=True),
+        RUN, 1, 0, CompensationStatus.DONE, comp_key=compensation_key(RUN, 0, "charge"),
+        compensated=True),
         {"sidecar": OK, "job": OK}),
     "reopen": (lambda log: log.reopen(RUN, 1, 2, external_ref="x", result=None),
                {"sidecar": OK, "job": OK}),
