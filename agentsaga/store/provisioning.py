@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agentsaga.store import roles, schema
@@ -41,6 +42,13 @@ def as_credential(dsn: str, role: str, password: str) -> str:
     params = conninfo_to_dict(dsn)
     params.update(user=role, password=password)
     return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def without_connection_limit(dsn: str, role: str) -> None:
+    """No connection limit for `role` (a tenant's is set by every migrate), as `dsn`'s role:
+    for the benchmark, whose processes share one credential at once."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT -1").format(sql.Identifier(role)))
 
 
 def without_row_checks(dsn: str) -> None:

@@ -20,7 +20,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agentsaga import subprocesses
 from agentsaga.store import roles
 from agentsaga.store.postgres import embedded_dsn, stop_embedded
-from agentsaga.store.provisioning import as_credential, create_database, without_row_checks
+from agentsaga.store.provisioning import (
+    as_credential,
+    create_database,
+    without_connection_limit,
+    without_row_checks,
+)
 
 TOOLS = "agentsaga_lab.bench.tools"
 
@@ -52,6 +57,7 @@ class BenchDatabase:
         returns its DSN as that credential: the same statements, without what isolates."""
         dsn = create_database(self.admin_dsn, name, {NAMESPACE: {"sidecar": self.password}})
         without_row_checks(dsn)
+        _unlimited(dsn)
         return as_credential(dsn, roles.namespace_role(NAMESPACE, "sidecar"), self.password)
 
     def stop(self) -> None:
@@ -71,8 +77,15 @@ def bench_database(admin_dsn: str | None) -> BenchDatabase:
     name = f"agentsaga_bench_{os.getpid()}_{int(time.time())}"
     password = secrets.token_hex(16)
     dsn = create_database(admin_dsn, name, {NAMESPACE: {"sidecar": password}})
+    _unlimited(dsn)
     tenant = as_credential(dsn, roles.namespace_role(NAMESPACE, "sidecar"), password)
     return BenchDatabase(dsn, admin_dsn, embedded, tenant, password)
+
+
+def _unlimited(dsn: str) -> None:
+    """No connection limit for the bench's credential (every migrate sets the tenant limit
+    again): two sidecars at 32 runs each and the in-process service share it at once."""
+    without_connection_limit(dsn, roles.namespace_role(NAMESPACE, "sidecar"))
 
 
 def free_port() -> int:
