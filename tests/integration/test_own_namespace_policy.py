@@ -35,6 +35,6 @@ def test_a_role_with_no_credential_row_sees_nothing(pg_server: str) -> None:
     dsn = create_database(pg_server, f"own_namespace_none_{os.getpid()}")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM agentsaga_credentials WHERE role_name = 'agentsaga_sidecar'")
-        conn.execute("INSERT INTO saga_runs (run_id) VALUES ('x'), ('a/x')")
+        conn.execute("INSERT INTO saga_runs (run_id, namespace) VALUES ('x', ''), ('a/x', 'a')")
     with psycopg.connect(with_user(dsn, "agentsaga_sidecar"), autocommit=True) as conn:
         assert conn.execute("SELECT run_id FROM saga_runs").fetchall() == []
