@@ -255,9 +255,9 @@ def test_no_namespace_hears_the_runs_of_another(pg: str) -> None:
         # A's own run, begun on a connection whose temporary run_channel names `stolen`: A's
         # credential may not create one (no TEMPORARY), so the test grants it that here to
         # show the announcement does not depend on the refusal
-        with psycopg.connect(a_sidecar, autocommit=True) as own:
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                own.execute("CREATE TEMPORARY TABLE run_channel (one BOOLEAN, name TEXT)")
+        with psycopg.connect(a_sidecar, autocommit=True) as own, \
+                pytest.raises(psycopg.errors.InsufficientPrivilege):
+            own.execute("CREATE TEMPORARY TABLE run_channel (one BOOLEAN, name TEXT)")
         with psycopg.connect(pg, autocommit=True) as admin:
             admin.execute(sql.SQL("GRANT TEMPORARY ON DATABASE {} TO {}").format(
                 sql.Identifier(str(admin.info.dbname)),

@@ -18,6 +18,7 @@ wants the victim's unwind to make.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +27,16 @@ import psycopg
 from agentsaga import NO_LOOKUP, Compensation, Registry
 from agentsaga.keys import step_key
 from agentsaga.saga import contracts
-from agentsaga.states import RunState, SettlementOutcome, StepStatus
+from agentsaga.states import (
+    CorrectionState,
+    PivotState,
+    RunState,
+    SettlementOutcome,
+    StepStatus,
+)
 from agentsaga.store import SagaLog, roles
 from agentsaga.store.connections import with_user
 from agentsaga.store.records import Correction, PivotRecord
-from agentsaga.states import CorrectionState, PivotState
 
 A, B = "team-a", "team-b"
 VICTIM, ENDED, BARE, OWN = f"{B}/refund-7", f"{B}/refund-5", "refund-9", f"{A}/own-1"
@@ -152,13 +158,71 @@ def schema_sequences(conn: psycopg.Connection[Any]) -> list[str]:
 
 
 def snapshot(dsn: str) -> dict[str, list[str]]:
-    """Every row of every table of the schema and every sequence's position, as the migration
-    role sees them."""
+    """Every row of every table of the schema, as the migration role sees them (not the
+    sequences: an INSERT refused by row-level security has drawn its id already)."""
     with psycopg.connect(dsn) as conn:
         seen = {table: sorted(json.dumps(r[0], sort_keys=True, default=str) for r in conn.execute(
             f'SELECT to_jsonb(t) FROM "{table}" t'))  # noqa: S608 - names from the catalog
             for table in schema_tables(conn)}
-        for sequence in schema_sequences(conn):
-            seen[sequence] = [str(conn.execute(
-                f'SELECT last_value, is_called FROM "{sequence}"').fetchone())]  # noqa: S608
     return seen
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What the schema holds, read from Postgres's catalog, so that the attacks cover what a
+    later migration adds without a change to them."""
+
+    schema: str
+    tables: list[str]
+    """Tables and views."""
+    run_tables: list[str]
+    """Those with a `run_id` column."""
+    sequences: list[str]
+    functions: list[tuple[str, list[str], bool]]
+    """(name, argument types, whether it is a trigger function)."""
+    schemas: list[str]
+    roles: list[str]
+    names_read: list[str]
+    """Every relation of the schema or of pg_catalog that a function of the schema names."""
+
+
+def catalog(dsn: str) -> Catalog:
+    with psycopg.connect(dsn) as conn:
+        [(schema,)] = conn.execute("SELECT current_schema()").fetchall()
+        tables = schema_tables(conn)
+        run_tables = [str(r[0]) for r in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+            " WHERE c.relnamespace = current_schema()::regnamespace AND a.attname = 'run_id'"
+            " AND c.relkind IN ('r', 'p', 'v', 'm') ORDER BY 1")]
+        functions = [(str(name), [str(t) for t in types], bool(trigger)) for name, types, trigger
+                     in conn.execute(
+            "SELECT p.proname, ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t),"
+            " p.prorettype = 'trigger'::regtype FROM pg_proc p"
+            " WHERE p.pronamespace = current_schema()::regnamespace ORDER BY 1")]
+        bodies = " ".join(str(r[0]) for r in conn.execute(
+            "SELECT prosrc FROM pg_proc WHERE pronamespace = current_schema()::regnamespace"))
+        relations = {str(r[0]) for r in conn.execute(
+            "SELECT relname FROM pg_class WHERE relkind IN ('r', 'p', 'v', 'm', 'f')"
+            " AND relnamespace IN (current_schema()::regnamespace, 'pg_catalog'::regnamespace)")}
+        schemas = [str(r[0]) for r in conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_temp\\_%'"
+            " AND nspname NOT LIKE 'pg\\_toast\\_temp\\_%' ORDER BY 1")]
+        every_role = [str(r[0]) for r in conn.execute("SELECT rolname FROM pg_roles ORDER BY 1")]
+    words = set(re.findall(r"[a-z_][a-z0-9_]*", bodies.lower()))
+    return Catalog(schema=str(schema), tables=tables, run_tables=run_tables,
+                   sequences=schema_sequences_of(dsn), functions=functions, schemas=schemas,
+                   roles=every_role, names_read=sorted(words & relations))
+
+
+def schema_sequences_of(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        return schema_sequences(conn)
+
+
+def column_privileges(dsn: str, role: str, table: str, privilege: str) -> list[str]:
+    """The columns of `table` on which `role` holds `privilege`."""
+    with psycopg.connect(dsn) as conn:
+        return [str(r[0]) for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
+            " AND NOT attisdropped AND has_column_privilege(%s, attrelid, attnum, %s)"
+            " ORDER BY attnum", (table, role, privilege))]
