@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # uv, pinned with its hashes in tools/uv-requirements.txt, installs every environment from uv.lock
 UV     := .uv/bin/uv
 
-.PHONY: demo test lint lock tools test-tools controlplane mutate bench-operator-scale docs clean
+.PHONY: demo test lint lock tools test-tools controlplane mutate bench-operator-scale bench-check docs clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the lab (lab/: the world, the demo, chaos, the bench) and the product it
@@ -92,6 +92,13 @@ N          ?= 10000
 BENCH_ARGS ?= --quick --no-peers --log-rows 0
 bench-operator-scale: $(VENV)/.installed-test test-tools
 	$(PY) -P tools/bench_operator_scale.py $(N) $(BENCH_ARGS)
+
+# The regression gate, after any change to the dispatch path: the quick bench (no peers, no big
+# log), each figure's ratio to the floors of its own run against the project's baseline; exits 1
+# when one grew beyond its tolerance (docs/benchmarks/index.md). BASELINE= another file.
+BASELINE ?= bench/baseline.json
+bench-check: $(VENV)/.installed-test
+	$(VENV)/bin/agentsaga bench --quick --no-peers --log-rows 0 --compare $(BASELINE)
 
 clean:
 	rm -rf $(VENV) .uv tools/bin .pytest_cache mutants site

@@ -48,7 +48,7 @@ from agentsaga.errors import (
 from agentsaga.saga import pivot
 from agentsaga.saga.dispatch import Dispatcher, RunPolicy
 from agentsaga.saga.reconcile import Reconciler, settle_command
-from agentsaga.saga.registry import JSON, Registry
+from agentsaga.saga.registry import JSON, Registry, ToolSpec
 from agentsaga.saga.resolution import reconcile_owned, unwind_owned
 from agentsaga.saga.resolution_report import ResolutionReport
 from agentsaga.saga.tool_schema import check_arguments, input_schema
@@ -337,8 +337,7 @@ class SagaService:
         spec = self.registry.get(call.tool)
         check_arguments(spec, call.args)  # typed, before anything is written (R2)
         if not spec.logged:
-            self._check_open(self.saga_log.require_run(run_id))
-            return self.dispatcher.call_pure(spec, call.args)
+            return self._call_pure(run_id, spec, call.args)
         with self.run_lock(run_id):
             epoch = self.epoch(run_id)
             # read once, used for the pivot too; no read at all while this process holds the
@@ -356,6 +355,20 @@ class SagaService:
             self._check_open(run)
             return self.dispatcher.dispatch_logged(run, epoch, self.policy_of(run), spec,
                                                    call.args, newest)
+
+    def _call_pure(self, run_id: str, spec: ToolSpec, args: JSON) -> DispatchResult:
+        """R2: a pure call writes nothing and has no effect anywhere. The run must be open and
+        this pod's: read once (with its newest step, which becomes the run's cursor, as for a
+        side-effecting call); while this process holds the run's epoch and that cursor, the
+        next pure calls are answered without a read. A writer elsewhere that takes the run over
+        bumps its epoch first, and the next side-effecting call here is refused (R12)."""
+        held = self._epochs.get(run_id)
+        if held is None or self.saga_log.cursor(run_id, held) is None:
+            run, _ = self.saga_log.run_and_newest(run_id)
+            if run is None:
+                raise RunNotFound(run_id)
+            self._check_open(run)
+        return self.dispatcher.call_pure(spec, args)
 
     def _check_open(self, run: Run) -> None:
         self.check_bound(run)

@@ -31,6 +31,24 @@ def to_json(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value, dumps=_dumps)
 
 
+_CONTRACTS: dict[str, str] = {}
+_MOST_CONTRACTS = 256
+
+
+def to_contract_json(contract: Any, contract_hash: str | None) -> Jsonb | None:
+    """A tool's contract (`agentsaga.saga.contracts`) as stored with every intent: its text made
+    once per contract hash (the hash is of the contract itself), not masked and serialised again
+    at every dispatch (a contract holds some thirty strings, each masked twice)."""
+    if contract is None or contract_hash is None:
+        return to_json(contract)
+    text = _CONTRACTS.get(contract_hash)
+    if text is None:
+        if len(_CONTRACTS) >= _MOST_CONTRACTS:  # contracts are one per registered tool
+            _CONTRACTS.clear()
+        text = _CONTRACTS[contract_hash] = _dumps(contract)
+    return Jsonb(text, dumps=_as_is)
+
+
 def to_plan_json(plan: Any) -> Jsonb:
     """A staged plan (`PivotRecord.to_json()`) as stored: masked like every value, except the
     commit steps' arguments, which keep all but their card numbers (`redact_plan`): a person

@@ -241,9 +241,9 @@ class Database:
 
     @contextmanager
     def transaction(self, *, durable: bool = False) -> Iterator[Connection]:
-        """A transaction on the main pool; `durable` waits for the WAL flush at commit even on
-        a server whose default is asynchronous."""
+        """A transaction on the main pool. Every transaction there waits for the WAL flush at
+        commit, even on a server whose default is asynchronous: its sessions are set so once
+        each, when the pool opens them (`_session`), not by a statement per transaction;
+        `durable` says that the caller relies on it (R2)."""
         with translated(self.dsn), self.pool.connection() as conn, conn.transaction():
-            if durable:
-                conn.execute("SET LOCAL synchronous_commit TO on")
             yield conn

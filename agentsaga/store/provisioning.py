@@ -5,13 +5,14 @@ durable INSERT and COMMIT)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agentsaga.store import schema
+from agentsaga.store import roles, schema
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -22,16 +23,42 @@ def with_db(dsn: str, dbname: str) -> str:
     return make_conninfo(**params)  # type: ignore[arg-type]
 
 
-def create_database(admin_dsn: str, name: str) -> str:
-    """Create database `name` on `admin_dsn`'s server, migrate it, return its DSN."""
+def create_database(admin_dsn: str, name: str,
+                    namespaces: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """Create database `name` on `admin_dsn`'s server, migrate it (with the credentials of
+    `namespaces`, as `schema.migrate` takes them), return its DSN."""
     if not _NAME.fullmatch(name):
         raise ValueError(f"database name {name!r}: use lower-case letters, digits and _")
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     dsn = with_db(admin_dsn, name)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        schema.migrate(conn)
+        schema.migrate(conn, namespaces)
     return dsn
+
+
+def as_credential(dsn: str, role: str, password: str) -> str:
+    """`dsn` (the database's owner's) as another role, with its password."""
+    params = conninfo_to_dict(dsn)
+    params.update(user=role, password=password)
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def without_connection_limit(dsn: str, role: str) -> None:
+    """No connection limit for `role` (a tenant's is set by every migrate), as `dsn`'s role:
+    for the benchmark, whose processes share one credential at once."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT -1").format(sql.Identifier(role)))
+
+
+def without_row_checks(dsn: str) -> None:
+    """Row-level security and every trigger off on the tables of runs' rows, as the owner
+    (`dsn`): the same statements, with none of the checks that isolate the namespaces. Only
+    for the benchmark's twin database, which measures what those checks cost."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in roles.RUN_TABLES:
+            conn.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
 
 
 def copy_unknown_steps(dsn: str, runs: Sequence[str], *, tool: str, tool_class: str,

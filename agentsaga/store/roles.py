@@ -119,9 +119,19 @@ RUN_TABLES = ("saga_runs", "saga_log", "saga_attempts", "saga_observations",
               "step_settlements", "corrections")
 """The tables of runs' rows (each has `run_id`): row-level security on all of them."""
 
+OWN_NAMESPACE = (
+    "CASE WHEN strpos(run_id, '/') = 0 THEN '' WHEN strpos(run_id, '/') = 1 THEN NULL"
+    " ELSE split_part(run_id, '/', 1) END = (SELECT agentsaga_caller_namespace())"
+    " AND strpos(substr(run_id, strpos(run_id, '/') + 1), '/') = 0")
+"""The rows of the caller's namespace: `agentsaga_run_of_caller(run_id)` (migration 014) as an
+expression of the row, with the caller's namespace read once per statement (an uncorrelated
+subquery: one evaluation per table the statement reads), not once or more per row: a run id
+`namespace/run` for a namespace's credential, a bare one for the base roles ('' namespace);
+no credential row (NULL) matches nothing. The names are bound when the policy is created."""
+
 POLICIES: dict[str, tuple[tuple[str, ...], str]] = {
     # a namespace's credentials: the runs of their namespace only, reading and writing
-    "agentsaga_own_namespace": (NAMESPACED, "agentsaga_run_of_caller(run_id)"),
+    "agentsaga_own_namespace": (NAMESPACED, OWN_NAMESPACE),
     # the operator reflects every namespace's runs into its AgentRuns
     "agentsaga_every_namespace": ((OPERATOR,), "true"),
 }

@@ -14,7 +14,13 @@ from psycopg.rows import tuple_row
 from agentsaga.errors import LogRefused, LogUnavailable
 from agentsaga.redact import redact_optional
 from agentsaga.states import NOT_LIVE, UNSETTLED, CompensationStatus, RunState, StepStatus
-from agentsaga.store.base import StoreBase, text_array, to_json, to_stored_json
+from agentsaga.store.base import (
+    StoreBase,
+    text_array,
+    to_contract_json,
+    to_json,
+    to_stored_json,
+)
 from agentsaga.store.connections import translate
 from agentsaga.store.fencing import (
     check_answer,
@@ -220,7 +226,7 @@ class StepStatements(StoreBase):
              "audience": text_array(audience), "after_pivot": after_pivot, "epoch": epoch,
              "commit": commit_index, "timeout": timing.call_timeout_s,
              "visible": timing.visible_within_s, "dedupes": timing.dedupes_for_s,
-             "contract_hash": contract_hash, "contract": to_json(contract)},
+             "contract_hash": contract_hash, "contract": to_contract_json(contract, contract_hash)},
             durable=True, allow_ended=False, make=written)
         if step is None:
             self.forget(run_id)  # the next dispatch reads what is really there

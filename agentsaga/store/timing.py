@@ -20,7 +20,7 @@ from typing import Any
 
 from agentsaga.redact import redact_optional
 from agentsaga.states import StepStatus
-from agentsaga.store.base import StoreBase, to_json
+from agentsaga.store.base import StoreBase, to_contract_json, to_json
 from agentsaga.store.fencing import check_epoch
 from agentsaga.store.records import STEP_COLUMNS, Step, by_name, column_names, step_from_row
 
@@ -157,8 +157,8 @@ class TimingStatements(StoreBase):
                 " deadline = now() + make_interval(secs => %s), updated_at = now()"
                 " WHERE run_id = %s AND step_idx = %s AND status = 'NOT_EXECUTED'"
                 f" RETURNING attempt, {STEP_COLUMNS}",
-                (epoch, to_json(compensation), list(audience), contract_hash, to_json(contract),
-                 call_timeout_s, run_id, step_idx),
+                (epoch, to_json(compensation), list(audience), contract_hash,
+                 to_contract_json(contract, contract_hash), call_timeout_s, run_id, step_idx),
             ).fetchone()
             if row is None:
                 return None

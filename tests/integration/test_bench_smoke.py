@@ -26,7 +26,9 @@ KEYS = ("direct_p50_ms", "sidecar_dispatch_p50_ms", "sidecar_dispatch_p99_ms", "
         "group_vs_async_p50", "group_vs_async_throughput_32", "sidecar_dispatch_hot_p50_ms",
         "sidecar_dispatch_all_p50_ms", "throughput_32_runs_hot", "throughput_32_runs_all",
         "slow_throughput_32_runs_hot", "slow_throughput_32_runs_all",
-        "hot_vs_all_throughput_32", "hot_vs_all_slow_throughput_32")
+        "hot_vs_all_throughput_32", "hot_vs_all_slow_throughput_32",
+        "isolation_isolated_p50_ms", "isolation_unchecked_p50_ms", "isolation_isolated_per_s",
+        "isolation_unchecked_per_s", "isolation_cost_p50", "isolation_cost_throughput")
 PEERS = ("dbos_step_p50_ms", "restate_inhandler_step_p50_ms", "restate_remote_step_p50_ms",
          "temporal_durable_activity_p50_ms", "temporal_activity_ms", "restate_step_ms")
 
@@ -56,6 +58,8 @@ def _check(done: subprocess.CompletedProcess[str], kube_with_crds: Kube) -> None
         assert isinstance(out[key], (int, float)) and out[key] > 0, key
     for key in PEERS:  # --no-peers: present, and reported as not measured
         assert key in out and out[key] is None
+    assert isinstance(out["run"]["representative"], bool)  # the load watched during the run
+    assert out["run"]["load_most"] >= 0 and out["run"]["others_load_most"] >= 0
     assert out["reconcile_rows"] == 30
     assert out["reconcile_found"] + out["reconcile_not_executed"] == 30
     assert out["reconcile_batched_requests"] < out["reconcile_unbatched_requests"]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from agentsaga_lab.bench import figures_page
-from agentsaga_lab.bench.cli import latency_rows, summary_lines
+from agentsaga_lab.bench.cli import latency_rows, ratio_rows, summary_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -46,7 +46,8 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 
 def test_the_figures_page_is_the_bench_s_own() -> None:
     results = json.loads(FIGURES.with_suffix(".json").read_text())
-    written = figures_page.page(results, latency_rows(results), summary_lines(results))
+    written = figures_page.page(results, latency_rows(results), summary_lines(results),
+                                ratio_rows(results))
     assert FIGURES.read_text() == written, (
         "docs/benchmarks/figures.md is written by `agentsaga bench --write-docs`, not by hand; "
         "to write it again from the same run: `agentsaga bench --from-json "

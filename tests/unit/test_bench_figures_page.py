@@ -64,3 +64,36 @@ def test_a_run_without_its_facts_says_so(tmp_path: Path) -> None:
                     "--write-docs", str(page)], check=True, capture_output=True, timeout=60,
                    cwd=tmp_path)
     assert "| command | not recorded |" in page.read_text()
+
+
+def test_a_run_under_load_is_marked_on_its_page_and_a_quiet_one_is_not(tmp_path: Path) -> None:
+    results = synthetic()
+    results.update(floor_commit_p50_ms=0.5, floor_grpc_p50_ms=0.25)
+    for facts, marked in (({"load_average": 0.3, "cpus": 2, "representative": True}, False),
+                          ({"load_average": 0.3, "cpus": 2, "others_load_most": 5.1,
+                            "representative": False}, True),
+                          ({"load_average": 9.5, "cpus": 2}, True),  # saved before the watch
+                          ({"load_average": 1.5, "cpus": 2}, False)):
+        results["run"] = {"command": "agentsaga bench --quick", **facts}
+        saved = tmp_path / "run.json"
+        saved.write_text(json.dumps(results))
+        page = tmp_path / "figures.md"
+        subprocess.run([sys.executable, "-m", "agentsaga.cli", "bench", "--from-json",
+                        str(saved), "--write-docs", str(page)], check=True,
+                       capture_output=True, timeout=60, cwd=tmp_path)
+        text = page.read_text()
+        assert ('!!! warning "Not representative"' in text) is marked, facts
+        assert f"| representative | {'no' if marked else 'yes'} |" in text
+        # the ratios come before any absolute figure
+        assert text.index("## Ratios") < text.index("## Latency")
+        assert ("| sidecar dispatch p50 | 3.00x | the commit floor + the gRPC round-trip "
+                "floor |") in text  # 2.25 ms over 0.5 + 0.25 ms
+
+
+def test_the_load_that_counts_is_above_the_core_count() -> None:
+    from agentsaga_lab.bench.machine_load import Reading, loaded
+
+    assert not loaded(2.0, 2) and loaded(2.1, 2)
+    assert Reading(start=0.5, most=3.5, others_most=1.2, cpus=2).representative
+    assert not Reading(start=0.5, most=6.0, others_most=4.0, cpus=2).representative
+    assert not Reading(start=3.0, most=3.0, others_most=0.0, cpus=2).representative

@@ -13,6 +13,14 @@
                                     Markdown page (docs/benchmarks/figures.md)
     agentsaga bench --from-json FILE --write-docs PAGE
                                     the page from a run saved with --json, measuring nothing
+    agentsaga bench --compare BASELINE.json
+                                    the regression gate: each figure's ratio to the floors of
+                                    its own run against the baseline's; exit 1 when one grew
+                                    beyond its tolerance (`make bench-check`, `gate`)
+
+--write-docs refuses to measure on a machine whose 1-minute load exceeds its core count (other
+work would be measured as ours) unless --loaded-ok; the load is watched during the run too, and
+a page whose figures were taken under load says so at its top (`machine_load`).
 Every process the bench starts (sidecars, peers' servers, the operator, its embedded Postgres)
 is stopped before it exits.
 """
@@ -32,7 +40,10 @@ from typing import Any
 
 from agentsaga_lab.bench import (
     figures_page,
+    gate,
+    isolation,
     log_scale,
+    machine_load,
     mcp_overhead,
     operator_scale,
     outcome_commit,
@@ -42,7 +53,14 @@ from agentsaga_lab.bench import (
     worker_pool,
 )
 from agentsaga_lab.bench.peers import PeerEnv
-from agentsaga_lab.bench.processes import BenchDatabase, Sidecar, bench_database, start_sidecar
+from agentsaga_lab.bench.processes import (
+    NAMESPACE,
+    BenchDatabase,
+    Sidecar,
+    bench_database,
+    start_sidecar,
+    tenant_env,
+)
 from agentsaga_lab.bench.stats import Sample
 
 logger = logging.getLogger(__name__)
@@ -85,7 +103,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "figures as a Markdown page (the documentation's is "
                         "docs/benchmarks/figures.md)")
     parser.add_argument("--from-json", type=Path, metavar="FILE", help="measure nothing: take "
-                        "the results of a run saved with --json (for --write-docs)")
+                        "the results of a run saved with --json (for --write-docs, --compare)")
+    parser.add_argument("--compare", type=Path, metavar="BASELINE", help="the regression gate: "
+                        "compare each figure's ratio to the floors of this run with the same "
+                        "ratio in BASELINE (a run saved with --json, e.g. bench/baseline.json); "
+                        "exit 1 when one grew beyond its tolerance")
+    parser.add_argument("--loaded-ok", action="store_true", help="with --write-docs: measure "
+                        "even when the machine's load exceeds its core count; the page then "
+                        "says that its figures are not representative")
 
 
 def _defaults(args: argparse.Namespace) -> None:
@@ -109,6 +134,9 @@ def _defaults(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     saved = args.from_json
+    baseline = _baseline(args.compare)
+    if saved is None and args.write_docs is not None and not args.loaded_ok:
+        _refuse_when_loaded()
     results = _run(args) if saved is None else json.loads(saved.read_text())
     if args.json:
         print(json.dumps(results, indent=2))
@@ -116,8 +144,39 @@ def run(args: argparse.Namespace) -> int:
         print(render(results))
     if args.write_docs is not None:
         figures_page.write(args.write_docs, results, latency_rows(results),
-                           summary_lines(results))
-    return 0
+                           summary_lines(results), ratio_rows(results))
+    if baseline is None:
+        return 0
+    verdicts = gate.compare(baseline, results)
+    print(gate.report(verdicts, str(args.compare)), file=sys.stderr if args.json else sys.stdout,
+          flush=True)
+    return 0 if gate.passed(verdicts) else 1
+
+
+def _baseline(path: Path | None) -> dict[str, Any] | None:
+    """The baseline's results, read before anything is measured (a bad path fails at once)."""
+    if path is None:
+        return None
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"agentsaga bench: --compare {path}: cannot read a run saved with "
+                         f"--json there ({exc}); write one with `agentsaga bench --quick "
+                         f"--json > {path}` on a quiet machine") from None
+    if not isinstance(found, dict):
+        raise SystemExit(f"agentsaga bench: --compare {path} holds no run's results (a JSON "
+                         "object, as `agentsaga bench --json` prints)")
+    return found
+
+
+def _refuse_when_loaded() -> None:
+    load, cpus = machine_load.load_now(), machine_load.cores()
+    if machine_load.loaded(load, cpus):
+        raise SystemExit(
+            f"agentsaga bench: not writing the figures page from this machine: its 1-minute "
+            f"load is {load:.1f} on {cpus} cores, so other work would be measured as ours. Run "
+            "it again when the machine is quiet (`uptime`), or pass --loaded-ok to measure "
+            "anyway: the page then says its figures are not representative.")
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -125,14 +184,27 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     for noisy in ("stripe", "httpx", "httpx2", "mcp", "pgserver"):  # a line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     facts = figures_page.run_facts(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:])
-    results = measure(args, progress=lambda what: print(f"bench: {what}", file=sys.stderr,
-                                                          flush=True))
+    roots = {os.getpid()}  # the bench's own processes; its embedded Postgres joins them
+    with machine_load.LoadWatch(lambda: set(roots)) as watch:
+        results = measure(args, progress=lambda what: print(f"bench: {what}", file=sys.stderr,
+                                                              flush=True), roots=roots)
+    reading = watch.reading()
+    facts.update(load_average=reading.start, load_most=reading.most,
+                 others_load_most=reading.others_most, representative=reading.representative)
+    if not reading.representative:
+        print(f"bench: the machine was loaded (1-minute load {reading.start:.1f} at the start, "
+              f"others' load up to {reading.others_most:.1f} during the run, on "
+              f"{reading.cpus} cores): these figures are not representative", file=sys.stderr)
     return {**results, "run": facts}
 
 
-def measure(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
+def measure(args: argparse.Namespace, progress: Callable[[str], None],
+            roots: set[int] | None = None) -> dict[str, Any]:
     progress("starting Postgres")
     database = bench_database(args.dsn)
+    postmaster = machine_load.postmaster_pid(database.embedded_dir)
+    if roots is not None and postmaster is not None:
+        roots.add(postmaster)
     try:
         return _measure(args, database, progress)
     finally:  # the embedded server too: the bench leaves nothing running
@@ -150,12 +222,12 @@ def _measure(args: argparse.Namespace, database: BenchDatabase,
         for _ in range(2 if args.quick else 3):
             if sidecar is not None:
                 sidecar.stop()
-            sidecar = start_sidecar(dsn)
+            sidecar = start_sidecar(database.tenant_dsn, env=tenant_env())
             starts.append(sidecar.startup_s)
         assert sidecar is not None
         out["startup_s"] = statistics.median(starts)
         out["sidecar_rss_idle_mb"] = sidecar.rss_mb()
-        _latencies(out, args.calls, dsn, sidecar, progress)
+        _latencies(out, args.calls, database, sidecar, progress)
         progress("throughput through one sidecar")
         peak = out["sidecar_rss_idle_mb"]
         for level in CONCURRENCY:
@@ -167,6 +239,9 @@ def _measure(args: argparse.Namespace, database: BenchDatabase,
     finally:
         if sidecar is not None:
             sidecar.stop()
+    out.update(isolation.measure(database, calls=args.calls, seconds=args.seconds,
+                                 runs=CONCURRENCY[-1], rounds=2 if args.quick else 3,
+                                 progress=progress))
     out.update(outcome_commit.measure(dsn, args.calls, args.seconds, CONCURRENCY,
                                       1 if args.quick else 2, progress))
     out.update(worker_pool.measure(dsn, args.calls, args.seconds, CONCURRENCY[-1],
@@ -237,14 +312,19 @@ def _put(out: dict[str, Any], name: str, sample: Sample) -> None:
     out[f"{name}_p99_ms"] = sample.p99
 
 
-def _latencies(out: dict[str, Any], calls: int, dsn: str, sidecar: Sidecar,
+def _latencies(out: dict[str, Any], calls: int, database: BenchDatabase, sidecar: Sidecar,
                progress: Callable[[str], None]) -> None:
+    """The dispatch as a namespace's credential makes it (row-level security and the guarding
+    triggers in force); the floors as the database's owner."""
     progress(f"latencies ({calls} calls each)")
+    tenant = database.tenant_dsn
     _put(out, "direct", overhead.direct(calls))
-    _put(out, "floor_commit", overhead.floor_commit(dsn, calls))
+    _put(out, "floor_commit", overhead.floor_commit(database.dsn, calls))
     _put(out, "floor_grpc", overhead.floor_grpc(sidecar.address, calls))
-    _put(out, "inproc_dispatch", overhead.in_process(dsn, calls, async_outcomes=True))
-    _put(out, "inproc_sync_outcome", overhead.in_process(dsn, calls, async_outcomes=False))
+    _put(out, "inproc_dispatch", overhead.in_process(tenant, calls, async_outcomes=True,
+                                                     namespace=NAMESPACE))
+    _put(out, "inproc_sync_outcome", overhead.in_process(tenant, calls, async_outcomes=False,
+                                                         namespace=NAMESPACE))
     _put(out, "sidecar_dispatch", overhead.through_sidecar(sidecar.address, calls))
     _put(out, "pure", overhead.through_sidecar(sidecar.address, calls, tool="pure_noop"))
 
@@ -311,6 +391,11 @@ def _ratios(out: dict[str, Any]) -> None:
     out["sidecar_vs_floor_commit"] = side / out["floor_commit_p50_ms"]
     out["sidecar_vs_floors"] = side / (out["floor_commit_p50_ms"] + out["floor_grpc_p50_ms"])
     out["sidecar_vs_inproc"] = side / inproc
+    out["inproc_vs_floor_commit"] = inproc / out["floor_commit_p50_ms"]
+    out["pure_vs_floor_grpc"] = out["pure_p50_ms"] / out["floor_grpc_p50_ms"]
+    out["throughput_32_vs_floor_commit"] = (
+        (1000.0 / out["throughput_32_per_s"]) / out["floor_commit_p50_ms"])
+    out["mcp_sidecar_vs_direct"] = out["mcp_sidecar_p50_ms"] / out["mcp_direct_p50_ms"]
     out["sync_vs_async_outcome"] = (out["inproc_sync_outcome_p50_ms"] / inproc)
     out["mcp_overhead_p50_ms"] = out["mcp_sidecar_p50_ms"] - out["mcp_direct_p50_ms"]
     out["mcp_overhead_p99_ms"] = out["mcp_sidecar_p99_ms"] - out["mcp_direct_p99_ms"]
@@ -350,12 +435,65 @@ def latency_rows(out: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _times(value: Any) -> str:
+    return "not measured" if value is None else f"{value:.2f}x"
+
+
+def _quotient(out: dict[str, Any], key: str, *under: str) -> float | None:
+    """out[key] over the sum of out[under...]; None when any is missing."""
+    values = [float(v) for k in (key, *under)
+              if isinstance(v := out.get(k), (int, float)) and v > 0]
+    if len(values) != 1 + len(under):
+        return None
+    return values[0] / sum(values[1:])
+
+
+def ratio_rows(out: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The ratios, shown before any absolute figure: each figure to the floors measured in the
+    same run, isolation's cost, then each peer to ours (above 1: the peer is slower). Rows:
+    what, ratio, to what. Computed from the run's figures, so a run saved before a ratio was
+    recorded shows it too."""
+    per_s = out.get("throughput_32_per_s")
+    floor = out.get("floor_commit_p50_ms")
+    per_dispatch = (1000.0 / per_s / floor if isinstance(per_s, (int, float)) and per_s > 0
+                    and isinstance(floor, (int, float)) and floor > 0 else None)
+    rows = [
+        ("in-process dispatch p50",
+         _times(_quotient(out, "inproc_dispatch_p50_ms", "floor_commit_p50_ms")),
+         "the durable INSERT+COMMIT floor"),
+        ("sidecar dispatch p50", _times(_quotient(out, "sidecar_dispatch_p50_ms",
+                                                  "floor_commit_p50_ms", "floor_grpc_p50_ms")),
+         "the commit floor + the gRPC round-trip floor"),
+        ("sidecar, a pure tool p50", _times(_quotient(out, "pure_p50_ms", "floor_grpc_p50_ms")),
+         "the gRPC round-trip floor"),
+        ("time per dispatch at 32 runs", _times(per_dispatch), "the commit floor"),
+        ("upstream MCP tool via the sidecar p50",
+         _times(_quotient(out, "mcp_sidecar_p50_ms", "mcp_direct_p50_ms")),
+         "the same tool called directly"),
+        ("isolation: dispatch p50 with the row checks", _times(out.get("isolation_cost_p50")),
+         "the same statements without them"),
+        ("isolation: dispatch p99 with the row checks", _times(out.get("isolation_cost_p99")),
+         "the same statements without them"),
+        ("isolation: throughput at 32 runs without the row checks",
+         _times(out.get("isolation_cost_throughput")), "with them"),
+    ]
+    for peer in PEERS:
+        ours = ("our in-process dispatch" if "inhandler" in peer or peer == "dbos_step"
+                else "our sidecar dispatch")
+        rows.append((f"peer: {peer} p50", _times(out.get(f"{peer}_vs_ours")), ours))
+    return rows
+
+
 def render(out: dict[str, Any]) -> str:
-    """The table printed by `agentsaga bench`."""
+    """The tables printed by `agentsaga bench`: the ratios, then the latencies."""
+    ratios = ratio_rows(out)
+    rwidth = max(len(r[0]) for r in ratios)
+    lines = [f"{'ratio':<{rwidth}}  {'':>12}  to", f"{'-' * rwidth}  {'-' * 12}  --"]
+    lines += [f"{a:<{rwidth}}  {b:>12}  {c}" for a, b, c in ratios]
     rows = latency_rows(out)
     width = max(len(r[0]) for r in rows)
-    lines = [f"{'latency (ms)':<{width}}  {'p50':>12}  {'p99':>12}  note",
-             f"{'-' * width}  {'-' * 12}  {'-' * 12}  ----"]
+    lines += ["", f"{'latency (ms)':<{width}}  {'p50':>12}  {'p99':>12}  note",
+              f"{'-' * width}  {'-' * 12}  {'-' * 12}  ----"]
     lines += [f"{a:<{width}}  {b:>12}  {c:>12}  {d}" for a, b, c, d in rows]
     return "\n".join([*lines, "", *summary_lines(out)])
 
@@ -384,6 +522,17 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
         f"{out[f'slow_throughput_{runs}_runs_all']:.0f}/s "
         f"({out[f'hot_vs_all_slow_throughput_{runs}']:.2f}x); sequential p50 "
         f"{out['sidecar_dispatch_hot_p50_ms']:.3f}/{out['sidecar_dispatch_all_p50_ms']:.3f} ms")
+    if out.get("isolation_cost_p50") is not None:
+        lines.append(
+            "isolation's cost, side by side (the namespace credential with row-level security "
+            "and the guarding triggers, against the same statements on a twin database without "
+            "them): in-process p50/p99 "
+            f"{out['isolation_isolated_p50_ms']:.3f}/{out['isolation_isolated_p99_ms']:.3f} ms "
+            f"against {out['isolation_unchecked_p50_ms']:.3f}/"
+            f"{out['isolation_unchecked_p99_ms']:.3f} ms ({out['isolation_cost_p50']:.2f}x/"
+            f"{out['isolation_cost_p99']:.2f}x); {out['isolation_runs']} runs through a sidecar "
+            f"{out['isolation_isolated_per_s']:.0f}/s against "
+            f"{out['isolation_unchecked_per_s']:.0f}/s ({out['isolation_cost_throughput']:.2f}x)")
     lines.append(f"sidecar RSS: idle {out['sidecar_rss_idle_mb']:.1f} MiB, under load "
                  f"{out['sidecar_rss_mb']:.1f} MiB; start-up to SERVING {out['startup_s']:.2f} s")
     extra = (f" (extrapolated from {out['reconcile_unbatched_sample_rows']} rows)"

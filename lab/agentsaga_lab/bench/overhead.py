@@ -44,11 +44,14 @@ def floor_grpc(address: str, calls: int) -> Sample:
         return time_calls(lambda i: stub.Check(request, timeout=10), calls)
 
 
-def in_process(dsn: str, calls: int, *, async_outcomes: bool = True) -> Sample:
-    """The saga service in this process: a side-effecting no-op per call, one run."""
+def in_process(dsn: str, calls: int, *, async_outcomes: bool = True,
+               namespace: str = "") -> Sample:
+    """The saga service in this process: a side-effecting no-op per call, one run; `namespace`:
+    the agent namespace `dsn`'s credential belongs to (its runs are that namespace's)."""
     saga_log = SagaLog(dsn, async_outcomes=async_outcomes).open(migrate=False)
     try:
-        dispatcher = SagaService(saga_log, registry, Settings(recheck_pause_s=0))
+        dispatcher = SagaService(saga_log, registry,
+                                 Settings(recheck_pause_s=0, pod_namespace=namespace))
         rid = run_id("inproc")
         dispatcher.begin_run(rid)
 

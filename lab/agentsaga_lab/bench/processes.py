@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -17,19 +18,47 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agentsaga import subprocesses
+from agentsaga.store import roles
 from agentsaga.store.postgres import embedded_dsn, stop_embedded
-from agentsaga.store.provisioning import create_database
+from agentsaga.store.provisioning import (
+    as_credential,
+    create_database,
+    without_connection_limit,
+    without_row_checks,
+)
 
 TOOLS = "agentsaga_lab.bench.tools"
+
+NAMESPACE = "bench"
+"""The agent namespace whose credential the dispatch is measured with: row-level security and
+the guarding triggers apply to it as they do to every sidecar in a cluster."""
+
+
+def tenant_env() -> dict[str, str]:
+    """A sidecar's environment for the namespace credential (it serves that namespace)."""
+    return {"AGENTSAGA_POD_NAMESPACE": NAMESPACE}
 
 
 @dataclass
 class BenchDatabase:
     dsn: str
-    """A fresh, migrated database for this run."""
+    """A fresh, migrated database for this run, as its owner."""
     admin_dsn: str
     embedded_dir: Path | None = None
     """The throw-away embedded server's folder (None: a server given with --dsn)."""
+    tenant_dsn: str = ""
+    """The same database as the sidecar credential of NAMESPACE (row checks on)."""
+    password: str = ""
+    """That credential's password (set by the bench's migration)."""
+
+    def twin_without_row_checks(self, name: str) -> str:
+        """Another database `name` on the same server, migrated as this one with the same
+        credential, then with row-level security and the triggers off (`without_row_checks`);
+        returns its DSN as that credential: the same statements, without what isolates."""
+        dsn = create_database(self.admin_dsn, name, {NAMESPACE: {"sidecar": self.password}})
+        without_row_checks(dsn)
+        _unlimited(dsn)
+        return as_credential(dsn, roles.namespace_role(NAMESPACE, "sidecar"), self.password)
 
     def stop(self) -> None:
         """Stop the embedded server and remove its folder (a --dsn server is left alone)."""
@@ -39,13 +68,24 @@ class BenchDatabase:
 
 
 def bench_database(admin_dsn: str | None) -> BenchDatabase:
-    """A fresh, migrated database on `admin_dsn`'s server (embedded Postgres when None)."""
+    """A fresh, migrated database on `admin_dsn`'s server (embedded Postgres when None), with
+    the sidecar credential of NAMESPACE."""
     embedded = None
     if admin_dsn is None:
         embedded = Path(tempfile.mkdtemp(prefix="agentsaga-bench-")) / "pg"
         admin_dsn = embedded_dsn(embedded)
     name = f"agentsaga_bench_{os.getpid()}_{int(time.time())}"
-    return BenchDatabase(create_database(admin_dsn, name), admin_dsn, embedded)
+    password = secrets.token_hex(16)
+    dsn = create_database(admin_dsn, name, {NAMESPACE: {"sidecar": password}})
+    _unlimited(dsn)
+    tenant = as_credential(dsn, roles.namespace_role(NAMESPACE, "sidecar"), password)
+    return BenchDatabase(dsn, admin_dsn, embedded, tenant, password)
+
+
+def _unlimited(dsn: str) -> None:
+    """No connection limit for the bench's credential (every migrate sets the tenant limit
+    again): two sidecars at 32 runs each and the in-process service share it at once."""
+    without_connection_limit(dsn, roles.namespace_role(NAMESPACE, "sidecar"))
 
 
 def free_port() -> int:

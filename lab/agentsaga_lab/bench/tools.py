@@ -1,13 +1,19 @@
-"""The tools the benchmark dispatches: bodies that do nothing, so that only the harness is timed."""
+"""The tools the benchmark dispatches: bodies that do nothing, so that only the harness is timed.
+
+AGENTSAGA_BENCH_TOOL_DELAY_MS makes `noop` wait that long: a deliberately slowed dispatch, to
+see the regression gate (`agentsaga bench --compare`) fail."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 from agentsaga.saga.registry import Compensation, Registry
 
 registry = Registry()
+
+_DELAY_S = float(os.environ.get("AGENTSAGA_BENCH_TOOL_DELAY_MS") or 0) / 1000.0
 
 
 def _undo(args: dict[str, Any], key: str) -> Compensation:
@@ -19,7 +25,9 @@ def _nothing(key: str) -> None:
 
 
 def noop(idempotency_key: str, n: int = 0) -> dict[str, Any]:
-    """A side-effecting tool whose body does nothing."""
+    """A side-effecting tool whose body does nothing (but wait AGENTSAGA_BENCH_TOOL_DELAY_MS)."""
+    if _DELAY_S:
+        time.sleep(_DELAY_S)
     return {"id": idempotency_key}
 
 
