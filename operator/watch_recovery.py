@@ -13,9 +13,9 @@ operator (exit 1). Such responses happen on the way, not in the API server:
     not JSON at all              an error page with status 200 (aiohttp.ContentTypeError)
 
 Here such a response is logged and the watch starts over with a fresh list after a back-off
-(`settings.networking.error_backoffs`, its last step repeated; the next list read whole resets
-it), as kopf does after a cut connection. Nothing is lost: the fresh list is every object as it
-is now, and kopf handles each as it would after any reconnection.
+(`settings.networking.error_backoffs`, its last step repeated; the next watch event read whole
+resets it), as kopf does after a cut connection. Nothing is lost: the fresh list is every object
+as it is now, and kopf handles each as it would after any reconnection.
 
 kopf has no setting for this: `install()` wraps its `continuous_watch` (the one list-then-watch
 generator, which kopf's `infinite_watch` starts again whenever it returns), and refuses to run
@@ -79,8 +79,8 @@ def recovering(watch: Watch) -> Watch:
             async with contextlib.aclosing(watch(settings=settings, resource=resource,
                                                  namespace=namespace, **kwargs)) as events:
                 async for event in events:
-                    if event is watching.Bookmark.LISTED:
-                        failures.pop(key, None)
+                    if isinstance(event, dict) and event.get("type") is not None:
+                        failures.pop(key, None)  # a watch event (a listed object's is None)
                     yield event
         except UNREADABLE as exc:
             count = failures[key] = failures.get(key, 0) + 1

@@ -17,6 +17,7 @@ bench creates are left there: use a server you throw away afterwards.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -24,9 +25,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -75,23 +76,42 @@ class OperatorScale:
 
 
 class KubeHttp:
-    """JSON over HTTP to an API server that needs no credentials."""
+    """JSON over HTTP to an API server that needs no credentials: one kept-alive connection per
+    thread (the bench creates its thousands of AgentRuns from a pool of threads)."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
+        parts = urllib.parse.urlsplit(self.url)
+        self._https, self._netloc, self._base = parts.scheme == "https", parts.netloc, parts.path
+        self._local = threading.local()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            conn = self._local.conn = kind(self._netloc, timeout=60)
+        return conn
 
     def call(self, method: str, path: str, body: Any = None,
              content_type: str = "application/json") -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": content_type,
-                                                  "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=60) as reply:
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        for attempt in (1, 2):
+            conn = self._connection()
+            reused = conn.sock is not None
+            try:
+                conn.request(method, self._base + path, body=data, headers=headers)
+                reply = conn.getresponse()
                 raw = reply.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise RuntimeError(f"{method} {path}: {exc.code} {detail}") from exc
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                conn.close()
+                self._local.conn = None
+                if not reused or attempt == 2:  # only a kept-alive connection the server closed
+                    raise
+        if reply.status >= 400:
+            detail = raw.decode(errors="replace")[:500]
+            raise RuntimeError(f"{method} {path}: {reply.status} {detail}")
         return json.loads(raw) if raw else None
 
     def require_crd(self) -> None:
