@@ -22,7 +22,6 @@ from aiohttp import ClientConnectionResetError, ClientSession, ClientTimeout, we
 from sagatest.cluster.kube import KUBECTL
 from sagatest.operator_fixtures import AR, Cluster, Obj
 
-AGENTRUNS = "/apis/agentsaga.io/v1alpha1/namespaces/default/agentruns"
 HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade",
        "te", "trailer"}
 LOGGED = "unreadable response from the API server while watching"
@@ -56,6 +55,7 @@ class FaultyProxy:
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        self._loop.close()
 
     async def _start(self) -> None:
         self._session = ClientSession(timeout=ClientTimeout(total=None),
@@ -70,7 +70,8 @@ class FaultyProxy:
 
     def _faulted(self, request: web.Request, kind: str) -> bool:
         watch = request.query.get("watch") in ("true", "1")
-        mine = (request.method == "GET" and request.path == AGENTRUNS and self.fault == kind
+        mine = (request.method == "GET" and request.path.endswith("/agentruns")
+                and self.fault == kind
                 and watch == (kind == "cut") and not self.served.is_set())
         if mine:
             self.served.set()
@@ -122,6 +123,8 @@ def operator_proxy(cluster: Cluster) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def kubeconfig(path: Path, url: str) -> Path:
