@@ -169,18 +169,26 @@ STARTED_UP = "bound the AgentRuns of every open run in the saga log"
 """What the operator logs once its binding loop has walked every open run (`run_walk`)."""
 
 
+LAST_HANDLED = "agentsaga.io/last-handled-configuration"
+"""kopf's last write on its first sight of an AgentRun (after the finalizer), under the
+operator's annotation prefix."""
+
+
 def _started_up(kube: KubeHttp, namespace: str, live: list[str], total: int,
                 log: Path) -> Callable[[], bool]:
-    """True once the operator's start-up is over: every AgentRun carries its finalizer (kopf
-    saw each of them), every unfinished one shows `status.observedGeneration` (its daemon made
-    a first pass), and the log says every open run of the saga log was bound."""
+    """True once the operator's start-up is over: every AgentRun carries its finalizer and its
+    last-handled configuration (kopf's two writes on its first sight of each: at 10,000 objects
+    the second trails the first by minutes, and a pause in between is no end of the start-up),
+    every unfinished one shows `status.observedGeneration` (its daemon made a first pass), and
+    the log says every open run of the saga log was bound."""
     unfinished = set(live)
 
     def check() -> bool:
         if STARTED_UP not in log.read_text(errors="replace"):
             return False
         items = kube.call("GET", AR.format(ns=namespace))["items"]
-        seen = sum(1 for o in items if o["metadata"].get("finalizers"))
+        seen = sum(1 for o in items if o["metadata"].get("finalizers")
+                   and LAST_HANDLED in (o["metadata"].get("annotations") or {}))
         passed = sum(1 for o in items if o["metadata"]["name"] in unfinished
                      and (o.get("status") or {}).get("observedGeneration") is not None)
         return seen >= total and passed >= len(unfinished)
