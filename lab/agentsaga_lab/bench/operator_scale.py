@@ -96,7 +96,7 @@ class KubeHttp:
              content_type: str = "application/json") -> Any:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": content_type, "Accept": "application/json"}
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             conn = self._connection()
             reused = conn.sock is not None
             try:
@@ -104,15 +104,32 @@ class KubeHttp:
                 reply = conn.getresponse()
                 raw = reply.read()
                 break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            except (http.client.HTTPException, ConnectionError) as exc:
                 conn.close()
                 self._local.conn = None
-                if not reused or attempt == 2:  # only a kept-alive connection the server closed
+                # again: a read (a list cut short by a loaded server), or a request a kept-alive
+                # connection lost before the server read it
+                again = method == "GET" or (reused and isinstance(
+                    exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)))
+                if not again or attempt == 3:
                     raise
         if reply.status >= 400:
             detail = raw.decode(errors="replace")[:500]
             raise RuntimeError(f"{method} {path}: {reply.status} {detail}")
         return json.loads(raw) if raw else None
+
+    def list_all(self, path: str, chunk: int = 500) -> list[Any]:
+        """Every item of a collection, `chunk` at a time (each response small enough that a
+        loaded API server sends it whole)."""
+        items: list[Any] = []
+        token = ""
+        while True:
+            query = f"?limit={chunk}" + (f"&continue={urllib.parse.quote(token)}" if token else "")
+            page = self.call("GET", path + query)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
 
     def require_crd(self) -> None:
         try:
@@ -186,7 +203,7 @@ def _started_up(kube: KubeHttp, namespace: str, live: list[str], total: int,
     def check() -> bool:
         if STARTED_UP not in log.read_text(errors="replace"):
             return False
-        items = kube.call("GET", AR.format(ns=namespace))["items"]
+        items = kube.list_all(AR.format(ns=namespace))
         seen = sum(1 for o in items if o["metadata"].get("finalizers")
                    and LAST_HANDLED in (o["metadata"].get("annotations") or {}))
         passed = sum(1 for o in items if o["metadata"]["name"] in unfinished
