@@ -22,7 +22,8 @@
     kopf_settings        kopf's settings (finalizer, annotation prefix, peering, webhook server)
 
 Helpers: `run_facts` (what the saga log says about a run), `job_manifests` (a Job's name and
-manifest), `status`, `kube`, `config`, `context`.
+manifest), `status`, `kube`, `config`, `context`, `watch_recovery` (a watch that reads a
+response it cannot decode lists again instead of ending the operator).
 
 Run it with `agentsaga operator` (`agentsaga.operator.main`).
 """

@@ -21,6 +21,7 @@ from agentsaga.errors import ConfigurationError
 from agentsaga.operator.context import Context
 from agentsaga.operator.injection import load_template
 from agentsaga.operator.kube import KubeApi, api_client
+from agentsaga.operator.watch_recovery import install as recover_unreadable_watches
 from agentsaga.settings import OperatorSettings, Settings
 from agentsaga.store import SagaLog
 
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         telemetry.observe_waits(saga_log)
     import agentsaga.operator  # noqa: F401  (registers the handlers)
 
+    recover_unreadable_watches()  # one undecodable list or event: logged, listed again
     priority = args.priority if args.priority is not None else random.randint(1, 1_000_000)
     try:
         kopf.run(

@@ -11,8 +11,12 @@ from collections.abc import Iterable
 
 from aiohttp import ClientConnectionResetError, ClientSession, ClientTimeout, web
 
-_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding",
-        "host", "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailer"}
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade",
+        "proxy-authenticate", "proxy-authorization", "te", "trailer"}
+"""Headers of one connection (RFC 9110 7.6.1), and the framing the proxy sets again. Not
+Content-Encoding: it belongs to the body, which the proxy relays as it came (the API server
+gzips a large list for a client that accepts gzip, as kopf's does): without it the client reads
+gzip as JSON."""
 
 
 def _forwardable(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -40,6 +44,7 @@ class CountingProxy:
         return self
 
     async def _start(self) -> None:
+        # the bodies relayed as the API server sent them, each with its Content-Encoding
         self._session = ClientSession(timeout=ClientTimeout(total=None, sock_connect=10),
                                       auto_decompress=False)
         app = web.Application(client_max_size=64 * 1024 * 1024)

@@ -17,6 +17,7 @@ bench creates are left there: use a server you throw away afterwards.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -24,9 +25,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -75,24 +76,60 @@ class OperatorScale:
 
 
 class KubeHttp:
-    """JSON over HTTP to an API server that needs no credentials."""
+    """JSON over HTTP to an API server that needs no credentials: one kept-alive connection per
+    thread (the bench creates its thousands of AgentRuns from a pool of threads)."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
+        parts = urllib.parse.urlsplit(self.url)
+        self._https, self._netloc, self._base = parts.scheme == "https", parts.netloc, parts.path
+        self._local = threading.local()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            conn = self._local.conn = kind(self._netloc, timeout=60)
+        return conn
 
     def call(self, method: str, path: str, body: Any = None,
              content_type: str = "application/json") -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": content_type,
-                                                  "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=60) as reply:
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        for attempt in (1, 2, 3):
+            conn = self._connection()
+            reused = conn.sock is not None
+            try:
+                conn.request(method, self._base + path, body=data, headers=headers)
+                reply = conn.getresponse()
                 raw = reply.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise RuntimeError(f"{method} {path}: {exc.code} {detail}") from exc
+                break
+            except (http.client.HTTPException, ConnectionError) as exc:
+                conn.close()
+                self._local.conn = None
+                # again: a read (a list cut short by a loaded server), or a request a kept-alive
+                # connection lost before the server read it
+                again = method == "GET" or (reused and isinstance(
+                    exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)))
+                if not again or attempt == 3:
+                    raise
+        if reply.status >= 400:
+            detail = raw.decode(errors="replace")[:500]
+            raise RuntimeError(f"{method} {path}: {reply.status} {detail}")
         return json.loads(raw) if raw else None
+
+    def list_all(self, path: str, chunk: int = 500) -> list[Any]:
+        """Every item of a collection, `chunk` at a time (each response small enough that a
+        loaded API server sends it whole)."""
+        items: list[Any] = []
+        token = ""
+        while True:
+            query = f"?limit={chunk}" + (f"&continue={urllib.parse.quote(token)}" if token else "")
+            page = self.call("GET", path + query)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
 
     def require_crd(self) -> None:
         try:
@@ -149,18 +186,26 @@ STARTED_UP = "bound the AgentRuns of every open run in the saga log"
 """What the operator logs once its binding loop has walked every open run (`run_walk`)."""
 
 
+LAST_HANDLED = "agentsaga.io/last-handled-configuration"
+"""kopf's last write on its first sight of an AgentRun (after the finalizer), under the
+operator's annotation prefix."""
+
+
 def _started_up(kube: KubeHttp, namespace: str, live: list[str], total: int,
                 log: Path) -> Callable[[], bool]:
-    """True once the operator's start-up is over: every AgentRun carries its finalizer (kopf
-    saw each of them), every unfinished one shows `status.observedGeneration` (its daemon made
-    a first pass), and the log says every open run of the saga log was bound."""
+    """True once the operator's start-up is over: every AgentRun carries its finalizer and its
+    last-handled configuration (kopf's two writes on its first sight of each: at 10,000 objects
+    the second trails the first by minutes, and a pause in between is no end of the start-up),
+    every unfinished one shows `status.observedGeneration` (its daemon made a first pass), and
+    the log says every open run of the saga log was bound."""
     unfinished = set(live)
 
     def check() -> bool:
         if STARTED_UP not in log.read_text(errors="replace"):
             return False
-        items = kube.call("GET", AR.format(ns=namespace))["items"]
-        seen = sum(1 for o in items if o["metadata"].get("finalizers"))
+        items = kube.list_all(AR.format(ns=namespace))
+        seen = sum(1 for o in items if o["metadata"].get("finalizers")
+                   and LAST_HANDLED in (o["metadata"].get("annotations") or {}))
         passed = sum(1 for o in items if o["metadata"]["name"] in unfinished
                      and (o.get("status") or {}).get("observedGeneration") is not None)
         return seen >= total and passed >= len(unfinished)
