@@ -284,7 +284,8 @@ def test_the_images_import_into_containerd(images: dict[str, BuiltImage],
             assert time.monotonic() < deadline, "containerd did not answer in 60 s"
             time.sleep(0.2)
         for name in ("sidecar", "operator", "agent"):
-            imported = subprocess.run([*ctr, "images", "import", str(images[name].archive)],
+            imported = subprocess.run([*ctr, "images", "import", "--no-unpack",
+                                       str(images[name].archive)],
                                       capture_output=True, text=True, timeout=300, check=False)
             assert imported.returncode == 0, imported.stderr
         listed = subprocess.run([*ctr, "images", "ls", "--quiet"], capture_output=True,
