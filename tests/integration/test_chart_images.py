@@ -221,6 +221,11 @@ def test_the_operator_image_lacks_the_stripe_sdk(operator: UnpackedImage) -> Non
     for command in ("operator", "prune"):  # prune: the retention CronJob, no /tmp either
         result = operator.run(["agentsaga", command, "--help"])
         assert result.returncode == 0, (command, result.stderr)
+    # a Stripe account configured where the SDK is not: the extra to install, not a traceback
+    refused = operator.run(["agentsaga", "connectors", "check"],
+                           env={"AGENTSAGA_STRIPE_API_KEY": "sk_test_x"})
+    assert refused.returncode == 2, refused.stderr
+    assert "needs `pip install 'agentsaga[stripe]'` (stripe is not installed)" in refused.stderr
 
 
 def test_the_agent_image_runs_the_refund_example(images: dict[str, BuiltImage]) -> None:
