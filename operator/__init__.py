@@ -28,7 +28,11 @@ response it cannot decode lists again instead of ending the operator).
 Run it with `agentsaga operator` (`agentsaga.operator.main`).
 """
 
-from agentsaga.operator import (  # noqa: F401
+from agentsaga.extras import require
+
+require("operator", "kopf", "kubernetes", "jsonpatch", what="the operator (`agentsaga operator`)")
+
+from agentsaga.operator import (  # noqa: E402, F401
     approval,
     correction_approval,
     finalizer,
