@@ -1,5 +1,5 @@
 """Build the test control plane (tests/controlplane: kube-apiserver, kube-controller-manager,
-kube-scheduler and etcd in one binary) from Go modules, once, into a cache outside the work tree.
+kube-scheduler, etcd, and the test node's kubelet and kube-proxy in one binary) from Go modules, once, into a cache outside the work tree.
 
     python -P tools/controlplane.py build   # build it if missing, print nothing else
     python -P tools/controlplane.py path    # print the binary's path (building it if missing)
