@@ -22,7 +22,7 @@ from sagatest.cluster.node import BRIDGE, CGROUP
 
 CHILD = """
 import json, sys, time
-from sagatest.cluster.fixtures import node_cluster_running
+from sagatest.cluster.node_cluster import node_cluster_running
 from sagatest.cluster.node import PAUSE_IMAGE
 with node_cluster_running() as cluster:
     kube = cluster.kube
@@ -85,6 +85,7 @@ def test_a_killed_test_process_leaves_no_node_behind() -> None:
 
     child.send_signal(signal.SIGKILL)
     child.wait()
+    child.stdout.close()
     deadline = time.monotonic() + 60
     empty = {"bridge": False, "chains": [], "cgroups": [], "mounts": [], "processes": [],
              "folder": False, "state files": []}

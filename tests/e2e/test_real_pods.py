@@ -36,8 +36,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from agentsaga_lab.world import World
 from sagatest.chart_tools import CHART
 from sagatest.cluster.chart import APPROVER_ROLE, bind_user, helm, person_kubeconfig
-from sagatest.cluster.fixtures import NodeCluster
 from sagatest.cluster.kube import Kube
+from sagatest.cluster.node_cluster import NodeCluster
 from sagatest.cluster.pod_images import PodImage, product_images, refund_sidecar
 
 SYSTEM, AGENTS, RELEASE = "agentsaga-system", "refunds", "saga"

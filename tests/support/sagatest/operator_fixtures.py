@@ -50,10 +50,10 @@ from sagatest.cluster.chart import (
     operator_kubeconfig,
     person_kubeconfig,
 )
-from sagatest.cluster.fixtures import node_cluster_running
 from sagatest.cluster.kube import Kube
 from sagatest.cluster.node import NAME as NODE
 from sagatest.cluster.node import PAUSE_IMAGE, Node
+from sagatest.cluster.node_cluster import node_cluster_running
 from sagatest.cluster.pod_images import product_images
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
