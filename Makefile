@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # uv, pinned with its hashes in tools/uv-requirements.txt, installs every environment from uv.lock
 UV     := .uv/bin/uv
 
-.PHONY: demo test lint lock tools test-tools controlplane mutate bench-operator-scale docs clean
+.PHONY: demo test lint lock tools test-tools controlplane host-packages images mutate bench-operator-scale docs clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the lab (lab/: the world, the demo, chaos, the bench) and the product it
@@ -64,8 +64,20 @@ test-tools: $(VENV)/.installed-test
 controlplane:
 	$(PYTHON) -P tools/controlplane.py build
 
+# The Debian packages the image builds and the test node need (buildah, mmdebstrap, runc,
+# containerd, the CNI plugins, skopeo), installed when missing (as root; quick when present).
+host-packages:
+	$(PYTHON) -P tools/host_packages.py
+
+# The product's images (sidecar, operator, the refund example's agent, on a Debian Python base)
+# built with buildah from uv.lock's hashes, with no network in the build, as OCI archives cached
+# in ~/.cache/agentsaga/images (the first build says how long it takes; a change of the source
+# rebuilds only each image's product layer).
+images: $(VENV)/.installed-test host-packages
+	$(PY) -P tools/images.py build >/dev/null
+
 # three worker processes, each test file whole in one of them (module fixtures stay together)
-test: $(VENV)/.installed-test test-tools controlplane
+test: $(VENV)/.installed-test test-tools controlplane host-packages images
 	$(PY) -P -m pytest -n 3 --dist loadfile
 
 # ruff, mypy --strict and the layer rules ([tool.importlinter] in pyproject.toml)

@@ -1,12 +1,23 @@
-"""What ships and what helps: the core install runs a sidecar, the operator and the Jobs; an
-extra adds what one optional feature needs.
+"""What ships and what helps: the core install runs a sidecar, the reconcile/unwind Jobs and the
+client; an extra adds what one command or optional feature needs.
 
-    pip install agentsaga              sidecar, operator, reconcile/unwind Jobs, the client
+    pip install agentsaga              sidecar, reconcile/unwind Jobs, migrate, prune, the client
+                                       (`from agentsaga import ...`), the HTTP, Jira, Zendesk,
+                                       email and MCP connectors
+    pip install 'agentsaga[operator]'  + kopf, the Kubernetes client and jsonpatch: `agentsaga
+                                       operator` (the operator image)
+    pip install 'agentsaga[stripe]'    + the Stripe SDK: agentsaga.connectors.stripe, the standard
+                                       tool set's Stripe tools, `connectors check` of a Stripe
+                                       account (the sidecar image)
     pip install 'agentsaga[embedded]'  + an embedded Postgres (pgserver) for a saga log without
                                        AGENTSAGA_DSN
     pip install 'agentsaga[openai-agents]'
                                        + the OpenAI Agents SDK: agentsaga.adapters.openai_agents
     pip install 'agentsaga[langgraph]' + LangGraph and LangChain: agentsaga.adapters.langgraph
+
+Each image installs only the extras its process imports (images/*.requirements.lock): the
+sidecar image `agentsaga[stripe]` (a sidecar and its Jobs never import kopf or the Kubernetes
+client), the operator image `agentsaga[operator]` (no vendor SDK).
 
 The local world, the demo, the chaos runner and the benchmarks are the lab, a distribution of
 its own (`agentsaga-lab`, lab/ in the repository) that adds its commands to `agentsaga`.

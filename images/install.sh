@@ -1,48 +1,57 @@
 #!/bin/sh
-# The image build steps, shared by sidecar.Dockerfile and operator.Dockerfile and run as-is by
-# tests/integration/test_chart_images.py (no Docker engine needed to check them).
+# The image build steps, shared by images/sidecar.Dockerfile, images/operator.Dockerfile and the
+# refund example's agent.Dockerfile. Nothing here reaches the network: every wheel comes from the
+# build context, a wheelhouse made on the host by tools/images.py.
 #
-#   install.sh wheel SRC OUT     build the agentsaga wheel of the project at SRC into OUT
-#   install.sh venv OUT VENV [LOCK]
-#                                create the virtualenv VENV; install the dependencies pinned in the
-#                                requirements file LOCK (images/requirements.lock), every one
-#                                checked against its sha256 (--require-hashes), then the wheel
-#                                from OUT without resolving anything else (--no-deps)
+#   install.sh wheel SRC OUT     (on the host) build the agentsaga wheel of the project at SRC
+#                                into OUT
+#   install.sh deps WHEELS VENV LOCK
+#                                create the virtualenv VENV and install the dependencies pinned
+#                                in the requirements file LOCK (images/<image>.requirements.lock)
+#                                from the folder WHEELS alone (--no-index), every one checked
+#                                against its sha256 (--require-hashes)
+#   install.sh product WHEELS VENV
+#                                install the agentsaga wheel from WHEELS into VENV without
+#                                resolving anything (--no-deps), check that every requirement is
+#                                met (pip check), run `agentsaga --help`
 #
 # Extra flags, empty by default: AGENTSAGA_WHEEL_FLAGS (pip wheel), AGENTSAGA_VENV_FLAGS
 # (python -m venv), AGENTSAGA_PIP_FLAGS (pip install). PYTHON picks the interpreter.
 set -eu
 PYTHON="${PYTHON:-python3}"
-command="${1:?usage: install.sh wheel SRC OUT | venv OUT VENV}"
+command="${1:?usage: install.sh wheel SRC OUT | deps WHEELS VENV LOCK | product WHEELS VENV}"
 
 # `python -m` puts the working directory first on sys.path, and the project's operator/ folder
 # would shadow the standard library's `operator` module: make paths absolute, then leave.
 absolute() { mkdir -p "$1" && (cd "$1" && pwd); }
+pip_install() {
+  # shellcheck disable=SC2086  # flags are word lists
+  "$venv/bin/python" -m pip install --no-cache-dir --disable-pip-version-check --no-index \
+    --no-deps ${AGENTSAGA_PIP_FLAGS:-} "$@"
+}
 
 case "$command" in
   wheel)
     src="$(absolute "${2:?SRC}")"; out="$(absolute "${3:?OUT}")"
     cd /
-    # shellcheck disable=SC2086  # flags are word lists
+    # shellcheck disable=SC2086
     "$PYTHON" -m pip wheel --no-cache-dir --no-deps ${AGENTSAGA_WHEEL_FLAGS:-} --wheel-dir "$out" "$src"
     ;;
-  venv)
-    out="$(absolute "${2:?OUT}")"; venv="${3:?VENV}"; lock="${4:-}"
+  deps)
+    wheels="$(absolute "${2:?WHEELS}")"; venv="${3:?VENV}"; lock="${4:?LOCK}"
     case "$venv" in /*) ;; *) venv="$(pwd)/$venv" ;; esac
-    case "$lock" in /*|"") ;; *) lock="$(pwd)/$lock" ;; esac
+    case "$lock" in /*) ;; *) lock="$(pwd)/$lock" ;; esac
     cd /
     # shellcheck disable=SC2086
     "$PYTHON" -m venv ${AGENTSAGA_VENV_FLAGS:-} "$venv"
-    if [ -n "$lock" ]; then
-      "$venv/bin/python" -m pip install --no-cache-dir --disable-pip-version-check \
-        --require-hashes --no-deps --only-binary=:all: -r "$lock"
-    fi
-    # shellcheck disable=SC2086
-    "$venv/bin/python" -m pip install --no-cache-dir --disable-pip-version-check --no-deps \
-      ${AGENTSAGA_PIP_FLAGS:-} "$out"/agentsaga-*.whl
-    if [ -n "$lock" ]; then
-      "$venv/bin/python" -m pip check
-    fi
+    pip_install --require-hashes --only-binary=:all: --find-links "$wheels" -r "$lock"
+    ;;
+  product)
+    wheels="$(absolute "${2:?WHEELS}")"; venv="${3:?VENV}"
+    case "$venv" in /*) ;; *) venv="$(pwd)/$venv" ;; esac
+    cd /
+    pip_install "$wheels"/agentsaga-*.whl
+    "$venv/bin/python" -m pip check --disable-pip-version-check
     "$venv/bin/agentsaga" --help >/dev/null
     ;;
   *)

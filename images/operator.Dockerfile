@@ -1,18 +1,19 @@
 # syntax=docker/dockerfile:1.7
 # The agentsaga operator (kopf): watches AgentRuns and agent pods, starts reconcile/unwind
-# Jobs, records pivot approvals and serves the sidecar-injection webhook.
-# Build from the repository root:  docker build -f images/operator.Dockerfile -t agentsaga-operator .
-# The build steps live in images/install.sh, which the test suite runs without Docker.
+# Jobs, records pivot approvals and serves the sidecar-injection webhook; the chart's retention
+# CronJob (`agentsaga prune`) runs in it too. It installs agentsaga[operator] and no vendor SDK.
+#
+# The build context is not the repository but a wheelhouse made on the host from uv.lock's hashes
+# (images/operator.requirements.lock) and the product's wheel built from the current source, so
+# that no build step reaches the network:
+#   .venv/bin/python -P tools/images.py context operator build/operator
+#   docker build --network none -f images/operator.Dockerfile -t agentsaga-operator build/operator
+# `python -P tools/images.py build` builds every image this way with buildah (as the tests do),
+# on a Debian-packaged Python base given as PYTHON_IMAGE.
 
 # The base is pinned by digest (a tag can be re-pushed, a digest cannot). To move it:
 #   docker buildx imagetools inspect python:3.11.11-slim-bookworm   (the index digest)
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm@sha256:081075da77b2b55c23c088251026fb69a7b2bf92471e491ff5fd75c192fd38e5
-
-FROM ${PYTHON_IMAGE} AS build
-WORKDIR /src
-COPY . .
-RUN sh images/install.sh wheel /src /wheels \
-    && cp images/install.sh images/requirements.lock /wheels/
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="agentsaga-operator" \
@@ -21,8 +22,13 @@ LABEL org.opencontainers.image.title="agentsaga-operator" \
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH=/opt/venv/bin:$PATH
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    sh /wheels/install.sh venv /wheels /opt/venv /wheels/requirements.lock
+# The locked dependencies: a layer that changes only with the lock, install.sh or the base
+COPY install.sh requirements.lock /opt/agentsaga/
+RUN --mount=type=bind,source=wheels,target=/wheels \
+    sh /opt/agentsaga/install.sh deps /wheels /opt/venv /opt/agentsaga/requirements.lock
+# The product: a thin layer of its own, the only one a change of the source rebuilds
+COPY product/ /opt/agentsaga/product/
+RUN sh /opt/agentsaga/install.sh product /opt/agentsaga/product /opt/venv
 # distroless-style "nonroot" user; the chart also runs with a read-only root filesystem
 USER 65532:65532
 WORKDIR /tmp

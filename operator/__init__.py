@@ -27,7 +27,11 @@ manifest), `status`, `kube`, `config`, `context`.
 Run it with `agentsaga operator` (`agentsaga.operator.main`).
 """
 
-from agentsaga.operator import (  # noqa: F401
+from agentsaga.extras import require
+
+require("operator", "kopf", "kubernetes", "jsonpatch", what="the operator (`agentsaga operator`)")
+
+from agentsaga.operator import (  # noqa: E402, F401
     approval,
     correction_approval,
     finalizer,

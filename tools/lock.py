@@ -8,7 +8,9 @@ test tools, the lab (lab/, a workspace member) and the bench's peers, each packa
 sha256 of its archives. Two installers cannot read it, so they get a requirements file exported
 from it (pip `--require-hashes`):
 
-- images/requirements.lock: the core dependencies the sidecar and operator images install;
+- images/<image>.requirements.lock: what each image installs (tools/images.py builds them): the
+  sidecar's the core and [stripe] (never the Kubernetes client), the operator's the core and
+  [operator] (no vendor SDK), the refund example's agent the core alone;
 - lab/agentsaga_lab/bench/peers/requirements.txt: the peers `agentsaga bench` installs into its own
   virtual environment (the lab's `bench-peers` dependency group).
 
@@ -25,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 UV = ROOT / ".uv" / "bin" / "uv"
 
 EXPORTS: dict[Path, list[str]] = {
-    ROOT / "images" / "requirements.lock": ["--no-dev"],
+    ROOT / "images" / "sidecar.requirements.lock": ["--no-dev", "--extra", "stripe"],
+    ROOT / "images" / "operator.requirements.lock": ["--no-dev", "--extra", "operator"],
+    ROOT / "images" / "agent.requirements.lock": ["--no-dev"],
     ROOT / "lab" / "agentsaga_lab" / "bench" / "peers" / "requirements.txt":
         ["--package", "agentsaga-lab", "--only-group", "bench-peers"],
 }

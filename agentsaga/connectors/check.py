@@ -25,9 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import stripe
+from typing import TYPE_CHECKING, Any
 
 from agentsaga.connectors.config import (
     ConnectorConfig,
@@ -39,9 +37,12 @@ from agentsaga.connectors.config import (
 from agentsaga.connectors.email import EmailConnector
 from agentsaga.connectors.jira import JiraTickets, label
 from agentsaga.connectors.paths import segment
-from agentsaga.connectors.stripe import StripeConnector, reason
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import OutcomeUnknown, Rejected
+from agentsaga.extras import require
+
+if TYPE_CHECKING:  # the Stripe SDK is the [stripe] extra
+    from agentsaga.connectors.stripe import StripeConnector
 
 PROBE_KEY = "agentsaga-connectors-check"
 """The key the lookups search for: no real step has it, so every search finds nothing."""
@@ -72,6 +73,10 @@ def _run(system: str, name: str, probe: Callable[[], str]) -> Check:
 
 
 def check_stripe(config: StripeConfig, connector: StripeConnector) -> Iterator[Check]:
+    import stripe
+
+    from agentsaga.connectors.stripe import reason
+
     client = connector.client
 
     def auth() -> str:
@@ -210,6 +215,9 @@ def check_all(config: ConnectorConfig) -> list[Check]:
     """Every check of every configured system, in order."""
     results: list[Check] = []
     if config.stripe:
+        require("stripe", "stripe", what="checking a Stripe account")
+        from agentsaga.connectors.stripe import StripeConnector
+
         results += check_stripe(config.stripe, StripeConnector(config.stripe, config.http))
     if config.jira:
         results += check_jira(config.jira, JiraTickets(config.jira, config.http))

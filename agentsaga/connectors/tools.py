@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentsaga.connectors import http as generic_http
 from agentsaga.connectors.config import ConnectorConfig
 from agentsaga.connectors.email import EmailConnector
 from agentsaga.connectors.jira import JiraTickets
-from agentsaga.connectors.stripe import StripeConnector
 from agentsaga.connectors.stripe_currencies import Amount, Currency, at_least_the_minimum
 from agentsaga.connectors.warehouse import WarehouseConnector
 from agentsaga.connectors.zendesk import ZendeskTickets
 from agentsaga.errors import Rejected
+from agentsaga.extras import require
 from agentsaga.saga.registry import (
     JSON,
     NO_LOOKUP,
@@ -46,6 +46,9 @@ from agentsaga.saga.registry import (
 )
 from agentsaga.time_contract import DEFAULT as DEFAULT_TIMING
 from agentsaga.time_contract import TimeContract
+
+if TYPE_CHECKING:  # the Stripe SDK is the [stripe] extra: imported only when Stripe is configured
+    from agentsaga.connectors.stripe import StripeConnector
 
 # R7: each system's time contract. `call_timeout_s` is the connector's own client timeout
 # (AGENTSAGA_CONNECTOR_TIMEOUT_S, enforced by its HTTP client; unset, Stripe's is Stripe's client
@@ -318,6 +321,9 @@ def register_all(registry: Registry, env: Mapping[str, str] = os.environ) -> Reg
         register_tickets(registry, ZendeskTickets(config.zendesk, config.http),
                          ticket_timing("zendesk", config.http.timeout_s))
     if config.stripe:
+        require("stripe", "stripe", what="the Stripe tools (AGENTSAGA_STRIPE_* is set)")
+        from agentsaga.connectors.stripe import StripeConnector
+
         register_stripe(registry, StripeConnector(config.stripe, config.http))
     if config.email:
         register_email(registry, EmailConnector(config.email, config.http),
