@@ -21,6 +21,7 @@ completion) are printed and kept in `FIGURES` for the note.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import time
@@ -112,7 +113,8 @@ def installed(node_cluster: NodeCluster, database: str) -> Iterator[Installed]:
                                  if k not in ("user", "password")})
         sidecar, operator = images["sidecar-refunds"], images["operator"]
         helm_started = time.monotonic()
-        helm(kube, "install", RELEASE, str(CHART), "--namespace", SYSTEM,
+        install = functools.partial(
+            helm, kube, "install", RELEASE, str(CHART), "--namespace", SYSTEM,
              "--set", f"sidecar.namespaces={{{AGENTS}}}",
              "--set", f"postgres.credentials.location={_as_url(where)}",
              "--set", f"operator.image.repository={operator.repository}",
@@ -130,6 +132,10 @@ def installed(node_cluster: NodeCluster, database: str) -> Iterator[Installed]:
              "--set", "sidecar.extraEnv[1].name=AGENTSAGA_RECHECK_PAUSE_S",
              "--set", "sidecar.extraEnv[1].value=0.2",
              "--set", "operator.extraArgs={--resync-interval=1}")
+        try:
+            install()
+        except AssertionError as failed:
+            raise AssertionError(f"{failed}\n{node_cluster.node.pod_logs()}") from None
         FIGURES["helm install, its migration Job included (s)"] = (
             time.monotonic() - helm_started)
         bind_user(kube, AGENTS, f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE,

@@ -396,13 +396,23 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
     # -- logs ----------------------------------------------------------------------------
 
-    def container_log(self, namespace: str, pod: str, container: str) -> str:
-        """What a container printed (all its runs), from the kubelet's pod log folder."""
+    def container_log(self, namespace: str, pod: str, container: str = "*") -> str:
+        """What a pod's container printed (all its runs; every container's by default), from
+        the kubelet's pod log folder (CRI format: time, stream, tag, text)."""
         text = []
         for folder in sorted((self.folder / "pod-logs").glob(f"{namespace}_{pod}_*")):
-            for log in sorted((folder / container).glob("*.log")):
+            for log in sorted(folder.glob(f"{container}/*.log")):
                 text.append(log.read_text(errors="replace"))
         return "".join(text)
+
+    def pod_logs(self, namespace: str = "*") -> str:
+        """Every container's log of the pods of `namespace` (every namespace by default), each
+        under its pod's and container's name: for a failure's message."""
+        parts = []
+        for log in sorted((self.folder / "pod-logs").glob(f"{namespace}_*/*/*.log")):
+            parts.append(f"--- {log.parent.parent.name} {log.parent.name}:\n"
+                         + log.read_text(errors="replace")[-3000:])
+        return "\n".join(parts)
 
     def log(self, component: str) -> Path:
         return self.folder / f"{component}.log"

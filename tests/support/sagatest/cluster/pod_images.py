@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagatest.cluster.images import image_records
 from sagatest.cluster.kube import ROOT
 from sagatest.cluster.node import cache_dir
 
-BUILDER = ROOT / "tools" / "images.py"
 EXAMPLE = ROOT / "examples" / "refund"
 REFUND_SIDECAR = "localhost/agentsaga-sidecar-refunds"
 
@@ -42,15 +40,11 @@ class PodImage:
 
 
 def product_images() -> dict[str, PodImage]:
-    """sidecar, operator and agent (the refund example's agent), built if missing."""
-    done = subprocess.run([sys.executable, "-P", str(BUILDER), "build"], stdout=subprocess.PIPE,
-                          text=True, check=False, cwd=ROOT)
-    if done.returncode != 0:
-        raise RuntimeError(f"{BUILDER} build failed (exit {done.returncode}); see stderr")
-    built = json.loads(done.stdout)
-    return {name: PodImage(str(image["reference"]), Path(image["archive"]),
-                           int(image.get("size_bytes") or 0))
-            for name, image in built.items() if name in ("sidecar", "operator", "agent")}
+    """sidecar, operator and agent (the refund example's agent), built if missing
+    (`sagatest.cluster.images`: tools/images.py, once per test process)."""
+    return {name: PodImage(record.reference, record.archive, record.size_bytes)
+            for name, record in image_records().items()
+            if name in ("sidecar", "operator", "agent")}
 
 
 def refund_sidecar(sidecar: PodImage) -> PodImage:
@@ -72,7 +66,7 @@ def refund_sidecar(sidecar: PodImage) -> PodImage:
         try:
             built = subprocess.run(
                 [*buildah, "bud", "--runtime", "runc", "--network", "none", "--pull-never",
-                 "--isolation", "chroot", "--build-arg", f"BASE=oci-archive:{sidecar.archive}",
+                 "--build-arg", f"BASE=oci-archive:{sidecar.archive}",
                  "-f", str(EXAMPLE / "sidecar.Dockerfile"), "-t", reference, str(EXAMPLE)],
                 capture_output=True, text=True, check=False)
             if built.returncode != 0:
