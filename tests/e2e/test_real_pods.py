@@ -24,6 +24,7 @@ import base64
 import functools
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -115,6 +116,8 @@ def installed(node_cluster: NodeCluster, database: str) -> Iterator[Installed]:
         helm_started = time.monotonic()
         install = functools.partial(
             helm, kube, "install", RELEASE, str(CHART), "--namespace", SYSTEM,
+            # until the operator's pod is Ready: the webhook's Service routes to it only then
+            "--wait", "--timeout=150s",
              "--set", f"sidecar.namespaces={{{AGENTS}}}",
              "--set", f"postgres.credentials.location={_as_url(where)}",
              "--set", f"operator.image.repository={operator.repository}",
@@ -134,12 +137,13 @@ def installed(node_cluster: NodeCluster, database: str) -> Iterator[Installed]:
              "--set", "operator.extraArgs={--resync-interval=1}")
         try:
             install()
-        except AssertionError as failed:
+        except (AssertionError, subprocess.TimeoutExpired) as failed:
             raise AssertionError(f"{failed}\n{node_cluster.node.pod_logs()}") from None
         FIGURES["helm install, its migration Job included (s)"] = (
             time.monotonic() - helm_started)
         bind_user(kube, AGENTS, f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE,
                   APPROVER)
+        wait_for_the_webhook(kube, agent_pod_for(images["agent"], "webhook-probe", "probe"))
         found = Installed(node_cluster, database, world, images,
                           person_kubeconfig(kube, APPROVER))
         found.notes.append(f"helm_started={helm_started}")
@@ -152,8 +156,27 @@ def _as_url(conninfo: str) -> str:
     return (f"postgresql://{params['host']}:{params.get('port', 5432)}/{params['dbname']}")
 
 
+def wait_for_the_webhook(kube: Kube, pod: Obj, timeout: float = 60.0) -> None:
+    """Until the API server reaches the operator's webhook through its Service: a server-side
+    dry run of an agent pod's creation, which the webhook must admit (kube-proxy programs the
+    Service's rules a moment after the operator's pod is Ready)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tried = kube.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
+                             input=json.dumps(pod))
+        if tried.returncode == 0:
+            assert "agentsaga-sidecar" in tried.stdout, tried.stdout
+            return
+        assert "failed calling webhook" in tried.stderr, tried.stderr
+        assert time.monotonic() < deadline, f"the webhook is not served: {tried.stderr}"
+        time.sleep(0.2)
+
+
 def agent_pod(installed: Installed, name: str, run: str) -> Obj:
-    agent = installed.images["agent"]
+    return agent_pod_for(installed.images["agent"], name, run)
+
+
+def agent_pod_for(agent: PodImage, name: str, run: str) -> Obj:
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": AGENTS,
@@ -196,7 +219,10 @@ def test_the_incident_from_pods(installed: Installed) -> None:
     # the operator's pod is Ready (its liveness answers) and serves the webhook: the agent pod
     # is admitted with the sidecar injected
     kube.create(agent_pod(installed, "refund-agent-1", "refund-1"))
-    pod = kube.wait_for("v1", "pods", AGENTS, "refund-agent-1", _ready, timeout=180)
+    try:
+        pod = kube.wait_for("v1", "pods", AGENTS, "refund-agent-1", _ready, timeout=180)
+    except TimeoutError as failed:
+        raise AssertionError(f"{failed}\n{node.pod_logs()}") from None
     FIGURES["helm install to a Ready agent pod with its sidecar (s)"] = (
         time.monotonic() - FIGURES["_helm_started"])
     assert pod is not None
