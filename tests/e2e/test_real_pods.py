@@ -103,15 +103,13 @@ def installed(node_cluster: NodeCluster, database: str) -> Iterator[Installed]:
             kube.create({"apiVersion": "v1", "kind": "Namespace",
                          "metadata": {"name": namespace}})
         location = conninfo_to_dict(pod_dsn)
+        where = f"{location['host']}:{location['port']}/{location['dbname']}"
         for secret, user in (("agentsaga-postgres-operator", "agentsaga_operator"),
-                             ("agentsaga-postgres-migrate", str(location.get("user")
-                                                                or "postgres"))):
+                             ("agentsaga-postgres-migrate", location.get("user") or "postgres")):
             kube.create({"apiVersion": "v1", "kind": "Secret",
                          "metadata": {"name": secret, "namespace": SYSTEM},
-                         "data": {"dsn": base64.b64encode(make_conninfo(
-                             **{**location, "user": user}).encode()).decode()}})
-        where = make_conninfo(**{k: v for k, v in location.items()  # type: ignore[arg-type]
-                                 if k not in ("user", "password")})
+                         "data": {"dsn": base64.b64encode(
+                             f"postgresql://{user}@{where}".encode()).decode()}})
         sidecar, operator = images["sidecar-refunds"], images["operator"]
         helm_started = time.monotonic()
         install = functools.partial(
@@ -119,7 +117,7 @@ def installed(node_cluster: NodeCluster, database: str) -> Iterator[Installed]:
             # until the operator's pod is Ready: the webhook's Service routes to it only then
             "--wait", "--timeout=150s",
              "--set", f"sidecar.namespaces={{{AGENTS}}}",
-             "--set", f"postgres.credentials.location={_as_url(where)}",
+             "--set", f"postgres.credentials.location=postgresql://{where}",
              "--set", f"operator.image.repository={operator.repository}",
              "--set", f"operator.image.tag={operator.tag}",
              "--set", "operator.image.pullPolicy=Never",
@@ -149,11 +147,6 @@ def installed(node_cluster: NodeCluster, database: str) -> Iterator[Installed]:
         found.notes.append(f"helm_started={helm_started}")
         FIGURES["_helm_started"] = helm_started
         yield found
-
-
-def _as_url(conninfo: str) -> str:
-    params = conninfo_to_dict(conninfo)
-    return (f"postgresql://{params['host']}:{params.get('port', 5432)}/{params['dbname']}")
 
 
 def wait_for_the_webhook(kube: Kube, pod: Obj, timeout: float = 60.0) -> None:
@@ -267,7 +260,7 @@ def test_the_incident_from_pods(installed: Installed) -> None:
     evicted_at = time.monotonic()
     kube.evict(AGENTS, "refund-agent-2")
     kube.wait_for("v1", "pods", AGENTS, "refund-agent-2", lambda p: p is None, timeout=60)
-    jobs = []
+    jobs: list[Obj] = []
     deadline = time.monotonic() + 90
     while not jobs:
         jobs = kube.objects("batch/v1", "jobs", AGENTS)

@@ -116,7 +116,7 @@ def _kill_cgroups(name: str, timeout: float = 10.0) -> None:
         folders = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
         folders.append(top)
         while True:
-            pids = set()
+            pids: set[int] = set()
             for folder in folders:
                 with contextlib.suppress(OSError):
                     pids.update(int(x) for x in (folder / "cgroup.procs").read_text().split())

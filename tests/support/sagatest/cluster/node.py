@@ -97,7 +97,7 @@ def _free_subnet() -> ipaddress.IPv4Network:
     for line in _run("ip", "-4", "-o", "addr").splitlines():
         used.append(ipaddress.ip_interface(line.split()[3]).network)
     for candidate in SUBNETS:
-        network = ipaddress.ip_network(candidate)
+        network = ipaddress.IPv4Network(candidate)
         if not any(network.overlaps(u) for u in used if u.prefixlen > 0):
             return network
     raise ComponentFailed(f"no free /24 for the test node's bridge among {SUBNETS[0]}...")
