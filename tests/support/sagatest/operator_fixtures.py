@@ -151,7 +151,7 @@ class Cluster:
         return process
 
     def _wait_watching(self, process: OperatorProcess, seen: int, paths: tuple[str, ...],
-                       timeout: float = 30.0) -> None:
+                       timeout: float = 60.0) -> None:
         """Until kopf has opened its watches (the API server's audit log has them)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
