@@ -6,7 +6,7 @@
 #   install.sh wheel SRC OUT     (on the host) build the agentsaga wheel of the project at SRC
 #                                into OUT
 #   install.sh deps WHEELS VENV LOCK
-#                                create the virtualenv VENV and install the dependencies pinned
+#                                create the virtualenv VENV (without pip) and install the dependencies pinned
 #                                in the requirements file LOCK (images/<image>.requirements.lock)
 #                                from the folder WHEELS alone (--no-index), every one checked
 #                                against its sha256 (--require-hashes)
@@ -24,10 +24,16 @@ command="${1:?usage: install.sh wheel SRC OUT | deps WHEELS VENV LOCK | product 
 # `python -m` puts the working directory first on sys.path, and the project's operator/ folder
 # would shadow the standard library's `operator` module: make paths absolute, then leave.
 absolute() { mkdir -p "$1" && (cd "$1" && pwd); }
+# pip runs from a throwaway virtualenv and installs into VENV (`pip --python`): the image's
+# environment holds no installer (pip, setuptools), only what its process imports.
+installer=/tmp/agentsaga-installer
+pip() {
+  [ -x "$installer/bin/python" ] || "$PYTHON" -m venv "$installer"
+  "$installer/bin/python" -m pip --python "$venv/bin/python" --disable-pip-version-check "$@"
+}
 pip_install() {
   # shellcheck disable=SC2086  # flags are word lists
-  "$venv/bin/python" -m pip install --no-cache-dir --disable-pip-version-check --no-index \
-    --no-deps ${AGENTSAGA_PIP_FLAGS:-} "$@"
+  pip install --no-cache-dir --no-index --no-deps ${AGENTSAGA_PIP_FLAGS:-} "$@"
 }
 
 case "$command" in
@@ -43,15 +49,17 @@ case "$command" in
     case "$lock" in /*) ;; *) lock="$(pwd)/$lock" ;; esac
     cd /
     # shellcheck disable=SC2086
-    "$PYTHON" -m venv ${AGENTSAGA_VENV_FLAGS:-} "$venv"
+    "$PYTHON" -m venv --without-pip ${AGENTSAGA_VENV_FLAGS:-} "$venv"
     pip_install --require-hashes --only-binary=:all: --find-links "$wheels" -r "$lock"
+    rm -rf "$installer"
     ;;
   product)
     wheels="$(absolute "${2:?WHEELS}")"; venv="${3:?VENV}"
     case "$venv" in /*) ;; *) venv="$(pwd)/$venv" ;; esac
     cd /
     pip_install "$wheels"/agentsaga-*.whl
-    "$venv/bin/python" -m pip check --disable-pip-version-check
+    pip check
+    rm -rf "$installer"
     "$venv/bin/agentsaga" --help >/dev/null
     ;;
   *)

@@ -28,7 +28,6 @@ logger = logging.getLogger(__name__)
 
 SYSTEM_USER = "pgserver"
 """The system user pgserver runs Postgres as when it is started by root (initdb refuses root)."""
-_SYSTEM_USER_LOCK = Path(tempfile.gettempdir()) / "agentsaga-pgserver-user.lock"
 
 
 def get_server(data_dir: Path, cleanup_mode: str | None = None) -> Any:
@@ -97,7 +96,9 @@ def ensure_system_user(name: str = SYSTEM_USER) -> None:
     takes, before pgserver looks; then pgserver finds it and creates nothing."""
     if os.geteuid() != 0:
         return
-    with open(_SYSTEM_USER_LOCK, "a") as lock:
+    # the temporary folder is looked up here, not at import: a container with a read-only root
+    # and no /tmp (the chart's migration Job and retention CronJob) imports this module too
+    with open(Path(tempfile.gettempdir()) / "agentsaga-pgserver-user.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             pwd.getpwnam(name)

@@ -1,6 +1,7 @@
 """The example's agent loop: what a model would decide, as plain code, through the sidecar.
 
     python agent.py RUN_ID
+    EXAMPLE_RUN_ID=RUN_ID python agent.py       (as in its image: agent.Dockerfile)
 
 It quotes the fee (pure), puts a hold on the card (compensatable), reaches the pivot with the
 one step a human must approve (the receipt to the customer), waits for the decision, and then
@@ -11,12 +12,19 @@ Every call goes through `call_tool`, which does what the system prompt tells a m
 (`agentsaga.client.SYSTEM_PROMPT`): on OUTCOME UNKNOWN it calls the same tool again, with the
 same arguments, after `retry_after` seconds; the harness then checks the real system (the
 tool's lookup) and answers what actually happened, instead of the call being made twice.
+
+In a pod (the image of agent.Dockerfile, next to the sidecar the operator injects), the run id
+comes from EXAMPLE_RUN_ID, SIGTERM ends the agent at once (as PID 1 it would otherwise be
+ignored until the kubelet kills it), and EXAMPLE_STAY=1 keeps the container running after the
+run ends, so that a pod stays Running until it is deleted.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -101,7 +109,17 @@ def main(run_id: str) -> int:
         return 0
 
 
+def stopped(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python agent.py RUN_ID")
-    sys.exit(main(sys.argv[1]))
+    signal.signal(signal.SIGTERM, stopped)
+    run_ids = sys.argv[1:] or [os.environ.get("EXAMPLE_RUN_ID", "")]
+    if len(run_ids) != 1 or not run_ids[0]:
+        sys.exit("usage: python agent.py RUN_ID (or EXAMPLE_RUN_ID=RUN_ID python agent.py)")
+    code = main(run_ids[0])
+    if os.environ.get("EXAMPLE_STAY") == "1":
+        print(f"run {run_ids[0]} done (exit {code}); staying until stopped", flush=True)
+        threading.Event().wait()
+    sys.exit(code)

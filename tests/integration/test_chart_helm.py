@@ -408,12 +408,15 @@ def test_a_missing_image_is_refused_naming_how_to_build_it(image: str) -> None:
         assert f"{image}.image.repository is required: no agentsaga image is published" in (
             result.stderr), result.stderr
         assert f"images/{image}.Dockerfile" in result.stderr
-        build = f"docker build -f images/{image}.Dockerfile -t REGISTRY/agentsaga/{image}:0.1.0 ."
-        assert build in result.stderr
+        context = f"python -P tools/images.py context {image} build/{image}"
+        build = (f"docker build --network none -f images/{image}.Dockerfile "
+                 f"-t REGISTRY/agentsaga/{image}:0.1.0 build/{image}")
+        assert context in result.stderr and build in result.stderr
         assert "docs/deploy.md" in result.stderr
-    # the build command the message names is the one docs/deploy.md documents
-    assert f"docker build -f images/{image}.Dockerfile -t " in (
-        CHART.parents[1] / "docs" / "deploy.md").read_text()
+    # the build commands the message names are the ones docs/deploy.md documents
+    deploy = (CHART.parents[1] / "docs" / "deploy.md").read_text()
+    assert f"python -P tools/images.py context {image} build/{image}\n" in deploy
+    assert f"docker build --network none -f images/{image}.Dockerfile -t " in deploy
 
 
 @pytest.mark.parametrize(

@@ -33,8 +33,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "front-ends-apart": {"type": "independence", "modules": sorted(FRONT_ENDS)},
     "only-store-psycopg": {"type": "protected", "protected_modules": ["psycopg", "psycopg_pool"],
                            "allowed_importers": ["agentsaga.store"]},
-    "only-operator-kopf": {"type": "protected", "protected_modules": ["kopf"],
+    "only-operator-kopf": {"type": "protected",
+                           "protected_modules": ["jsonpatch", "kopf", "kubernetes"],
                            "allowed_importers": ["agentsaga.operator"]},
+    "only-connector-stripe": {"type": "protected", "protected_modules": ["stripe"],
+                              "allowed_importers": ["agentsaga.connectors.check",
+                                                    "agentsaga.connectors.stripe"]},
     "core-acyclic": {"type": "acyclic_siblings", "ancestors": ["agentsaga"], "depth": 1},
 }
 
@@ -83,7 +87,8 @@ PLANTED = {
     "core-without-front-ends": ("import agentsaga.sidecar.server\n", "agentsaga.client.planted"),
     "product-without-lab": ("import agentsaga_lab.world\n", "agentsaga.client.planted"),
     "only-store-psycopg": ("import psycopg\n", "agentsaga.client.planted"),
-    "only-operator-kopf": ("import kopf\n", "agentsaga.client.planted"),
+    "only-operator-kopf": ("import kubernetes\n", "agentsaga.client.planted"),
+    "only-connector-stripe": ("import stripe\n", "agentsaga.client.planted"),
     # the adapters import the client: the client importing them closes a circle
     "core-acyclic": ("import agentsaga.adapters.listing\n", "- .client -> .adapters"),
 }

@@ -98,7 +98,7 @@ app.kubernetes.io/part-of: agentsaga
 {{- /* No image is published: both repositories are required, and a missing one is refused
 at render time (never an install that fails to pull), naming where the images come from. */ -}}
 {{- define "agentsaga.requiredImage" -}}
-{{- required (printf "%s.image.repository is required: no agentsaga image is published. Build it from images/%s.Dockerfile (docker build -f images/%s.Dockerfile -t REGISTRY/agentsaga/%s:%s .; docs/deploy.md, \"Build and push the images\"), push it, and set --set %s.image.repository=REGISTRY/agentsaga/%s" .name .name .name .name .appVersion .name .name) .image.repository }}
+{{- required (printf "%s.image.repository is required: no agentsaga image is published. Build it from images/%s.Dockerfile (python -P tools/images.py context %s build/%s; docker build --network none -f images/%s.Dockerfile -t REGISTRY/agentsaga/%s:%s build/%s; docs/deploy.md, \"Build and push the images\"), push it, and set --set %s.image.repository=REGISTRY/agentsaga/%s" .name .name .name .name .name .name .appVersion .name .name .name) .image.repository }}
 {{- end }}
 
 {{- define "agentsaga.operatorImage" -}}
