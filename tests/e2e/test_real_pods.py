@@ -247,8 +247,9 @@ def test_the_incident_from_pods(installed: Installed) -> None:
     log = node.container_log(AGENTS, "refund-agent-1", "agent")
     assert "run refund-1 succeeded: the receipt went out once" in log, log
     truth = world.truth()
-    emails = [e for e in truth["email"]["sent"] if "1182" in json.dumps(e)]
-    assert len(emails) == 1, truth["email"]
+    assert [e["subject"] for e in truth["emails"]] == ["Your order 1182"], truth["emails"]
+    [hold] = truth["payment_intents"]
+    assert hold["status"] == "requires_capture", hold  # the approved run keeps its hold
 
     # run two: evicted at the pivot; the operator's Job unwinds it in the sidecar image
     kube.create({"apiVersion": AR, "kind": "AgentRun",
@@ -273,6 +274,10 @@ def test_the_incident_from_pods(installed: Installed) -> None:
     FIGURES["eviction to the unwind Job Complete (s)"] = time.monotonic() - evicted_at
     assert _condition(complete, "Complete"), complete
     unwound = wait_run(kube, "refund-2", _phase("Unwound"))
-    assert unwound["status"]["steps"]["compensated"] >= 1
+    assert unwound["status"]["steps"]["compensated"] == 1  # the hold; the quote is pure
+    truth = world.truth()
+    statuses = sorted(i["status"] for i in truth["payment_intents"])
+    assert statuses == ["canceled", "requires_capture"], truth["payment_intents"]
+    assert len(truth["emails"]) == 1  # the evicted run's receipt never went out
     print("figures:", json.dumps({k: round(v, 1) for k, v in FIGURES.items()
                                   if not k.startswith("_")}))
