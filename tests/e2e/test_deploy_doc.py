@@ -126,7 +126,8 @@ def test_every_sh_block_of_the_deploy_guide_runs(cluster: NodeCluster, pg_empty:
             _fill_in_the_dsns(kube, cluster.dsn_for_pods(pg_empty))
         done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=ROOT,
                               env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f"{text}\n---\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0, (f"{text}\n---\n{done.stdout}\n{done.stderr}\n"
+                                      f"{cluster.node.pod_logs()}")
         outputs.append(done.stdout)
 
     # the chart's migration hook ran `agentsaga migrate` into the database (a Job, a pod on

@@ -46,6 +46,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -134,6 +135,30 @@ def pause_archive() -> Path:
         # vfs layers may hold read-only folders; buildah's own files, not a mount
         subprocess.run(["rm", "-rf", str(storage)], check=False)
     return archive
+
+
+def _archive_reference(archive: Path) -> str | None:
+    """The image reference an OCI archive's index names (what `ctr import` calls it)."""
+    index: Obj = {}
+    with tarfile.open(archive) as tar:
+        for entry in tar:
+            if entry.name.removeprefix("./") == "index.json":
+                member = tar.extractfile(entry)
+                index = json.loads(member.read()) if member is not None else {}
+                break
+    for manifest in index.get("manifests") or []:
+        name = (manifest.get("annotations") or {}).get("org.opencontainers.image.ref.name")
+        if name:
+            return str(name)
+    return None
+
+
+def _full_reference(name: str) -> str:
+    """`x:tag` as containerd keeps it (docker.io/library/x:tag); a full one unchanged."""
+    first = name.split("/", 1)[0]
+    if "/" in name and ("." in first or ":" in first or first == "localhost"):
+        return name
+    return f"docker.io/{name}" if "/" in name else f"docker.io/library/{name}"
 
 
 class Node:
@@ -373,7 +398,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         containerd's store is kept across sessions, so this is once per archive."""
         started = time.monotonic()
         stat = archive.stat()
-        key = f"{archive.resolve()}:{stat.st_size}:{int(stat.st_mtime)}"
+        key = (f"{archive.resolve()}:{stat.st_size}:{int(stat.st_mtime)}:"
+               f"{_archive_reference(archive)}")
         marks_file = self.containerd_root / "agentsaga-imported.json"
         marks: dict[str, str] = {}
         with contextlib.suppress(OSError, ValueError):
@@ -381,15 +407,13 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         present = set(self.ctr("images", "list", "--quiet").split())
         if marks.get(name) == key and name in present:
             return
-        before = present
+        source = _archive_reference(archive)
+        if source is None:
+            raise ComponentFailed(f"{archive} names no image (index.json has no "
+                                  "org.opencontainers.image.ref.name)")
         self.ctr("images", "import", str(archive))
-        after = set(self.ctr("images", "list", "--quiet").split())
-        imported = sorted((after - before) or after)
-        if name not in after:
-            source = next((i for i in imported if not i.startswith("sha256:")), None)
-            if source is None:
-                raise ComponentFailed(f"importing {archive} named no image: {sorted(after)}")
-            self.ctr("images", "tag", "--force", source, name)
+        if _full_reference(source) != name:  # another name: the same image under it too
+            self.ctr("images", "tag", "--force", _full_reference(source), name)
         marks[name] = key
         marks_file.write_text(json.dumps(marks, indent=1))
         self.timings[f"import {name}"] = time.monotonic() - started
