@@ -276,8 +276,8 @@ def test_the_incident_from_pods(installed: Installed) -> None:
     unwound = wait_run(kube, "refund-2", _phase("Unwound"))
     assert unwound["status"]["steps"]["compensated"] == 1  # the hold; the quote is pure
     truth = world.truth()
-    statuses = sorted(i["status"] for i in truth["payment_intents"])
-    assert statuses == ["canceled", "requires_capture"], truth["payment_intents"]
+    holds = sorted(i["status"] for i in truth["payment_intents"])
+    assert holds == ["canceled", "requires_capture"], truth["payment_intents"]
     assert len(truth["emails"]) == 1  # the evicted run's receipt never went out
     print("figures:", json.dumps({k: round(v, 1) for k, v in FIGURES.items()
                                   if not k.startswith("_")}))
