@@ -282,7 +282,13 @@ class Cluster:
         """Once the Job controller has marked Job `job` Complete or Failed: how its last pod
         ended (its container's exit code as the kubelet reported it, and what it printed)."""
         name = job["metadata"]["name"]
-        done = self.kube.wait_for("batch/v1", "jobs", "default", name, _finished, timeout)
+        try:
+            done = self.kube.wait_for("batch/v1", "jobs", "default", name, _finished, timeout)
+        except TimeoutError as failed:  # with what the node ran, and the pods' states
+            pods = [(p["metadata"]["name"], (p.get("status") or {}).get("containerStatuses"))
+                    for p in self.kube.objects("v1", "pods", "default")]
+            raise TimeoutError(f"{failed}\npods: {pods}\n"
+                               f"{self.node.pod_logs('default')}") from None
         assert done is not None
         pods = [p for p in self.kube.objects("v1", "pods", "default")
                 if (p["metadata"].get("labels") or {}).get("job-name") == name]
@@ -352,7 +358,8 @@ def sidecar_template(image: str) -> Obj:
                     {"name": "LEDGER_DSN", "valueFrom": secret},
                     {"name": "AGENTSAGA_TOOLS", "value": TOOLS},
                     {"name": "AGENTSAGA_RECHECK_PAUSE_S", "value": "0.05"},
-                    {"name": "PYTHONPATH", "value": "/opt/sagatest"}],
+                    {"name": "PYTHONPATH", "value": "/opt/sagatest"},
+                    {"name": "USER", "value": "agentsaga"}],  # as the chart's (uid 65532)
             "volumeMounts": [{"name": "agentsaga-sidecar-tmp", "mountPath": "/tmp"},
                              {"name": "sagatest", "mountPath": "/opt/sagatest",
                               "readOnly": True}],
