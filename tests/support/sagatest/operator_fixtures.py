@@ -285,9 +285,9 @@ class Cluster:
         try:
             done = self.kube.wait_for("batch/v1", "jobs", "default", name, _finished, timeout)
         except TimeoutError as failed:  # with what the node ran, and the pods' states
-            pods = [(p["metadata"]["name"], (p.get("status") or {}).get("containerStatuses"))
+            seen = [(p["metadata"]["name"], (p.get("status") or {}).get("containerStatuses"))
                     for p in self.kube.objects("v1", "pods", "default")]
-            raise TimeoutError(f"{failed}\npods: {pods}\n"
+            raise TimeoutError(f"{failed}\npods: {seen}\n"
                                f"{self.node.pod_logs('default')}") from None
         assert done is not None
         pods = [p for p in self.kube.objects("v1", "pods", "default")
