@@ -1,8 +1,13 @@
 """Build the test control plane (tests/controlplane: kube-apiserver, kube-controller-manager,
-kube-scheduler and etcd in one binary) from Go modules, once, into a cache outside the work tree.
+kube-scheduler, etcd, and the test node's kubelet and kube-proxy in one binary) from Go
+modules, once, into a cache outside the work tree.
 
     python -P tools/controlplane.py build   # build it if missing, print nothing else
     python -P tools/controlplane.py path    # print the binary's path (building it if missing)
+    python -P tools/controlplane.py pause   # the same for the test node's pause binary
+
+The pause binary (tests/controlplane/pause: a process that sleeps until signalled) is what the test
+node packages as its sandbox image; it is a few seconds' build, cached the same way.
 
 No Kubernetes release binary is served by the package registries this project uses, but the Go
 module proxy serves k8s.io/kubernetes and etcd's modules; so the binary is compiled here. That
@@ -42,11 +47,17 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULE = ROOT / "tests" / "controlplane"
 SOURCES = ("go.mod", "go.sum", "main.go")
 BINARY_NAME = "kube"
+PAUSE_SOURCES = ("go.mod", "pause/main.go")
+PAUSE_NAME = "pause"
 GO_MINIMUM = (1, 26)
 
 # Measured from an empty cache on a 2-core machine: 8.3 minutes, modules included (about
-# 600 MB of them; the build cache grows to about 4 GB, and `go build` peaks near 3 GB of memory).
-FIRST_BUILD = "about 8 minutes on 2 cores, with about 600 MB of Go modules to download"
+# 600 MB of them; the build cache grows to about 4 GB, and `go build` peaks near 3 GB of memory)
+# for the control plane alone; the node's kubelet and kube-proxy added 2.9 minutes to a warm
+# build (the control plane's packages cached). Under a load of 10 to 20 on those 2 cores, the
+# whole first build took 16.6 minutes.
+FIRST_BUILD = ("about 11 minutes on 2 cores (more on a loaded machine), with about 600 MB of Go "
+               "modules to download")
 
 # The parts of the link that are not in the sources; a change here is a new binary too.
 VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
@@ -96,9 +107,9 @@ def go_version() -> str:
     return f"{version} {goos}/{goarch}"
 
 
-def content_hash(toolchain: str) -> str:
+def content_hash(toolchain: str, sources: tuple[str, ...] = SOURCES) -> str:
     digest = hashlib.sha256()
-    for name in SOURCES:
+    for name in sources:
         data = (MODULE / name).read_bytes()
         digest.update(f"{name}\0{len(data)}\0".encode())
         digest.update(data)
@@ -108,6 +119,11 @@ def content_hash(toolchain: str) -> str:
 
 def binary_path(toolchain: str) -> Path:
     return cache_dir() / "controlplane" / content_hash(toolchain) / BINARY_NAME
+
+
+def pause_path(toolchain: str) -> Path:
+    return cache_dir() / "controlplane" / f"pause-{content_hash(toolchain, PAUSE_SOURCES)}" / \
+        PAUSE_NAME
 
 
 def kubernetes_release() -> tuple[str, str]:
@@ -135,13 +151,15 @@ def ldflags() -> str:
     return " ".join(flags)
 
 
-def build(toolchain: str, target: Path) -> None:
-    """Compile into a temporary file beside `target`, then rename it into place."""
-    print(f"building the control plane from Go modules (first build only: {FIRST_BUILD}) ...",
-          file=sys.stderr, flush=True)
+def build(toolchain: str, target: Path, package: str = ".") -> None:
+    """Compile `package` into a temporary file beside `target`, then rename it into place."""
+    if package == ".":
+        print(f"building the control plane from Go modules (first build only: {FIRST_BUILD}) "
+              "...", file=sys.stderr, flush=True)
     started = time.monotonic()
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    command = ["go", "build", "-trimpath", "-ldflags", ldflags(), "-o", str(partial), "."]
+    flags = ldflags() if package == "." else "-s -w"
+    command = ["go", "build", "-trimpath", "-ldflags", flags, "-o", str(partial), package]
     try:
         result = subprocess.run(command, cwd=MODULE, env=go_environment(), check=False)
         if result.returncode != 0:
@@ -154,10 +172,11 @@ def build(toolchain: str, target: Path) -> None:
     print(f"built {target} ({toolchain}) in {minutes:.1f} minutes", file=sys.stderr, flush=True)
 
 
-def ensure_built() -> Path:
-    """The binary's path, after building it if no builder has yet."""
+def ensure_built(pause: bool = False) -> Path:
+    """The binary's path (the pause binary's with `pause`), after building it if no builder
+    has yet."""
     toolchain = go_version()
-    target = binary_path(toolchain)
+    target = pause_path(toolchain) if pause else binary_path(toolchain)
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -169,21 +188,24 @@ def ensure_built() -> Path:
                   f"(first build only: {FIRST_BUILD}) ...", file=sys.stderr, flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.exists():
-            build(toolchain, target)
+            build(toolchain, target, "./pause" if pause else ".")
     return target
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("command", choices=("build", "path"),
-                        help="build: build if missing; path: print the binary's path")
+    parser.add_argument("command", choices=("build", "path", "pause"),
+                        help="build: build both if missing; path: print the control plane's "
+                             "path; pause: print the pause binary's path")
     args = parser.parse_args(argv)
     try:
-        target = ensure_built()
+        target = ensure_built(pause=args.command == "pause")
+        if args.command == "build":
+            ensure_built(pause=True)
     except BuildError as error:
         print(f"tools/controlplane.py: {error}", file=sys.stderr)
         return 1
-    if args.command == "path":
+    if args.command in ("path", "pause"):
         print(target)
     return 0
 

@@ -6,7 +6,8 @@
 The product's images are built without Docker (tools/images.py): `mmdebstrap` makes a
 Debian-packaged Python base, `buildah` builds the Dockerfiles on it with `runc` (buildah's default,
 crun, fails on this kind of machine's cgroup v1), `skopeo` inspects the archives. The test node
-runs pods with `containerd`, `runc` and the CNI plugins (`containernetworking-plugins`).
+runs pods with `containerd`, `runc` and the CNI plugins (`containernetworking-plugins`), and
+routes Services with kube-proxy, which writes `iptables` rules (as the CNI plugins do).
 
 Idempotent and quick: `dpkg-query` says what is installed; only when a package is missing does it
 run `apt-get update` once and `apt-get install --no-install-recommends` (about 30 s), waiting for
@@ -28,6 +29,7 @@ PACKAGES = (
     "runc",
     "containerd",
     "containernetworking-plugins",
+    "iptables",
     "skopeo",
 )
 """What the image builds (tools/images.py) and the test node (containerd, runc, CNI) need."""

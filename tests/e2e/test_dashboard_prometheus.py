@@ -143,8 +143,8 @@ def session(cluster: Cluster, world: World, prometheus: Callable[..., Prometheus
     # bound to its pod before the eviction: the run is orphaned once (the panel counts it)
     cluster.wait_run(run, lambda o: ((o.get("status") or {}).get("pod") or {}).get("uid")
                      == evicted_pod["metadata"]["uid"])
-    # the Job's pod waits (its image "pulling") until the orphaned run has been scraped
-    with cluster.node.pulling_images():
+    # the Job's pod waits (the node cordoned) until the orphaned run has been scraped
+    with cluster.holding_pods():
         cluster.kube.evict("default", "support-agent-1")
         [job] = cluster.wait_jobs(1)
         assert job["spec"]["activeDeadlineSeconds"] == 600  # the deadline the orphan alert adds

@@ -1,8 +1,9 @@
 """docs/deploy.md, run as written: every `sh` block, in order, through bash with the real
 kubectl and helm (tools/bin) and the kubectl plugin on PATH, against a real control plane with
-the test node (`sagatest.cluster.node_agent`). The Secrets' DSNs are filled in as the guide
-tells its reader to (CHANGE-ME: here, a fresh database of the test's Postgres), so the chart's
-migration hook Job, which `helm install` waits for, really runs `agentsaga migrate` into it.
+a real node (`sagatest.cluster.node`) holding the guide's images under the guide's names. The
+Secrets' DSNs are filled in as the guide tells its reader to (CHANGE-ME: here, a fresh database
+of the test's Postgres, as pods reach it), so the chart's migration hook Job, which `helm
+install` waits for, really runs `agentsaga migrate` into it, in the sidecar-refunds image.
 Where a real cluster's sidecar and operator would act between two blocks (staging the plan,
 recording the decision), the test writes what they write, with the operator's identity.
 `console` blocks need Docker: only `docker` commands may hide there, and the commands that write
@@ -15,7 +16,6 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -23,7 +23,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from sagatest.cluster.control_plane import ADMIN
 from sagatest.cluster.kube import KUBECTL, ROOT, Kube
-from sagatest.cluster.node_agent import NodeAgent
+from sagatest.cluster.node_cluster import NodeCluster, node_cluster_running
+from sagatest.cluster.pod_images import product_images, refund_sidecar
 from sagatest.doc_blocks import blocks, commands
 from sagatest.plugin_tools import PLUGIN_DIR
 
@@ -99,17 +100,20 @@ def _fill_in_the_dsns(kube: Kube, dsn: str) -> None:
 
 
 @pytest.fixture
-def node(kube: Kube, tmp_path: Path) -> Iterator[NodeAgent]:
-    agent = NodeAgent(kube.plane, tmp_path / "node")
-    agent.start()
-    try:
-        yield agent
-    finally:
-        agent.stop()
+def cluster() -> Iterator[NodeCluster]:
+    """A control plane with a real node that holds the images under the names the guide pushes
+    them as (no registry: imported into the node's containerd)."""
+    images = product_images()
+    with node_cluster_running() as running:
+        running.node.load_image(refund_sidecar(images["sidecar"]).archive,
+                                "registry.example.com/agentsaga/sidecar-refunds:0.1.0")
+        running.node.load_image(images["operator"].archive,
+                                "registry.example.com/agentsaga/operator:0.1.0")
+        yield running
 
 
-def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube, node: NodeAgent,
-                                                 pg_empty: str) -> None:
+def test_every_sh_block_of_the_deploy_guide_runs(cluster: NodeCluster, pg_empty: str) -> None:
+    kube = cluster.kube
     env = kube.env()
     env["PATH"] = os.pathsep.join([str(KUBECTL.parent), str(PLUGIN_DIR), env["PATH"]])
     outputs = []
@@ -121,14 +125,15 @@ def test_every_sh_block_of_the_deploy_guide_runs(kube: Kube, node: NodeAgent,
         if "--for=condition=PivotApproved" in text:
             _decide(kube)
         if "helm install" in text:
-            _fill_in_the_dsns(kube, pg_empty)
+            _fill_in_the_dsns(kube, cluster.dsn_for_pods(pg_empty))
         done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=ROOT,
                               env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f"{text}\n---\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0, (f"{text}\n---\n{done.stdout}\n{done.stderr}\n"
+                                      f"{cluster.node.pod_logs()}")
         outputs.append(done.stdout)
 
     # the chart's migration hook ran `agentsaga migrate` into the database (a Job, a pod on
-    # the node): the saga log's tables and the roles the guide's DSNs name exist
+    # the node, in the image): the saga log's tables and the roles the guide's DSNs name exist
     with psycopg.connect(pg_empty) as conn:
         tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'saga_%'")}

@@ -68,7 +68,7 @@ def test_evicted_pod_orphans_its_run_and_one_unwind_job_compensates_each_effect_
     assert job["metadata"]["name"] == job_name(RUN, "unwind", 1)
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["agentsaga", "unwind", "--run", logged(RUN)]
-    assert container["image"] == "agentsaga-sidecar:test"
+    assert container["image"] == cluster.sidecar_image
     assert "restartPolicy" not in container and "readinessProbe" not in container
     assert job["metadata"]["ownerReferences"][0]["name"] == RUN
     unwinding = cluster.wait_phase(RUN, "Unwinding")

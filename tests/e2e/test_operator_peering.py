@@ -42,7 +42,7 @@ def test_two_replicas_one_acts(cluster: Cluster) -> None:
         lambda o: sorted(p.get("priority") for p in ((o or {}).get("status") or {}).values())
         == [100, 200], timeout=20)
     assert peering is not None
-    # the one Job runs on the test node and unwinds the run; the standby started none
+    # the one Job runs on the node and unwinds the run; the standby started none
     cluster.wait_phase(RUN, "Unwound")
     assert len(cluster.jobs()) == 1
     posts = [r for r in cluster.kube.requests if r.method == "POST" and r.path.endswith("/jobs")]

@@ -1,10 +1,13 @@
 """The operator end to end: `agentsaga operator` (real kopf) in a subprocess against a real
 control plane (kube-apiserver, etcd, the controller-manager's Job, garbage-collection and
 disruption controllers, the scheduler) with the chart installed by `helm install`, a real
-Postgres, real sidecars bound to real pods, and the test kubelet (`sagatest.cluster.node_agent`)
-that runs the pods the scheduler puts on its node: a Job's `agentsaga reconcile`/`unwind` runs
-as a local process and its exit code completes or fails the Job through the real Job
-controller.
+Postgres, real sidecars bound to real pods, and a real node (`sagatest.cluster.node`: kubelet,
+containerd, runc) that runs the pods the scheduler puts on it: a Job's `agentsaga
+reconcile`/`unwind` runs in the product's sidecar image (the test tools' module mounted from
+tests/support), and its exit code completes or fails the Job through the real Job controller;
+agent pods run the node's pause image (what matters of them here is that they exist, run and
+get evicted; their sidecars are processes of the test, bound to them by the pod's identity).
+Pods reach the test's Postgres on the node's address, through a forwarder.
 
 `cluster` yields a `Cluster`: that control plane with `default` as the agent namespace, a
 Postgres with the ledger tools' tables, the DSN Secret, a sidecar template (as the chart
@@ -20,6 +23,7 @@ approver ClusterRole in `default` (`cluster.approver_kubectl`); the test's own c
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import signal
 import subprocess
@@ -47,7 +51,10 @@ from sagatest.cluster.chart import (
     person_kubeconfig,
 )
 from sagatest.cluster.kube import Kube
-from sagatest.cluster.node_agent import NodeAgent
+from sagatest.cluster.node import NAME as NODE
+from sagatest.cluster.node import PAUSE_IMAGE, Node
+from sagatest.cluster.node_cluster import node_cluster_running
+from sagatest.cluster.pod_images import product_images
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
 __all__ = ["APPROVER", "Cluster", "JobResult", "OperatorProcess", "cluster",
@@ -56,6 +63,9 @@ __all__ = ["APPROVER", "Cluster", "JobResult", "OperatorProcess", "cluster",
 AR = "agentsaga.io/v1alpha1"
 TOOLS = "sagatest.ledger_tools"
 SECRET = "agentsaga-postgres"
+SUPPORT = ROOT / "tests" / "support"
+"""Mounted into the Jobs' pods (read-only), so that their tools module `sagatest.ledger_tools`
+imports there as it does in the test's processes."""
 APPROVER = "alice"
 """The user the fixture binds to the chart's approver ClusterRole in `default`."""
 Obj = dict[str, Any]
@@ -89,7 +99,7 @@ class OperatorProcess:
 
 @dataclass(frozen=True)
 class JobResult:
-    """How a Job's pod ended, as the node ran it: its exit code and its output."""
+    """How a Job's pod ended, as the kubelet reported it: its exit code and its output."""
 
     name: str
     returncode: int
@@ -106,12 +116,16 @@ def logged(run_id: str) -> str:
 @dataclass
 class Cluster:
     kube: Kube
-    node: NodeAgent
+    node: Node
     dsn: str
+    """The database as the test's processes reach it (the operator, the sidecars)."""
+    pod_dsn: str
+    """The same database as pods reach it (the node's address, a forwarder)."""
     workdir: Path
     template: Path
     operator_kubeconfig: Path
     approver_kubeconfig: Path
+    sidecar_image: str
     operators: list[OperatorProcess] = field(default_factory=list)
     sidecars: list[SidecarProcess] = field(default_factory=list)
 
@@ -137,7 +151,7 @@ class Cluster:
         return process
 
     def _wait_watching(self, process: OperatorProcess, seen: int, paths: tuple[str, ...],
-                       timeout: float = 30.0) -> None:
+                       timeout: float = 60.0) -> None:
         """Until kopf has opened its watches (the API server's audit log has them)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -160,12 +174,13 @@ class Cluster:
     # -- agent pods and their sidecars -----------------------------------------------------
 
     def create_pod(self, name: str, run: str) -> Obj:
-        """An agent pod of run `run` in `default`, once the node reports it Running."""
+        """An agent pod of run `run` in `default` (the node's pause image), once Running."""
         self.kube.create({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default",
                          "labels": {"agentsaga.io/run": run}},
-            "spec": {"containers": [{"name": "agent", "image": "example/agent:1"}],
+            "spec": {"containers": [{"name": "agent", "image": PAUSE_IMAGE,
+                                     "imagePullPolicy": "Never"}],
                      "terminationGracePeriodSeconds": 5},
         })
         running = self.kube.wait_for("v1", "pods", "default", name, _running, timeout=30)
@@ -251,21 +266,29 @@ class Cluster:
     def create_job(self, name: str, *command: str) -> Obj:
         """A Job of the test's own (not the operator's), built as the operator builds its Jobs
         from the sidecar template: `command` in the sidecar's image, once (no retries)."""
-        container = {k: v for k, v in sidecar_template()["container"].items()
+        template = sidecar_template(self.sidecar_image)
+        container = {k: v for k, v in template["container"].items()
                      if k not in ("restartPolicy", "readinessProbe", "args")}
         created: Obj = self.kube.create({
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"backoffLimit": 0, "template": {"spec": {
                 "restartPolicy": "Never", "serviceAccountName": "agentsaga-sidecar",
+                "volumes": template["volumes"],
                 "containers": [{**container, "name": "job", "command": list(command)}]}}}})
         return created
 
     def job_result(self, job: Obj, timeout: float = 60.0) -> JobResult:
         """Once the Job controller has marked Job `job` Complete or Failed: how its last pod
-        ended (the node ran the pod's `agentsaga ...` command as a local process)."""
+        ended (its container's exit code as the kubelet reported it, and what it printed)."""
         name = job["metadata"]["name"]
-        done = self.kube.wait_for("batch/v1", "jobs", "default", name, _finished, timeout)
+        try:
+            done = self.kube.wait_for("batch/v1", "jobs", "default", name, _finished, timeout)
+        except TimeoutError as failed:  # with what the node ran, and the pods' states
+            seen = [(p["metadata"]["name"], (p.get("status") or {}).get("containerStatuses"))
+                    for p in self.kube.objects("v1", "pods", "default")]
+            raise TimeoutError(f"{failed}\npods: {seen}\n"
+                               f"{self.node.pod_logs('default')}") from None
         assert done is not None
         pods = [p for p in self.kube.objects("v1", "pods", "default")
                 if (p["metadata"].get("labels") or {}).get("job-name") == name]
@@ -275,8 +298,23 @@ class Cluster:
                   (pod.get("status") or {}).get("containerStatuses") or []]
         codes = [int(t["exitCode"]) for t in states if t]
         assert codes, f"the pod of Job {name} has no exit code: {pod.get('status')}"
-        return JobResult(name, max(codes), self.node.output("default", pod["metadata"]["name"]),
+        return JobResult(name, max(codes),
+                         self.node.container_log("default", pod["metadata"]["name"]),
                          _condition(done, "Complete"))
+
+    @contextlib.contextmanager
+    def holding_pods(self) -> Iterator[None]:
+        """While inside, no new pod starts: the node is cordoned (unschedulable), so a pod
+        created meanwhile waits, Pending, as for a slow image pull; what runs keeps running.
+        For a test that must look at the cluster between a Job's creation and its pod's
+        start, whatever the machine's speed."""
+        cordoned = self.kube.kubectl("cordon", NODE)
+        assert cordoned.returncode == 0, cordoned.stderr
+        try:
+            yield
+        finally:
+            uncordoned = self.kube.kubectl("uncordon", NODE)
+            assert uncordoned.returncode == 0, uncordoned.stderr
 
     def refused_to_the_operator(self) -> list[str]:
         """Every request the operator sent that the API server refused (403): what the chart
@@ -308,66 +346,78 @@ def _finished(job: Obj | None) -> bool:
     return job is not None and (_condition(job, "Complete") or _condition(job, "Failed"))
 
 
-def sidecar_template() -> Obj:
-    """The container the chart renders into AGENTSAGA_SIDECAR_TEMPLATE (what matters here)."""
+def sidecar_template(image: str) -> Obj:
+    """The container the chart renders into AGENTSAGA_SIDECAR_TEMPLATE (what matters here), in
+    the product's sidecar `image`, with the test tools' module mounted from tests/support."""
     secret = {"secretKeyRef": {"name": SECRET, "key": "dsn"}}
     return {
         "container": {
-            "name": "agentsaga-sidecar", "image": "agentsaga-sidecar:test", "args": ["sidecar"],
-            "restartPolicy": "Always",
+            "name": "agentsaga-sidecar", "image": image, "imagePullPolicy": "Never",
+            "args": ["sidecar"], "restartPolicy": "Always",
             "env": [{"name": "AGENTSAGA_DSN", "valueFrom": secret},
                     {"name": "LEDGER_DSN", "valueFrom": secret},
                     {"name": "AGENTSAGA_TOOLS", "value": TOOLS},
-                    {"name": "AGENTSAGA_RECHECK_PAUSE_S", "value": "0.05"}],
+                    {"name": "AGENTSAGA_RECHECK_PAUSE_S", "value": "0.05"},
+                    {"name": "PYTHONPATH", "value": "/opt/sagatest"},
+                    {"name": "USER", "value": "agentsaga"}],  # as the chart's (uid 65532)
+            "volumeMounts": [{"name": "agentsaga-sidecar-tmp", "mountPath": "/tmp"},
+                             {"name": "sagatest", "mountPath": "/opt/sagatest",
+                              "readOnly": True}],
             "readinessProbe": {"exec": {"command": ["true"]}},
         },
-        "volumes": [{"name": "agentsaga-sidecar-tmp", "emptyDir": {}}],
+        "volumes": [{"name": "agentsaga-sidecar-tmp", "emptyDir": {}},
+                    {"name": "sagatest", "hostPath": {"path": str(SUPPORT),
+                                                      "type": "Directory"}}],
     }
 
 
 @pytest.fixture
-def cluster(kube: Kube, pg: str, tmp_path: Path,
-            monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+def cluster(pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
     """The operator's RBAC cluster-wide (the chart's default, `operator.watchNamespaces` empty):
     start it without `--namespace`."""
-    yield from _cluster(kube, pg, tmp_path, monkeypatch)
+    yield from _cluster(pg, tmp_path, monkeypatch)
 
 
 @pytest.fixture
-def namespaced_cluster(kube: Kube, pg: str, tmp_path: Path,
+def namespaced_cluster(pg: str, tmp_path: Path,
                        monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
     """The chart with `operator.watchNamespaces={default}`: the operator's role bound in
     `default` only, its KopfPeering there; start it with `--namespace default`."""
-    yield from _cluster(kube, pg, tmp_path, monkeypatch,
+    yield from _cluster(pg, tmp_path, monkeypatch,
                         ("--set", "operator.watchNamespaces={default}"))
 
 
-def _cluster(kube: Kube, pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def _cluster(pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
              chart_values: tuple[str, ...] = ()) -> Iterator[Cluster]:
     ledger_tools.setup(pg)
-    # the ledger tools reach the ledger wherever they run: the sidecars and Jobs (their
-    # environment) and this process, where tests unwind runs in-process
+    # the ledger tools reach the ledger wherever they run: the sidecars (their environment),
+    # the Jobs' pods (the Secret: the node's address) and this process, where tests unwind
+    # runs in-process
     monkeypatch.setenv("LEDGER_DSN", pg)
-    kube.create({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": SECRET, "namespace": "default"},
-        "data": {"dsn": base64.b64encode(pg.encode()).decode()},
-    })
-    install_chart(kube, ["default"], *chart_values)
-    bind_user(kube, "default", f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE, APPROVER)
-    template = tmp_path / "sidecar.json"
-    template.write_text(json.dumps(sidecar_template()))
-    node = NodeAgent(kube.plane, tmp_path / "node")
-    node.start()
-    found = Cluster(kube, node, pg, tmp_path, template, operator_kubeconfig(kube),
-                    person_kubeconfig(kube, APPROVER))
-    try:
-        yield found
-    finally:
-        found.close()
-        node.stop()
-    # every test shows the chart grants the operator what it does
-    assert found.refused_to_the_operator() == [], "the chart's RBAC refused the operator"
+    sidecar_image = product_images()["sidecar"]
+    with node_cluster_running() as running:
+        kube = running.kube
+        running.node.load_image(sidecar_image.archive, sidecar_image.reference)
+        pod_dsn = running.dsn_for_pods(pg)
+        kube.create({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": SECRET, "namespace": "default"},
+            "data": {"dsn": base64.b64encode(pod_dsn.encode()).decode()},
+        })
+        install_chart(kube, ["default"], *chart_values)
+        bind_user(kube, "default", f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE,
+                  APPROVER)
+        template = tmp_path / "sidecar.json"
+        template.write_text(json.dumps(sidecar_template(sidecar_image.reference)))
+        found = Cluster(kube, running.node, pg, pod_dsn, tmp_path, template,
+                        operator_kubeconfig(kube), person_kubeconfig(kube, APPROVER),
+                        sidecar_image.reference)
+        try:
+            yield found
+        finally:
+            found.close()
+        # every test shows the chart grants the operator what it does
+        assert found.refused_to_the_operator() == [], "the chart's RBAC refused the operator"
 
 
 def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, object]:
@@ -378,6 +428,6 @@ def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, o
 
 
 def evict(cluster: Cluster, pod: str) -> None:
-    """Through the real eviction subresource; the node then stops the pod's containers and
+    """Through the real eviction subresource; the kubelet then stops the pod's containers and
     the pod goes."""
     cluster.kube.evict("default", pod)

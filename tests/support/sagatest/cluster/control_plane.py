@@ -15,7 +15,11 @@ the differences a product test needs:
 - the API server writes an audit log (metadata of every request: who, what, the answer), which
   is how a test sees what a client asked (`sagatest.cluster.kube.Kube.requests`).
 
-No node runs pods here: the scheduler finds no Node until a test support registers one.
+With `node_address` (a test node's IP: `sagatest.cluster.node`), the API server also serves on
+that address (pods reach it there, through the `kubernetes` Service), advertises it as that
+Service's endpoint, names it in its certificate, reaches the kubelet by its InternalIP, and
+authenticates to it with a client certificate; the endpoint-slice controller runs, so that
+kube-proxy routes Services. Without one, no node runs pods: the scheduler finds no Node.
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ CONTROLLERS = (
     "clusterrole-aggregation-controller", "root-ca-certificate-publisher-controller",
     "validatingadmissionpolicy-status-controller",
 )
+# With a real node: Services route (kube-proxy reads EndpointSlices); pods of a deleted node
+# or an unscheduled terminating pod are collected.
+NODE_CONTROLLERS = ("endpointslice-controller", "pod-garbage-collector-controller")
 # On top of 1.37's default plugins (which already include ServiceAccount, PodSecurity,
 # MutatingAdmissionWebhook, ValidatingAdmissionPolicy and ValidatingAdmissionWebhook; naming them
 # keeps them on whatever the defaults become): NodeRestriction, as kubeadm enables it.
@@ -96,8 +103,10 @@ class ControlPlane:
     `stop()` removes (set `keep=True` to keep it for a post-mortem)."""
 
     def __init__(self, binary: Path | None = None, *, compaction_interval: float = 10.0,
-                 extra_apiserver_args: Sequence[str] = (), keep: bool = False) -> None:
+                 extra_apiserver_args: Sequence[str] = (), keep: bool = False,
+                 node_address: str | None = None) -> None:
         self._binary = binary
+        self.node_address = node_address
         self.compaction_interval = compaction_interval
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.keep = keep
@@ -115,6 +124,8 @@ class ControlPlane:
         self.server = f"https://127.0.0.1:{self.apiserver_port}"
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
         self._server_ca = pki.Authority("agentsaga-test-server-ca")
+        self.server_authority = self._server_ca
+        """The CA every client trusts (a test node's kubelet serves with its certificate)."""
         self._client_ca = pki.Authority("agentsaga-test-client-ca")
         self.ca_pem: bytes = self._server_ca.cert_pem
         self.admin_kubeconfig = self.users / "admin.kubeconfig"
@@ -134,7 +145,11 @@ class ControlPlane:
         self._server_ca.serving("kube-apiserver", [
             "127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
             "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+            *([self.node_address] if self.node_address else []),
         ]).write(self.pki / "apiserver.crt", self.pki / "apiserver.key")
+        # how the API server authenticates to kubelets (logs, exec): a superuser, as kubeadm's
+        self._client_ca.client("kube-apiserver-kubelet-client", ["system:masters"]).write(
+            self.pki / "apiserver-kubelet-client.crt", self.pki / "apiserver-kubelet-client.key")
         private, public = pki.service_account_key()
         (self.pki / "sa.key").write_bytes(private)
         (self.pki / "sa.key").chmod(0o600)
@@ -171,10 +186,7 @@ class ControlPlane:
             "kube-apiserver",
             f"--etcd-servers={self.etcd_url}",
             f"--etcd-compaction-interval={self.compaction_interval:g}s",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            # 1.37 refuses a loopback address in the `kubernetes` Service's endpoints; nothing
-            # here routes to them anyway (no pod network), so the Service keeps none
-            "--endpoint-reconciler-type=none",
+            *self._network_args(),
             f"--secure-port={self.apiserver_port}",
             f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
             f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
@@ -193,12 +205,27 @@ class ControlPlane:
             "--audit-log-mode=blocking",
             *self.extra_apiserver_args)
 
+    def _network_args(self) -> list[str]:
+        if self.node_address is None:
+            # 1.37 refuses a loopback address in the `kubernetes` Service's endpoints; nothing
+            # here routes to them anyway (no pod network), so the Service keeps none
+            return ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                    "--endpoint-reconciler-type=none"]
+        # loopback for the tests' clients, the node's address for its pods (the `kubernetes`
+        # Service's endpoint); the kubelet is reached by its InternalIP (no DNS for its name)
+        return ["--bind-address=0.0.0.0", f"--advertise-address={self.node_address}",
+                "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-certificate-authority={self.pki / 'server-ca.crt'}",
+                f"--kubelet-client-certificate={self.pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={self.pki / 'apiserver-kubelet-client.key'}"]
+
     def _controller_manager(self) -> Component:
+        controllers = CONTROLLERS + (NODE_CONTROLLERS if self.node_address else ())
         return self._component(
             "kube-controller-manager",
             f"--kubeconfig={self.users / 'kube-controller-manager.kubeconfig'}",
             "--leader-elect=false", "--secure-port=0",
-            f"--controllers={','.join(CONTROLLERS)}",
+            f"--controllers={','.join(controllers)}",
             f"--root-ca-file={self.pki / 'server-ca.crt'}",
             f"--service-account-private-key-file={self.pki / 'sa.key'}",
             "--use-service-account-credentials=true")
@@ -315,6 +342,20 @@ class ControlPlane:
                 return None
             raise
 
+    def get_json(self, path: str) -> Any:
+        """GET `path` as the admin; the decoded JSON, or None on 404."""
+        return self._get(path)
+
+    def untaint_node(self, name: str) -> None:
+        """Remove Node `name`'s taints (the kubelet registers it `not-ready:NoSchedule`, and
+        only the node-lifecycle controller, which does not run here, would lift that)."""
+        request = urllib.request.Request(
+            f"{self.server}/api/v1/nodes/{name}", method="PATCH",
+            data=json.dumps({"spec": {"taints": None}}).encode(),
+            headers={"Content-Type": "application/merge-patch+json"})
+        with urllib.request.urlopen(request, context=self.admin_tls(), timeout=10):
+            pass
+
     def _apiserver_ready(self) -> bool:
         with urllib.request.urlopen(self.server + "/readyz", context=self.admin_tls(),
                                     timeout=5) as response:
@@ -351,11 +392,11 @@ class ControlPlane:
     # -- identities -----------------------------------------------------------------------
 
     def user_kubeconfig(self, user: str, groups: Sequence[str] = (), *,
-                        name: str | None = None) -> Path:
+                        name: str | None = None, path: Path | None = None) -> Path:
         """A kubeconfig that authenticates as `user` in `groups` with a client certificate
         (what RBAC then allows is up to the test's RoleBindings)."""
         client = self._client_ca.client(user, groups)
-        path = self.users / f"{name or user.replace(':', '_')}.kubeconfig"
+        path = path or self.users / f"{name or user.replace(':', '_')}.kubeconfig"
         return pki.write_kubeconfig(path, server=self.server, ca_pem=self.ca_pem, user=user,
                                     client=client)
 
