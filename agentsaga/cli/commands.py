@@ -13,6 +13,7 @@ from typing import Literal, overload
 from agentsaga import telemetry
 from agentsaga.cli.database import open_saga_log
 from agentsaga.loading import load_tools
+from agentsaga.errors import ConfigurationError
 from agentsaga.saga import corrections, human_settlement, pivot
 from agentsaga.settings import Settings
 from agentsaga.store import Correction, PivotRecord, SagaLog, Step, StoreHooks, roles
@@ -242,9 +243,21 @@ def configure_approve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decision", required=True, type=_decision, metavar="DECISION",
                         help="Approved (the commit steps may run) or Rejected (the run will be "
                         "unwound); any case, approve/reject too")
-    parser.add_argument("--approver", default=getpass.getuser(),
+    parser.add_argument("--approver", default=None,
                         help="who decides (default: the current user)")
     parser.add_argument("--reason", default="", help="why, for the record")
+
+
+def _person(given: str | None, flag: str) -> str:
+    """Who records a decision: `given`, else the current user, looked up only when a person's
+    input is recorded (a container's uid may have no name, and no other command needs one)."""
+    if given:
+        return given
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError) as e:
+        raise ConfigurationError(f"this user has no name ({e}); say who decides with "
+                                 f"{flag} NAME") from None
 
 
 def _decision(text: str) -> str:
@@ -262,7 +275,7 @@ def run_approve(args: argparse.Namespace) -> int:
     as the operator's database role (the only one that may record it)."""
     with open_log_from(args, role="operator") as saga_log:
         record = pivot.record_decision(saga_log, args.run, args.plan_hash, args.decision,
-                                       args.approver, args.reason)
+                                       _person(args.approver, "--approver"), args.reason)
     print(f"run {args.run}: plan {record.plan_hash} {record.decision} by "
           f"{record.decided_by} at {record.decided_at}")
     if record.decision == "Rejected":
@@ -283,7 +296,7 @@ def configure_settle(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref", default=None, help="the effect's id in the real system "
                         "(with --happened; an unwind uses it)")
     parser.add_argument("--reason", required=True, help="how you know, for the record")
-    parser.add_argument("--settler", "--by", default=getpass.getuser(),
+    parser.add_argument("--settler", "--by", default=None,
                         help="who settles (default: the current user)")
     parser.add_argument("--key", default=None, help="the step's idempotency key, checked "
                         "against the log (guards against settling the wrong step)")
@@ -296,7 +309,8 @@ def run_settle(args: argparse.Namespace) -> int:
     with open_log_from(args, hooks=telemetry.TelemetryHooks(), role="operator") as saga_log:
         done = human_settlement.settle(
             saga_log, args.run, args.step, human_settlement.outcome(args.outcome),
-            settler=args.settler, reason=args.reason, ref=args.ref, step_key=args.key)
+            settler=_person(args.settler, "--settler"), reason=args.reason, ref=args.ref,
+            step_key=args.key)
     item, step = done.settlement, done.step
     verb = "settled" if done.recorded else "was settled before (nothing changed)"
     print(f"run {args.run} step {step.step_idx} {step.tool}: {verb} as {item.outcome} by "
@@ -313,7 +327,8 @@ def configure_corrections(parser: argparse.ArgumentParser) -> None:
     decide.add_argument("--approve", type=int, metavar="STEP", help="approve this step's "
                         "proposed correction")
     decide.add_argument("--dismiss", type=int, metavar="STEP", help="dismiss it: say nothing")
-    parser.add_argument("--approver", default=getpass.getuser(), help="who decides")
+    parser.add_argument("--approver", default=None,
+                        help="who decides (default: the current user)")
     parser.add_argument("--reason", default="", help="why, for the record")
     parser.add_argument("--send", action="store_true",
                         help="send every approved correction (needs --tools)")
@@ -329,10 +344,11 @@ def run_corrections(args: argparse.Namespace) -> int:
         decision = "Approved" if args.approve is not None else "Rejected"
         with open_log_from(args, hooks=telemetry.TelemetryHooks(), role="operator") as decider:
             decider.require_run(args.run)
-            decided = corrections.decide(decider, args.run, step, decision, args.approver,
+            approver = _person(args.approver, "--approver")
+            decided = corrections.decide(decider, args.run, step, decision, approver,
                                          args.reason)
             listed = decider.corrections(args.run)
-        print(f"correction for step {step}: {decided.state} by {args.approver}")
+        print(f"correction for step {step}: {decided.state} by {approver}")
         if not args.send:
             _print_corrections(listed)
             return 0

@@ -139,10 +139,6 @@ args: [sidecar]
 # a native sidecar: an init container that keeps running next to the app containers
 restartPolicy: Always
 env:
-  # the CLI names the deciding user after the login (getpass) and uid 65532 has no passwd
-  # entry in the image: the corrections Jobs, built from this container, exited at start
-  - name: USER
-    value: agentsaga
   {{- include "agentsaga.podEnv" . | nindent 2 }}
   {{- include "agentsaga.sidecarDsnEnv" . | nindent 2 }}
   - name: AGENTSAGA_TOOLS

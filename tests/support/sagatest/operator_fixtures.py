@@ -358,8 +358,7 @@ def sidecar_template(image: str) -> Obj:
                     {"name": "LEDGER_DSN", "valueFrom": secret},
                     {"name": "AGENTSAGA_TOOLS", "value": TOOLS},
                     {"name": "AGENTSAGA_RECHECK_PAUSE_S", "value": "0.05"},
-                    {"name": "PYTHONPATH", "value": "/opt/sagatest"},
-                    {"name": "USER", "value": "agentsaga"}],  # as the chart's (uid 65532)
+                    {"name": "PYTHONPATH", "value": "/opt/sagatest"}],
             "volumeMounts": [{"name": "agentsaga-sidecar-tmp", "mountPath": "/tmp"},
                              {"name": "sagatest", "mountPath": "/opt/sagatest",
                               "readOnly": True}],
