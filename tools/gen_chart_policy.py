@@ -60,8 +60,7 @@ def _literal(text: str, indent: str) -> str:
 
 
 def source(policy: dict[str, Any]) -> str:
-    sys.path.insert(0, str(ROOT))
-    from agentsaga.operator.approval_trust import normal
+    from agentsaga.operator.approval_trust import normal  # the installed package's
 
     spec = policy["spec"]
     out = [HEADER, "VARIABLES: dict[str, str] = {\n"]

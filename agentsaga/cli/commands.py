@@ -12,8 +12,8 @@ from typing import Literal, overload
 
 from agentsaga import telemetry
 from agentsaga.cli.database import open_saga_log
-from agentsaga.loading import load_tools
 from agentsaga.errors import ConfigurationError
+from agentsaga.loading import load_tools
 from agentsaga.saga import corrections, human_settlement, pivot
 from agentsaga.settings import Settings
 from agentsaga.store import Correction, PivotRecord, SagaLog, Step, StoreHooks, roles

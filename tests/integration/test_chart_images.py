@@ -199,6 +199,14 @@ def test_the_sidecar_image_runs_read_only_as_nonroot_without_a_network(
     version = sidecar.run(["python", "-c", "import sys; print(sys.version.split()[0])"])
     assert version.stdout.strip() == str(DEBIAN_PYTHON)
     assert not (sidecar.rootfs / "opt" / "venv" / "bin" / "pip").exists()
+    # uid 65532 has no name: the commands of a person's input start (a Job's too), and ask
+    # for the person's name only when one is recorded
+    for command in ("corrections", "settle", "approve"):
+        result = sidecar.run(["agentsaga", command, "--help"])
+        assert result.returncode == 0, (command, result.stderr)
+    nameless = sidecar.run(["python", "-c", "from agentsaga.cli.commands import _person\n"
+                            "_person(None, '--settler')"])
+    assert "say who decides with --settler NAME" in nameless.stderr, nameless
 
 
 def test_the_sidecar_image_lacks_kopf_and_kubernetes(sidecar: UnpackedImage) -> None:

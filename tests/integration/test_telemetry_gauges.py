@@ -38,12 +38,15 @@ def meter_and_reader() -> tuple[Any, InMemoryMetricReader, MeterProvider]:
 
 
 def seed(dsn: str) -> None:
-    """Runs in the states the gauges look for, written as the log would hold them."""
+    """Runs in the states the gauges look for, written as the log would hold them two hours
+    later (as the owner with triggers off: the plan's guard stamps stagedAt with the
+    database's clock)."""
     ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=2)
     staged = (ago.isoformat(timespec="seconds")).replace("+00:00", "Z")
     pivot = {"state": "AwaitingApproval", "planHash": "h1", "stagedAt": staged}
     auth = {"id": "pi_1", "status": "requires_capture", "capture_method": "manual"}
     with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
         for run, state, piv in (("r-unknown", "running", None),
                                 ("r-pivot", "awaiting_approval", json.dumps(pivot)),
                                 ("r-human", "unwound", None)):
