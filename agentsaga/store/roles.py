@@ -121,13 +121,18 @@ RUN_TABLES = ("saga_runs", "saga_log", "saga_attempts", "saga_observations",
 
 OWN_NAMESPACE = (
     "CASE WHEN strpos(run_id, '/') = 0 THEN '' WHEN strpos(run_id, '/') = 1 THEN NULL"
-    " ELSE split_part(run_id, '/', 1) END = (SELECT agentsaga_caller_namespace())"
+    " ELSE split_part(run_id, '/', 1) END = (SELECT caller.namespace FROM agentsaga_credentials"
+    " caller WHERE caller.role_name = current_user)"
     " AND strpos(substr(run_id, strpos(run_id, '/') + 1), '/') = 0")
 """The rows of the caller's namespace: `agentsaga_run_of_caller(run_id)` (migration 014) as an
 expression of the row, with the caller's namespace read once per statement (an uncorrelated
 subquery: one evaluation per table the statement reads), not once or more per row: a run id
 `namespace/run` for a namespace's credential, a bare one for the base roles ('' namespace);
-no credential row (NULL) matches nothing. The names are bound when the policy is created."""
+no credential row (NULL) matches nothing. The subquery is `agentsaga_caller_namespace()`'s body
+written out: a function with a pinned search_path is never inlined, and its call switched
+search_path twice and planned its body again at every statement. The names are bound when the
+policy is created (by the migration role, under the schema's search_path), so no caller's
+search_path or temporary relation can stand in for them."""
 
 POLICIES: dict[str, tuple[tuple[str, ...], str]] = {
     # a namespace's credentials: the runs of their namespace only, reading and writing

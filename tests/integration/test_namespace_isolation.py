@@ -125,6 +125,34 @@ def test_the_runs_own_sidecar_cannot_rewrite_it_either(two_namespaces: str, atta
     assert _snapshot(two_namespaces) == before
 
 
+WRITTEN_ONCE = {
+    # a column a sidecar may write only when it sends a step again, and a value it differs by
+    "compensation": "'{\"tool\": \"payout\", \"args\": {}}'::jsonb",
+    "audience": "array_append(audience, 'attacker')",
+    "writer_epoch": "writer_epoch + 1",
+    "deadline": "COALESCE(deadline, now()) + interval '1 day'",
+    "attempt": "attempt + 1",
+    "contract_hash": "COALESCE(contract_hash, '') || 'x'",
+    "contract": "'{\"tool\": \"charge\"}'::jsonb",
+}
+
+
+@pytest.mark.parametrize("column", sorted(WRITTEN_ONCE))
+def test_an_outcome_cannot_rewrite_what_only_a_resend_writes(two_namespaces: str,
+                                                              column: str) -> None:
+    """Each column the sidecar may write only when it sends a NOT_EXECUTED step again, changed
+    alone (or with an outcome) on a CONFIRMED step: the guard refuses, naming the column."""
+    before = _snapshot(two_namespaces)
+    for also in ("", ", status = 'CONFIRMED', result = '{\"ok\": 1}'::jsonb"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege,
+                           match=rf"may not rewrite step {VICTIM}/0 \({column}\)"), \
+                psycopg.connect(with_user(two_namespaces, roles.namespace_role(B, "sidecar"))) \
+                as conn:
+            conn.execute(f"UPDATE saga_log SET {column} = {WRITTEN_ONCE[column]}{also}"
+                         " WHERE run_id = %s AND step_idx = 0", (VICTIM,))
+    assert _snapshot(two_namespaces) == before
+
+
 def test_another_namespaces_runs_are_invisible(two_namespaces: str) -> None:
     for kind in ("sidecar", "job"):
         with psycopg.connect(with_user(two_namespaces, roles.namespace_role(A, kind))) as conn:
