@@ -172,6 +172,8 @@ def migration_job(docs: list[dict[str, Any]]) -> tuple[list[str], dict[str, str]
     env = {e["name"]: str(e["value"]) for e in container["env"] if "value" in e}
     passwords: dict[str, str] = {}
     for volume in job["spec"]["template"]["spec"].get("volumes", []):
+        if "secret" not in volume:
+            continue  # the writable /tmp (an emptyDir): the migration runs in the test's own
         for doc in docs:
             if doc["kind"] == "Secret" and doc["metadata"]["name"] == volume["secret"][
                     "secretName"]:

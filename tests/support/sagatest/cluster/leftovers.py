@@ -240,16 +240,17 @@ def reap_dead() -> list[str]:
     return reaped
 
 
-def watchdog(state_file: Path) -> None:
+def watchdog(state_file: Path, lock_fd: int) -> None:
     """Block until stdin (a pipe from the test process) closes; if the node's state file is
-    still there then, its owner died without stopping it: tear it down."""
+    still there then, its owner died without stopping it: tear it down. `lock_fd` is the node
+    lock's open file, inherited from the node: the lock is held until this process ends."""
     with contextlib.suppress(OSError):
         while sys.stdin.buffer.read(4096):
             pass
     if state_file.exists():
-        with node_lock():
-            teardown(state_file)
+        teardown(state_file)
+    os.close(lock_fd)
 
 
 if __name__ == "__main__":
-    watchdog(Path(sys.argv[1]))
+    watchdog(Path(sys.argv[1]), int(sys.argv[2]))

@@ -218,10 +218,15 @@ class Node:
 
     def _start_watchdog(self) -> None:
         """A process that tears this node down if the test process dies without stopping it
-        (it waits on a pipe that only the kernel closes then)."""
+        (it waits on a pipe that only the kernel closes then). It shares the node lock's open
+        file: the lock stays held until the watchdog is done too, so no other node starts
+        before a dead one is torn down."""
+        assert self._lock_fd is not None
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-P", "-m", "sagatest.cluster.leftovers", str(self.state_file)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-P", "-m", "sagatest.cluster.leftovers", str(self.state_file),
+             str(self._lock_fd)],
+            pass_fds=(self._lock_fd,), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
                 [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])})
 
