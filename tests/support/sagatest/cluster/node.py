@@ -52,6 +52,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import grpc
+
 from sagatest.cluster import host, leftovers
 from sagatest.cluster.binary import BUILDER, control_plane_binary
 from sagatest.cluster.processes import Component, ComponentFailed, free_port
@@ -65,6 +67,7 @@ CGROUP = "agentsaga-node"
 PAUSE_IMAGE = "localhost/agentsaga-pause:1"
 SUBNETS = [f"10.{second}.{third}.0/24" for second in (213, 214) for third in range(0, 256, 7)]
 READY_TIMEOUT = 60.0
+CRI_VERSION = "/runtime.v1.RuntimeService/Version"  # an empty request is a valid one
 Obj = dict[str, Any]
 
 
@@ -244,6 +247,8 @@ class Node:
             self._launch("containerd", ["containerd", "--config",
                                         str(self.folder / "containerd.toml")])
             self._wait("containerd", "to answer on its socket", self._containerd_up, 30)
+            self._wait("containerd", "to serve the CRI (what the kubelet validates first)",
+                       self._cri_serving, 30)
             self.load_image(pause_archive(), PAUSE_IMAGE)
             self._launch("kubelet", [str(self.binary), "kubelet",
                                      f"--config={self.folder / 'kubelet.json'}",
@@ -383,6 +388,18 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 
     def _containerd_up(self) -> bool:
         return self.socket.exists() and bool(self.ctr("version"))
+
+    def _cri_serving(self) -> bool:
+        """The CRI plugin answers `RuntimeService/Version`: containerd's own API is up before
+        the CRI has initialized, and until then the CRI answers "server is not initialized yet",
+        which the kubelet takes as fatal at its start."""
+        with grpc.insecure_channel(f"unix://{self.socket}") as channel:
+            version = channel.unary_unary(CRI_VERSION)
+            try:
+                version(b"", timeout=2)
+            except grpc.RpcError:
+                return False
+        return True
 
     def _ready(self) -> bool:
         assert self.plane is not None
