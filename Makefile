@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # uv, pinned with its hashes in tools/uv-requirements.txt, installs every environment from uv.lock
 UV     := .uv/bin/uv
 
-.PHONY: demo test lint lock tools test-tools controlplane host-packages images mutate bench-operator-scale bench-check docs clean
+.PHONY: demo test lint lock tools test-tools controlplane host-packages images cluster cluster-down mutate bench-operator-scale bench-check docs clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the lab (lab/: the world, the demo, chaos, the bench) and the product it
@@ -75,6 +75,15 @@ host-packages:
 # rebuilds only each image's product layer).
 images: $(VENV)/.installed-test host-packages
 	$(PY) -P tools/images.py build >/dev/null
+
+# A local Kubernetes cluster with agentsaga and the refund example's agent in it, on this machine
+# (docs/local-cluster.md): the tests' control plane and real node, the embedded Postgres, the
+# images, the chart. It runs until `make cluster-down`; `. .cluster/env` points kubectl at it.
+cluster: $(VENV)/.installed-test test-tools controlplane host-packages
+	$(PY) -P tools/localcluster.py up
+
+cluster-down:
+	$(PY) -P tools/localcluster.py down
 
 # three worker processes, each test file whole in one of them (module fixtures stay together)
 test: $(VENV)/.installed-test test-tools controlplane host-packages images
