@@ -119,8 +119,7 @@ def supervise() -> int:
         built = product_images()
         images = {"operator": built["operator"], "agent": built["agent"],
                   "sidecar": refund_sidecar(built["sidecar"])}
-        say("the images: " + ", ".join(f"{i.reference} ({i.size_bytes / 1e6:.0f} MB)"
-                                       for i in images.values()))
+        say("the images: " + ", ".join(i.reference for i in images.values()))
 
         pg_dir = Path(tempfile.mkdtemp(prefix="agentsaga-local-pg-", dir=in_memory()))
         remember(pg_dir=str(pg_dir))

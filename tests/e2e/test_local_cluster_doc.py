@@ -124,6 +124,8 @@ def test_every_command_block_of_the_page_runs_as_written(tmp_path: Path) -> None
     assert holds == ["canceled", "requires_capture"], truth["payment_intents"]
     # the saga log, as `agentsaga log` printed it
     assert re.search(r"send_receipt\s+irreversible\s+CONFIRMED", output), output
+    assert re.search(r"run refunds/refund-2\s+state=unwound", output), output
+    assert re.search(r"charge_fee\s+compensatable\s+COMPENSATED", output), output
     # the page took everything down
     assert not STATE.exists()
     assert not [f for f in leftovers.STATE_DIR.glob("*.json")
