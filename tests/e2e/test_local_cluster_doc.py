@@ -103,7 +103,7 @@ def test_every_command_block_of_the_page_runs_as_written(tmp_path: Path) -> None
     output = shell.output()
     assert code == 0, output
     assert "Traceback" not in output, output
-    print("seconds per block:", json.dumps([(c, round(s, 1)) for c, s in seconds], indent=1))
+    print("seconds per block:\n" + "\n".join(f"{s:7.1f}  {c}" for c, s in seconds))
 
     # refund-1: approved by dana, the agent's Job done, the receipt sent once
     runs = facts["runs"]
