@@ -92,7 +92,7 @@ def _stop_on_signal(_: int, __: FrameType | None) -> None:
 
 
 def supervise() -> int:
-    from cluster_install import LOCAL_IMAGES, Inputs, install
+    from cluster_install import LOCAL_IMAGES, Inputs, InstallFailed, install
     from psycopg import connect
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -160,11 +160,17 @@ def supervise() -> int:
         env.update(KUBECONFIG=str(kubeconfig), NO_PROXY="127.0.0.1,localhost")
         location = conninfo_to_dict(pod_dsn)
         where = f"{location['host']}:{location['port']}/{location['dbname']}"
-        install(Inputs(images=dict(LOCAL_IMAGES),
-                       migrate_dsn=f"postgresql://{location.get('user') or 'postgres'}@{where}",
-                       operator_dsn=f"postgresql://agentsaga_operator@{where}",
-                       location=f"postgresql://{where}", world_url=world_for_pods,
-                       state=STATE, env=env, approver=APPROVER), say)
+        try:
+            install(Inputs(images=dict(LOCAL_IMAGES),
+                           migrate_dsn=f"postgresql://{location.get('user') or 'postgres'}"
+                           f"@{where}",
+                           operator_dsn=f"postgresql://agentsaga_operator@{where}",
+                           location=f"postgresql://{where}", world_url=world_for_pods,
+                           state=STATE, env=env, approver=APPROVER), say)
+        except InstallFailed as failed:
+            say(f"the install failed: {failed}")
+            print("what the pods printed:\n" + cluster.node.pod_logs()[-6000:], flush=True)
+            return 1
 
         ENV.write_text("\n".join([
             "# the local cluster of `make cluster`: `. .cluster/env` in your shell",
@@ -202,7 +208,11 @@ def _summary() -> None:
 The local cluster runs (its supervisor: pid {_supervisor()}; its log: {LOG}).
 In your shell:
 
-    . .cluster/env        # export KUBECONFIG={STATE / 'kubeconfig'}, and PATH, WORLD_URL
+    . .cluster/env        # KUBECONFIG, PATH (kubectl, helm, kubectl agentsaga), WORLD_URL, ...
+
+or only the cluster's admin for kubectl:
+
+    export KUBECONFIG={STATE / 'kubeconfig'}
 
 then `kubectl get agentruns -n refunds`, and docs/local-cluster.md for the incident.
 `make cluster-down` removes it.""", flush=True)
