@@ -36,7 +36,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -51,7 +50,20 @@ LOG = STATE / "cluster.log"
 ENV = STATE / "env"
 FACTS = STATE / "cluster.json"
 APPROVER = "dana"
+HOLDER = "AGENTSAGA_CLUSTER_HOLDER"
+"""A process id: when that process ends, the cluster goes down too (a test that types
+`make cluster` sets its own, so that a killed test run leaves no cluster holding the node lock)."""
 USAGE = "usage: tools/localcluster.py up | down | supervise"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _alive(pid: int) -> bool:
@@ -183,7 +195,10 @@ def supervise() -> int:
         remember(node_address=cluster.address, world_url=world.url, dsn=dsn,
                  ready_seconds=round(time.monotonic() - started, 1))
         say("ready")
-        threading.Event().wait()  # until `down` (SIGTERM)
+        holder = int(os.environ.get(HOLDER) or 0)
+        while not holder or _process_alive(holder):  # until `down` (SIGTERM)
+            time.sleep(1.0)
+        say(f"process {holder} ({HOLDER}) ended: taking the cluster down")
     return 0
 
 

@@ -80,6 +80,8 @@ def test_every_command_block_of_the_page_runs_as_written(tmp_path: Path) -> None
     env = {k: v for k, v in os.environ.items()
            if k not in ("VIRTUAL_ENV", "KUBECONFIG", "AGENTSAGA_DSN", "AGENTSAGA_ADDRESS",
                         "WORLD_URL", "APPROVER_KUBECONFIG")}
+    # the cluster outlives `make cluster`, not this test: killed, it takes the cluster with it
+    env["AGENTSAGA_CLUSTER_HOLDER"] = str(os.getpid())
     shell = Shell(ROOT, env, tmp_path / "shell.log")
     seconds: list[tuple[str, float]] = []
     facts: Obj = {}
