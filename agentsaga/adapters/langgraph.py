@@ -1,5 +1,5 @@
 """LangChain tools over the sidecar, for a LangGraph ReAct agent or a ToolNode
-(`pip install agentsaga[langgraph]`).
+(the extra langgraph: `make frameworks` in the repository).
 
     tools = saga_tools(SagaClient("127.0.0.1:50051"), "refund-1182", listing)
     agent = create_react_agent(model, tools, prompt=SYSTEM_PROMPT)
