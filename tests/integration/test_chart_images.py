@@ -40,8 +40,9 @@ LOCKS = {name: IMAGES / f"{name}.requirements.lock" for name in DOCKERFILES}
 
 TODAY_MB = 511
 """The one image of before (python:3.11 slim, every dependency): 511 MB uncompressed."""
-BUDGET_MB = {"sidecar": 260, "operator": 390, "agent": 230, "base": 120}
-"""Each image's size, uncompressed, with some room (measured: 232, 351, 205, 106)."""
+BUDGET_MB = {"sidecar": 260, "operator": 390, "agent": 170, "base": 120}
+"""Each image's size, uncompressed, with some room (measured: 232, 351, 142, 106; the agent's
+holds the agent side alone, agentsaga-client)."""
 DEBIAN_PYTHON = Version("3.11.2")
 DEBIAN_MARKERS = {"python_version": "3.11", "python_full_version": str(DEBIAN_PYTHON),
                   "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
