@@ -13,7 +13,8 @@ copy of the source, so nothing is written into the checkout; the chart by tools/
 (`make tools`). Install a wheel with its locked dependencies, e.g. the agent side into an
 agent's environment:
 
-    uv pip install -r images/agent.requirements.lock && uv pip install --no-deps dist/agentsaga_client-*.whl
+    uv pip install -r images/agent.requirements.lock
+    uv pip install --no-deps dist/agentsaga_client-*.whl
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The OpenAI Agents SDK on the sidecar (the extra openai-agents: `make frameworks` in the repository).
+"""The OpenAI Agents SDK on the sidecar (the extra openai-agents: `make frameworks` in the
+repository).
 
     server = sidecar_mcp_server("http://127.0.0.1:8765/mcp", run_id="refund-1182")
     hooks = SagaRunHooks(AsyncSagaClient("127.0.0.1:50051"), "refund-1182")

@@ -1,7 +1,7 @@
 """One name for each Secret and each flag across the documents (docs/, README.md, CHANGELOG.md,
-lab/README.md, examples/, the chart's README and examples): every Secret a document names is one the chart really reads or makes for a
-documented install (rendered by the real helm, release `agentsaga`; `<release>` stands for it)
-under the chart's default name,
+lab/README.md, examples/, the chart's README and examples): every Secret a document names is
+one the chart really reads or makes for a documented install (rendered by the real helm,
+release `agentsaga`; `<release>` stands for it) under the chart's default name,
 and every `--flag` a document gives a command of `agentsaga` or `kubectl agentsaga` is one its
 argparse parser defines, spelled as the parser's first name for it (an alias is not a second
 name in the documents). A plan hash shown in a command is a whole SHA-256."""
@@ -168,8 +168,8 @@ def test_a_plan_hash_a_document_shows_is_a_whole_sha256(path: Path) -> None:
         assert len(given) == 64, given
 
 
-PLAN_HASH_LENGTH = re.compile(r"(?:plan|reviewed)[- ]hash[^.\n]{0,80}?\b(\d+)[- ](?:hex|char|digit)",
-                              re.I)
+PLAN_HASH_LENGTH = re.compile(
+    r"(?:plan|reviewed)[- ]hash[^.\n]{0,80}?\b(\d+)[- ](?:hex|char|digit)", re.I)
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(Path(p).relative_to(ROOT)))

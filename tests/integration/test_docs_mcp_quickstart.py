@@ -1,9 +1,9 @@
 """docs/mcp.md's quick start runs as written: its command blocks typed into one shell at the
 repository root, in order (the world with its MCP server, `agentsaga mcp check` of
 examples/mcp/upstreams.yaml, the sidecar in front of it, examples/mcp/call.py, `agentsaga log`,
-the world's truth, `kill %1 %2`). The saga log is the test's database (AGENTSAGA_DSN) and the sidecar's gRPC port a
-free one (AGENTSAGA_LISTEN), so that it meets no other test's; the outcome is read from the
-world's ground truth and the saga log."""
+the world's truth, `kill %1 %2`). The saga log is the test's database (AGENTSAGA_DSN) and the
+sidecar's gRPC port a free one (AGENTSAGA_LISTEN), so that it meets no other test's; the outcome
+is read from the world's ground truth and the saga log."""
 
 from __future__ import annotations
 
