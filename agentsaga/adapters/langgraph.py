@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import mcp_types as types
-
 from agentsaga.extras import require
 
-require("langgraph", "langchain_core", "langgraph", what="the LangGraph adapter")
+require("langgraph", "langchain_core", "langgraph", "mcp_types", what="the LangGraph adapter")
 
+import mcp_types as types  # noqa: E402
 from langchain_core.tools import StructuredTool  # noqa: E402
 
 from agentsaga.adapters.listing import call  # noqa: E402

@@ -17,12 +17,12 @@ import json
 from typing import Any
 
 import grpc
-import mcp_types as types
 
 from agentsaga.extras import require
 
-require("openai-agents", "agents", what="the OpenAI Agents SDK adapter")
+require("openai-agents", "agents", "mcp_types", what="the OpenAI Agents SDK adapter")
 
+import mcp_types as types  # noqa: E402
 from agents import Agent, FunctionTool, RunContextWrapper, RunHooks, Tool  # noqa: E402
 from agents.mcp import MCPServerStreamableHttp  # noqa: E402
 

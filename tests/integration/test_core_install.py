@@ -250,3 +250,18 @@ def test_the_packages_build_without_packaging_warnings(tmp_path: Path, project: 
     assert warnings == [], "\n".join(warnings)
     if project == "lab":
         assert "agentsaga_lab/bench/peers/requirements.txt" in _wheel_files(wheel)
+
+
+@pytest.mark.parametrize("agent", ["openai-agents", "langgraph"])
+def test_a_framework_demo_without_its_framework_names_the_one_command(
+        lab_venv: tuple[Path, dict[str, str]], agent: str) -> None:
+    """The product's and the lab's wheels without the frameworks: the demo says what installs
+    them (in the repository's environment, `make frameworks`), and tells no story."""
+    venv, env = lab_venv
+    done = subprocess.run([str(venv / "bin" / "agentsaga"), "demo", "--agent", agent],
+                          env={**env, "AGENTSAGA_DATA_DIR": str(venv / "data")},
+                          capture_output=True, text=True, cwd=venv, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"`agentsaga demo --agent {agent}` needs agentsaga[{agent}] (" in done.stderr
+    assert "`make frameworks` in the agentsaga repository" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

@@ -30,7 +30,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_dist_holds_the_three_wheels_and_the_chart(dist: Path) -> None:
-    assert sorted(p.name for p in dist.iterdir()) == [
+    assert sorted(p.name for p in dist.iterdir() if p.suffix in (".whl", ".tgz")) == [
         "agentsaga-0.1.0-py3-none-any.whl", "agentsaga-0.1.0.tgz",
         "agentsaga_client-0.1.0-py3-none-any.whl", "agentsaga_lab-0.1.0-py3-none-any.whl"]
     with zipfile.ZipFile(dist / "agentsaga-0.1.0-py3-none-any.whl") as product:
