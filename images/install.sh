@@ -11,9 +11,11 @@
 #                                from the folder WHEELS alone (--no-index), every one checked
 #                                against its sha256 (--require-hashes)
 #   install.sh product WHEELS VENV
-#                                install the agentsaga wheel from WHEELS into VENV without
-#                                resolving anything (--no-deps), check that every requirement is
-#                                met (pip check), run `agentsaga --help`
+#                                install the wheel of this repository in WHEELS (the product's,
+#                                agentsaga, or the agent side's, agentsaga_client) into VENV
+#                                without resolving anything (--no-deps), check that every
+#                                requirement is met (pip check), run `agentsaga --help` (the
+#                                product) or import the client (the agent side)
 #
 # Extra flags, empty by default: AGENTSAGA_WHEEL_FLAGS (pip wheel), AGENTSAGA_VENV_FLAGS
 # (python -m venv), AGENTSAGA_PIP_FLAGS (pip install). PYTHON picks the interpreter.
@@ -57,10 +59,17 @@ case "$command" in
     wheels="$(absolute "${2:?WHEELS}")"; venv="${3:?VENV}"
     case "$venv" in /*) ;; *) venv="$(pwd)/$venv" ;; esac
     cd /
-    pip_install "$wheels"/agentsaga-*.whl
+    set -- "$wheels"/agentsaga-*.whl "$wheels"/agentsaga_client-*.whl
+    for wheel do
+      if [ -e "$wheel" ]; then pip_install "$wheel"; fi
+    done
     pip check
     rm -rf "$installer"
-    "$venv/bin/agentsaga" --help >/dev/null
+    if [ -e "$venv/bin/agentsaga" ]; then
+      "$venv/bin/agentsaga" --help >/dev/null
+    else
+      "$venv/bin/python" -P -c "import agentsaga.client"
+    fi
     ;;
   *)
     echo "install.sh: unknown command $command" >&2

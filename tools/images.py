@@ -96,8 +96,10 @@ MMDEBSTRAP = [
 """The base's recipe (the output path is appended); part of the base's key."""
 BASE_DOCKERFILE = "FROM scratch\nADD base.tar /\nCMD [\"/usr/bin/python3\"]\n"
 
-PRODUCT_PATHS = ("agentsaga", "sidecar", "operator", "setup.py", "pyproject.toml", "README.md")
-"""What the product's wheel is built from (setup.py maps the three folders into agentsaga)."""
+PRODUCT_PATHS = ("agentsaga", "sidecar", "operator", "setup.py", "pyproject.toml", "README.md",
+                 "client")
+"""What the product's wheels are built from: the product's (setup.py maps the three folders into
+agentsaga) and the agent side's (client/: `agentsaga-client`, modules of agentsaga/)."""
 SKIPPED = ("__pycache__", ".egg-info", ".pyc", ".mypy_cache")
 
 
@@ -108,6 +110,9 @@ class Image:
     requirements: Path
     app: tuple[Path, ...] = ()
     """Files copied into the context's app/ folder (the agent's script)."""
+    wheel: str = "agentsaga"
+    """The wheel of this repository it installs: the product's, or the agent side's
+    (`agentsaga_client`, what an agent's image needs of agentsaga)."""
 
     @property
     def repository(self) -> str:
@@ -121,7 +126,7 @@ IMAGES = {
                       IMAGES_DIR / "operator.requirements.lock"),
     "agent": Image("agent", ROOT / "examples" / "refund" / "agent.Dockerfile",
                    IMAGES_DIR / "agent.requirements.lock",
-                   app=(ROOT / "examples" / "refund" / "agent.py",)),
+                   app=(ROOT / "examples" / "refund" / "agent.py",), wheel="agentsaga_client"),
 }
 
 
@@ -325,9 +330,9 @@ def ensure_wheels(requirements: Path) -> Path:
 
 
 def ensure_product() -> Path:
-    """The product's wheel of the current source, built from a copy of it."""
+    """The product's wheel and the agent side's of the current source, built from a copy of it."""
     folder = cache_dir() / "product" / product_key()
-    if list(folder.glob("agentsaga-*.whl")):
+    if list(folder.glob("agentsaga-*.whl")) and list(folder.glob("agentsaga_client-*.whl")):
         return folder
     with tempfile.TemporaryDirectory(prefix="agentsaga-wheel-") as temporary:
         source = Path(temporary) / "src"
@@ -340,15 +345,18 @@ def ensure_product() -> Path:
                "AGENTSAGA_WHEEL_FLAGS": "--no-build-isolation --quiet"}
         _run(["sh", str(INSTALL_SCRIPT), "wheel", str(source), str(out)],
              "building the product's wheel", env=env)
+        _run(["sh", str(INSTALL_SCRIPT), "wheel", str(source / "client"), str(out)],
+             "building the agent side's wheel", env=env)
         folder.mkdir(parents=True, exist_ok=True)
-        for wheel in out.glob("agentsaga-*.whl"):
+        for wheel in [*out.glob("agentsaga-*.whl"), *out.glob("agentsaga_client-*.whl")]:
             shutil.copy2(wheel, folder / wheel.name)
     return folder
 
 
 def write_context(image: Image, target: Path) -> Path:
     """`image`'s build context at `target`: install.sh, requirements.lock, wheels/ (linked from
-    the cache), product/ (the product's wheel) and app/ (the agent's script)."""
+    the cache), product/ (the product's wheel, or the agent side's) and app/ (the agent's
+    script)."""
     wheels, product = ensure_wheels(image.requirements), ensure_product()
     if target.exists():
         shutil.rmtree(target)
@@ -358,7 +366,7 @@ def write_context(image: Image, target: Path) -> Path:
     shutil.copy2(image.requirements, target / "requirements.lock")
     for wheel in wheels.glob("*.whl"):
         os.link(wheel, target / "wheels" / wheel.name)
-    for wheel in product.glob("agentsaga-*.whl"):
+    for wheel in product.glob(f"{image.wheel}-*.whl"):
         shutil.copy2(wheel, target / "product" / wheel.name)
     if image.app:
         (target / "app").mkdir()

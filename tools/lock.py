@@ -10,7 +10,8 @@ from it (pip `--require-hashes`):
 
 - images/<image>.requirements.lock: what each image installs (tools/images.py builds them): the
   sidecar's the core and [stripe] (never the Kubernetes client), the operator's the core and
-  [operator] (no vendor SDK), the refund example's agent the core alone;
+  [operator] (no vendor SDK), the refund example's agent the agent side alone (client/:
+  `agentsaga-client`, no database driver, no Kubernetes client);
 - lab/agentsaga_lab/bench/peers/requirements.txt: the peers `agentsaga bench` installs into its own
   virtual environment (the lab's `bench-peers` dependency group).
 
@@ -29,7 +30,7 @@ UV = ROOT / ".uv" / "bin" / "uv"
 EXPORTS: dict[Path, list[str]] = {
     ROOT / "images" / "sidecar.requirements.lock": ["--no-dev", "--extra", "stripe"],
     ROOT / "images" / "operator.requirements.lock": ["--no-dev", "--extra", "operator"],
-    ROOT / "images" / "agent.requirements.lock": ["--no-dev"],
+    ROOT / "images" / "agent.requirements.lock": ["--no-dev", "--package", "agentsaga-client"],
     ROOT / "lab" / "agentsaga_lab" / "bench" / "peers" / "requirements.txt":
         ["--package", "agentsaga-lab", "--only-group", "bench-peers"],
 }

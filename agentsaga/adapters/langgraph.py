@@ -1,5 +1,5 @@
 """LangChain tools over the sidecar, for a LangGraph ReAct agent or a ToolNode
-(`pip install agentsaga[langgraph]`).
+(the extra langgraph: `make frameworks` in the repository).
 
     tools = saga_tools(SagaClient("127.0.0.1:50051"), "refund-1182", listing)
     agent = create_react_agent(model, tools, prompt=SYSTEM_PROMPT)
@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import mcp_types as types
-
 from agentsaga.extras import require
 
-require("langgraph", "langchain_core", "langgraph", what="the LangGraph adapter")
+require("langgraph", "langchain_core", "langgraph", "mcp_types", what="the LangGraph adapter")
 
+import mcp_types as types  # noqa: E402
 from langchain_core.tools import StructuredTool  # noqa: E402
 
 from agentsaga.adapters.listing import call  # noqa: E402

@@ -18,16 +18,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-import httpx2
-import mcp_types as types
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from agentsaga.client import AsyncSagaClient, SagaClient, auth_headers
 from agentsaga.client.codec import ERROR_CODES, maybe_happened
 from agentsaga.errors import ErrorCode
+from agentsaga.extras import require
 from agentsaga.saga.wording import REFUSALS, tool_message
 from agentsaga.v1 import sidecar_pb2 as pb
+
+# the product has the MCP SDK; the agent side (agentsaga-client) with either framework's extra
+require("openai-agents", "mcp", "mcp_types", "httpx2",
+        what="the adapters' MCP listing (either framework's extra brings it)")
+
+import httpx2  # noqa: E402
+import mcp_types as types  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 RUN_HEADER = "Agentsaga-Run-Id"
 AGENT_HEADER = "Agentsaga-Agent"

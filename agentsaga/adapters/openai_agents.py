@@ -1,4 +1,5 @@
-"""The OpenAI Agents SDK on the sidecar (`pip install agentsaga[openai-agents]`).
+"""The OpenAI Agents SDK on the sidecar (the extra openai-agents: `make frameworks` in the
+repository).
 
     server = sidecar_mcp_server("http://127.0.0.1:8765/mcp", run_id="refund-1182")
     hooks = SagaRunHooks(AsyncSagaClient("127.0.0.1:50051"), "refund-1182")
@@ -16,12 +17,12 @@ import json
 from typing import Any
 
 import grpc
-import mcp_types as types
 
 from agentsaga.extras import require
 
-require("openai-agents", "agents", what="the OpenAI Agents SDK adapter")
+require("openai-agents", "agents", "mcp_types", what="the OpenAI Agents SDK adapter")
 
+import mcp_types as types  # noqa: E402
 from agents import Agent, FunctionTool, RunContextWrapper, RunHooks, Tool  # noqa: E402
 from agents.mcp import MCPServerStreamableHttp  # noqa: E402
 

@@ -104,8 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = all_commands()
     if first in LAB_COMMANDS and first not in commands:
         print(f"agentsaga {first}: this command is part of the lab, which is not installed: "
-              "`pip install agentsaga-lab` (the lab/ folder of the agentsaga repository; "
-              "`make demo` there installs both)", file=sys.stderr)
+              "`make demo` in the agentsaga repository installs it with the product (its "
+              "lab/ folder), or `pip install dist/agentsaga_lab-*.whl` with the wheel `make "
+              "dist` builds there (agentsaga is not on an index yet)", file=sys.stderr)
         return 2
     try:
         parser = build_parser(only=first if first in commands else None, commands=commands)

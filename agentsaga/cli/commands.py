@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import shlex
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Literal, overload
@@ -279,8 +280,27 @@ def run_approve(args: argparse.Namespace) -> int:
     print(f"run {args.run}: plan {record.plan_hash} {record.decision} by "
           f"{record.decided_by} at {record.decided_at}")
     if record.decision == "Rejected":
-        print(f"the run will not commit; unwind it with `agentsaga unwind --run {args.run}`")
+        print(rejected_next(args.run, args.dsn, Settings.from_env().tools))
     return 0
+
+
+def rejected_next(run: str, dsn: str | None, tools: tuple[str, ...]) -> str:
+    """What follows a rejection: the agent waiting at the pivot unwinds the run itself (under
+    Kubernetes the operator does); else `agentsaga unwind`."""
+    return ("the run will not commit: an agent waiting at the pivot unwinds it itself; with "
+            "none left, unwind it with " + unwind_command(run, dsn, tools))
+
+
+def unwind_command(run: str, dsn: str | None, tools: tuple[str, ...]) -> str:
+    """The `agentsaga unwind` of `run` that works from here: it must load the run's tools to
+    look its steps up, which AGENTSAGA_TOOLS names (the unwind reads it too), else --tools."""
+    command = f"agentsaga unwind --run {shlex.quote(run)}"
+    if dsn:
+        command += f" --dsn {shlex.quote(dsn)}"
+    if tools:
+        return f"`{command}`"
+    return (f"`{command} --tools MODULE`, MODULE being the tools your sidecar loaded (its "
+            "--tools or AGENTSAGA_TOOLS, e.g. ./refund_tools.py)")
 
 
 def configure_settle(parser: argparse.ArgumentParser) -> None:
@@ -316,7 +336,8 @@ def run_settle(args: argparse.Namespace) -> int:
     print(f"run {args.run} step {step.step_idx} {step.tool}: {verb} as {item.outcome} by "
           f"{item.settler}; the step is {step.status}"
           + (f" (ref {step.external_ref})" if step.external_ref else ""))
-    print(f"continue with `agentsaga unwind --run {args.run}` (or let the agent call again)")
+    print(f"continue with {unwind_command(args.run, args.dsn, Settings.from_env().tools)} (or "
+          "let the agent call again)")
     return 0
 
 

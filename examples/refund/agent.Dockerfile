@@ -4,8 +4,10 @@
 # nothing else. The run id comes from EXAMPLE_RUN_ID (or the first argument); EXAMPLE_STAY=1 keeps
 # the container running after the run ends, until it is stopped.
 #
-# Built like the product's images, from a wheelhouse made on the host (images/agent.requirements.lock
-# and the product's wheel), with no network in the build:
+# Built like the product's images, from a wheelhouse made on the host, with no network in the
+# build; it installs the agent side alone (client/: `agentsaga-client`, the client and the
+# adapters, with grpcio, protobuf, pydantic and the OpenTelemetry API; images/agent.requirements.lock),
+# not the product (no database driver, no MCP server, no Kubernetes client):
 #   .venv/bin/python -P tools/images.py context agent build/agent
 #   docker build --network none -f examples/refund/agent.Dockerfile -t refund-agent build/agent
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm@sha256:081075da77b2b55c23c088251026fb69a7b2bf92471e491ff5fd75c192fd38e5

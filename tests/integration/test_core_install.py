@@ -1,4 +1,4 @@
-"""`pip install agentsaga` with no extras, into a fresh virtualenv: it brings what a sidecar, the
+"""The product's wheel with no extras, into a fresh virtualenv: it brings what a sidecar, the
 operator and a Job need and nothing of the lab (world, demo, chaos, bench) or the tests, and those
 commands start there. The lab's distribution (`agentsaga-lab`, lab/) installs beside it in
 another virtualenv, and its commands join `agentsaga`.
@@ -186,13 +186,15 @@ def test_the_products_wheel_holds_nothing_of_the_lab(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("argv", "says"), [
     (["world", "--help"], "this command is part of the lab, which is not installed: "
-                          "`pip install agentsaga-lab`"),
+                          "`make demo` in the agentsaga repository installs it"),
     (["demo"], "this command is part of the lab, which is not installed: "
-               "`pip install agentsaga-lab`"),
-    (["operator"], "the operator (`agentsaga operator`) needs `pip install 'agentsaga[operator]'`"
-                   " (kopf is not installed)"),
+               "`make demo` in the agentsaga repository installs it"),
+    (["operator"], "the operator (`agentsaga operator`) needs agentsaga[operator] (kopf is not "
+                   "installed): `.uv/bin/uv sync --inexact --extra operator` in the agentsaga "
+                   "repository (its .venv), or `pip install "
+                   "'dist/agentsaga-0.1.0-py3-none-any.whl[operator]'`"),
     (["migrate"], "the embedded Postgres (used when no AGENTSAGA_DSN is set) needs "
-                  "`pip install 'agentsaga[embedded]'` (pgserver is not installed)"),
+                  "agentsaga[embedded] (pgserver is not installed)"),
 ])
 def test_a_command_that_needs_an_extra_says_which(
         core_venv: tuple[Path, dict[str, str]], argv: list[str], says: str) -> None:
@@ -215,7 +217,8 @@ def test_a_framework_adapter_says_which_extra_it_needs(
     done = subprocess.run([str(venv / "bin" / "python"), "-P", "-c", f"import {module}"],
                           env=env, capture_output=True, text=True, cwd=venv, timeout=120)
     assert done.returncode != 0
-    assert f"needs `pip install 'agentsaga[{extra}]'`" in done.stderr
+    assert f"needs agentsaga[{extra}] (" in done.stderr
+    assert "`make frameworks` in the agentsaga repository" in done.stderr
 
 
 @pytest.mark.parametrize("command", ["world", "demo", "chaos", "bench"])
@@ -247,3 +250,18 @@ def test_the_packages_build_without_packaging_warnings(tmp_path: Path, project: 
     assert warnings == [], "\n".join(warnings)
     if project == "lab":
         assert "agentsaga_lab/bench/peers/requirements.txt" in _wheel_files(wheel)
+
+
+@pytest.mark.parametrize("agent", ["openai-agents", "langgraph"])
+def test_a_framework_demo_without_its_framework_names_the_one_command(
+        lab_venv: tuple[Path, dict[str, str]], agent: str) -> None:
+    """The product's and the lab's wheels without the frameworks: the demo says what installs
+    them (in the repository's environment, `make frameworks`), and tells no story."""
+    venv, env = lab_venv
+    done = subprocess.run([str(venv / "bin" / "agentsaga"), "demo", "--agent", agent],
+                          env={**env, "AGENTSAGA_DATA_DIR": str(venv / "data")},
+                          capture_output=True, text=True, cwd=venv, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"`agentsaga demo --agent {agent}` needs agentsaga[{agent}] (" in done.stderr
+    assert "`make frameworks` in the agentsaga repository" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

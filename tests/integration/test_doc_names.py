@@ -1,7 +1,7 @@
-"""One name for each Secret and each flag across the documents (docs/, the chart's README and
-examples): every Secret a document names is one the chart really reads or makes for a
-documented install (rendered by the real helm, release `agentsaga`; `<release>` stands for it)
-under the chart's default name,
+"""One name for each Secret and each flag across the documents (docs/, README.md, CHANGELOG.md,
+lab/README.md, examples/, the chart's README and examples): every Secret a document names is
+one the chart really reads or makes for a documented install (rendered by the real helm,
+release `agentsaga`; `<release>` stands for it) under the chart's default name,
 and every `--flag` a document gives a command of `agentsaga` or `kubectl agentsaga` is one its
 argparse parser defines, spelled as the parser's first name for it (an alias is not a second
 name in the documents). A plan hash shown in a command is a whole SHA-256."""
@@ -23,7 +23,11 @@ from sagatest.chart_installs import documented_installs, rendered
 from sagatest.chart_tools import CHART, ROOT
 
 DOCUMENTS = sorted([*(ROOT / "docs").rglob("*.md"), CHART / "README.md",
-                    *(CHART / "examples").glob("*")])
+                    *(CHART / "examples").glob("*"), ROOT / "README.md", ROOT / "CHANGELOG.md",
+                    ROOT / "lab" / "README.md",
+                    *(p for p in (ROOT / "examples").rglob("*")
+                      if p.is_file() and p.suffix in (".md", ".yaml", ".sh", "")
+                      or p.name.endswith("Dockerfile"))])
 DEVELOPMENT = ("--set", "postgres.credentials.location=",
                "--set", "postgres.allowSharedCredentialForDevelopment=true")
 SECRET_NAME = re.compile(
@@ -162,3 +166,14 @@ def test_every_flag_the_documents_give_a_command_is_its_own_name() -> None:
 def test_a_plan_hash_a_document_shows_is_a_whole_sha256(path: Path) -> None:
     for given in re.findall(r"--plan-hash[ =]([0-9a-f]+)\b", path.read_text()):
         assert len(given) == 64, given
+
+
+PLAN_HASH_LENGTH = re.compile(
+    r"(?:plan|reviewed)[- ]hash[^.\n]{0,80}?\b(\d+)[- ](?:hex|char|digit)", re.I)
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(Path(p).relative_to(ROOT)))
+def test_a_plan_hash_a_document_describes_is_64_hex_characters(path: Path) -> None:
+    """Prose that gives the plan hash's length gives the real one (a SHA-256 in hex)."""
+    for length in PLAN_HASH_LENGTH.findall(path.read_text()):
+        assert length == "64", f"{path.relative_to(ROOT)}: a plan hash of {length} characters"

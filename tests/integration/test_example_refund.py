@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from agentsaga import subprocesses
+from agentsaga.cli.commands import rejected_next
 from agentsaga_lab.world import World
 from sagatest.cli_tools import agentsaga
 from sagatest.doc_blocks import Shell, blocks, commands
@@ -180,3 +182,34 @@ def test_example_unwinds_when_the_plan_is_rejected(world: World, pg: str,
     truth = world.truth()
     assert truth["emails"] == []
     assert [p["status"] for p in truth["payment_intents"]] == ["canceled"]
+
+
+SUGGESTED = re.compile(r"unwind it with `([^`]+)`")
+
+
+def test_the_unwind_a_rejection_suggests_runs_where_no_agent_is_left(
+        world: World, pg: str, example_sidecar: str) -> None:
+    """The agent stopped at the pivot: the rejection's own suggestion, typed as printed (with
+    the sidecar's tools named as AGENTSAGA_TOOLS, as in a shell that runs it), releases the
+    hold; without them, it says to name them."""
+    agent, plan_hash = run_agent_to_the_pivot(example_sidecar, "refund-3")
+    agent.kill()
+    finish(agent)
+    env = {"AGENTSAGA_TOOLS": "./refund_tools.py", "EXAMPLE_WORLD_URL": world.url}
+    rejected = agentsaga("approve", "--run", "refund-3", "--plan-hash", plan_hash,
+                         "--decision", "rejected", "--dsn", pg, cwd=EXAMPLE, env=env)
+    assert rejected.returncode == 0, rejected.stderr
+    found = SUGGESTED.search(rejected.stdout)
+    assert found, rejected.stdout
+    words = shlex.split(found.group(1))
+    assert words[:2] == ["agentsaga", "unwind"]
+    unwound = agentsaga(*words[1:], cwd=EXAMPLE, env=env)
+    assert unwound.returncode == 0, unwound.stdout + unwound.stderr
+    assert [p["status"] for p in world.truth()["payment_intents"]] == ["canceled"]
+    assert world.truth()["emails"] == []
+    # without AGENTSAGA_TOOLS the same suggestion asks for them (the default tools cannot
+    # look the example's steps up)
+    assert rejected_next("refund-3", None, ()) == (
+        "the run will not commit: an agent waiting at the pivot unwinds it itself; with none "
+        "left, unwind it with `agentsaga unwind --run refund-3 --tools MODULE`, MODULE being "
+        "the tools your sidecar loaded (its --tools or AGENTSAGA_TOOLS, e.g. ./refund_tools.py)")

@@ -11,7 +11,7 @@ METRICS = ("tickets_created", "tickets_open", "ghost_closes", "charges", "charge
 LABELS = {
     "tickets_created": "tickets created",
     "tickets_open": "tickets still open",
-    "ghost_closes": "closes of tickets that were not there",
+    "ghost_closes": "second closes of a closed ticket",
     "charges": "charges (PaymentIntents)",
     "charges_unrefunded": "charges neither refunded nor released",
     "refunds": "refunds + released authorisations",
@@ -43,12 +43,16 @@ def outcome(truth: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def table(naive: dict[str, int], saga: dict[str, int]) -> str:
+def table(left: dict[str, int], right: dict[str, int],
+          titles: tuple[str, str] = ("naive", "agentsaga")) -> str:
+    """The two outcomes side by side under `titles` (the naive harness's and agentsaga's by
+    default)."""
     width = max(len(v) for v in LABELS.values())
-    lines = [f"{'ground truth after the run':<{width}}  {'naive':>6}  {'agentsaga':>9}",
-             "-" * (width + 19)]
+    a, b = (max(len(t), 6) for t in titles)
+    lines = [f"{'ground truth after the run':<{width}}  {titles[0]:>{a}}  {titles[1]:>{b}}",
+             "-" * (width + a + b + 4)]
     for name in METRICS:
-        lines.append(f"{LABELS[name]:<{width}}  {naive[name]:>6}  {saga[name]:>9}")
+        lines.append(f"{LABELS[name]:<{width}}  {left[name]:>{a}}  {right[name]:>{b}}")
     return "\n".join(lines)
 
 

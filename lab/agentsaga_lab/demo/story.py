@@ -45,9 +45,9 @@ def naive_story(outcome: dict[str, int], actions: list[str]) -> str:
     hurt = (f"Why it hurts: {_plural(outcome['charges_unrefunded'], 'charge')} still on the "
             "customer's statement, "
             f"{_plural(outcome['customer_emails'], 'apology email')} about a charge they never "
-            f"saw (receipts were off), {_plural(outcome['ghost_closes'], 'close')} of a ticket "
-            f"that never existed and {_plural(outcome['tickets_open'], 'ticket')} left open "
-            "in the support queue.")
+            f"saw (receipts were off), {_plural(outcome['ghost_closes'], 'second close')} of a "
+            f"ticket already closed (the other ticket was never closed) and "
+            f"{_plural(outcome['tickets_open'], 'ticket')} left open in the support queue.")
     return _numbered("Naive harness (transcript replay, argument-hash dedup):", steps, hurt)
 
 

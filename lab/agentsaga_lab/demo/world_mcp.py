@@ -6,6 +6,9 @@ read-only nor declared anywhere: the sidecar must not offer it.
 
     with WorldMCP(world.url) as upstream:  # upstream.url: http://127.0.0.1:PORT/mcp
         ...
+
+`agentsaga world --mcp-port 8771` serves it beside the world (docs/mcp.md's quick start, whose
+upstreams file is examples/mcp/upstreams.yaml).
 """
 
 from __future__ import annotations
@@ -142,9 +145,9 @@ class WorldMCP:
         assert self.serving is not None
         return self.serving.url
 
-    def start(self) -> WorldMCP:
+    def start(self, port: int = 0) -> WorldMCP:
         app = self.server.streamable_http_app(streamable_http_path=PATH, json_response=True)
-        self.serving = serve_app(app, "127.0.0.1", 0)
+        self.serving = serve_app(app, "127.0.0.1", port)
         return self
 
     def stop(self) -> None:
@@ -226,3 +229,4 @@ def write_upstreams(url: str, path: Path) -> Path:
     """The world server's declarations (an upstreams file), pointing at `url`."""
     path.write_text(DECLARATIONS.replace('"{url}"', f'"{url}"'))
     return path
+

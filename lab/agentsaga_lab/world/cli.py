@@ -20,6 +20,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds before writes show in search endpoints (default 2)")
     parser.add_argument("--search-rate", type=float, default=20.0,
                         help="Stripe search requests per second before 429 (default 20)")
+    parser.add_argument("--mcp-port", type=int, default=None,
+                        help="also serve an MCP server over the world's systems (tickets, "
+                        "payments, the warehouse: agentsaga_lab.demo.world_mcp) at "
+                        "http://127.0.0.1:PORT/mcp, an upstream for the sidecar "
+                        "(examples/mcp/upstreams.yaml declares its tools)")
 
 
 def describe(world: World) -> str:
@@ -51,12 +56,22 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(stop, _interrupt)
     world = World(search_lag=args.search_lag, search_rate=args.search_rate, host=args.host,
                   port=args.port, smtp_port=args.smtp_port).start()
+    upstream = None
     try:
+        if args.mcp_port is not None:
+            from agentsaga_lab.demo.world_mcp import WorldMCP
+
+            upstream = WorldMCP(world.url).start(args.mcp_port)
         print(describe(world), flush=True)
+        if upstream is not None:
+            print(f"  MCP         {upstream.url}   (tickets, payments, the warehouse as MCP "
+                  "tools: an upstream for the sidecar)", flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:
+        if upstream is not None:
+            upstream.stop()
         world.stop()
     return 0
 
