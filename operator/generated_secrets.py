@@ -207,8 +207,9 @@ class Generator:
     # -- CRDs ------------------------------------------------------------------------------
 
     def _crds(self, folder: Path) -> None:
-        for path in sorted(folder.glob("*.yaml")):
-            crd = yaml.safe_load(path.read_text())
+        crds = [doc for path in sorted(folder.glob("*.yaml"))
+                for doc in yaml.safe_load_all(path.read_text()) if doc]
+        for crd in crds:
             name = crd["metadata"]["name"]
             try:
                 response = self.extensions.read_custom_resource_definition(
