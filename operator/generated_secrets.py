@@ -119,6 +119,49 @@ def webhook_certificate(service: str, namespace: str, days: int) -> dict[str, by
             "ca.crt": ca.public_bytes(serialization.Encoding.PEM)}
 
 
+def secret_body(plan: Plan, namespace: str, name: str, kind: str,
+                data: dict[str, str] | dict[str, bytes], component: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Secret", "type": kind,
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {**plan.labels, "app.kubernetes.io/component": component}},
+            "data": {key: _b64(value) for key, value in sorted(data.items())}}
+
+
+def token_data() -> dict[str, str]:
+    return {"token": secrets.token_urlsafe(36)}
+
+
+def credentials_data(sidecar_role: str, job_role: str) -> dict[str, str]:
+    return {"sidecar-user": sidecar_role, "sidecar-password": secrets.token_urlsafe(24),
+            "job-user": job_role, "job-password": secrets.token_urlsafe(24)}
+
+
+def fresh_secrets(plan: Plan) -> list[Obj]:
+    """The Secrets the Job makes in a cluster holding none of them (what a render of the chart
+    stands for once its setup Job has run: the chart tests read them)."""
+    made: list[Obj] = []
+    if plan.webhook_tls:
+        spec = plan.webhook_tls
+        made.append(secret_body(plan, spec["namespace"], spec["secret"], "kubernetes.io/tls",
+                                webhook_certificate(spec["service"], spec["namespace"],
+                                                    int(spec["validityDays"])), "webhook"))
+    for token in plan.access_tokens:
+        made.append(secret_body(plan, token["namespace"], token["secret"], "Opaque",
+                                token_data(), "sidecar"))
+    if plan.db_credentials:
+        spec = plan.db_credentials
+        passwords: dict[str, str] = {}
+        for entry in spec["namespaces"]:
+            data = credentials_data(entry["sidecarRole"], entry["jobRole"])
+            passwords[entry["sidecarRole"]] = data["sidecar-password"]
+            passwords[entry["jobRole"]] = data["job-password"]
+            made.append(secret_body(plan, entry["namespace"], spec["secret"], "Opaque", data,
+                                    "sidecar"))
+        made.append(secret_body(plan, spec["releaseNamespace"], spec["migrateSecret"], "Opaque",
+                                passwords, "migration"))
+    return made
+
+
 class Generator:
     """Creates what the plan names, where absent, with the client's credentials."""
 
@@ -133,8 +176,7 @@ class Generator:
         if self.plan.webhook_tls:
             self._webhook_tls(self.plan.webhook_tls)
         for token in self.plan.access_tokens:
-            self._ensure(token["namespace"], token["secret"], "Opaque",
-                         lambda: {"token": secrets.token_urlsafe(36)}, "sidecar")
+            self._ensure(token["namespace"], token["secret"], "Opaque", token_data, "sidecar")
         if self.plan.db_credentials:
             self._db_credentials(self.plan.db_credentials)
         if self.plan.crds:
@@ -152,21 +194,13 @@ class Generator:
         found: Obj = json.loads(response.data)
         return found
 
-    def _body(self, namespace: str, name: str, kind: str, data: dict[str, str | bytes],
-              component: str) -> Obj:
-        return {"apiVersion": "v1", "kind": "Secret", "type": kind,
-                "metadata": {"name": name, "namespace": namespace,
-                             "labels": {**self.plan.labels,
-                                        "app.kubernetes.io/component": component}},
-                "data": {key: _b64(value) for key, value in sorted(data.items())}}
-
     def _ensure(self, namespace: str, name: str, kind: str, make: Any, component: str) -> Obj:
         """The Secret's data (base64, as served): the existing one's, else a new one's."""
         found = self._read(namespace, name)
         if found is not None:
             self.kept.append(f"{namespace}/{name}")
             return dict(found.get("data") or {})
-        body = self._body(namespace, name, kind, make(), component)
+        body = secret_body(self.plan, namespace, name, kind, make(), component)
         try:
             self.core.create_namespaced_secret(namespace, body)  # type: ignore[arg-type]
         except ApiException as exc:
@@ -185,9 +219,9 @@ class Generator:
         passwords: dict[str, str] = {}
         for entry in spec["namespaces"]:
             roles = {"sidecar": entry["sidecarRole"], "job": entry["jobRole"]}
-            data = self._ensure(entry["namespace"], spec["secret"], "Opaque", lambda r=roles: {
-                **{f"{kind}-user": role for kind, role in r.items()},
-                **{f"{kind}-password": secrets.token_urlsafe(24) for kind in r}}, "sidecar")
+            data = self._ensure(entry["namespace"], spec["secret"], "Opaque",
+                                lambda r=roles: credentials_data(r["sidecar"], r["job"]),
+                                "sidecar")
             for kind, role in roles.items():
                 password = data.get(f"{kind}-password")
                 if not password:
@@ -196,8 +230,8 @@ class Generator:
                         f"it was made by hand; add the key {kind}-password (and {kind}-user "
                         f"{role}), or delete the Secret so that it is made again")
                 passwords[role] = base64.b64decode(password).decode()
-        body = self._body(spec["releaseNamespace"], spec["migrateSecret"], "Opaque",
-                          dict(passwords), "migration")
+        body = secret_body(self.plan, spec["releaseNamespace"], spec["migrateSecret"], "Opaque",
+                           passwords, "migration")
         if self._read(spec["releaseNamespace"], spec["migrateSecret"]) is None:
             self.core.create_namespaced_secret(spec["releaseNamespace"], body)  # type: ignore[arg-type]
         else:
