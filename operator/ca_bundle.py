@@ -15,6 +15,7 @@ import base64
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -31,12 +32,14 @@ def inject_ca_bundle(api: client.ApiClient, name: str, ca_file: Path) -> bool:
     try:
         pem = ca_file.read_bytes()
     except OSError as exc:
-        raise ConfigurationError(f"--webhook-configuration {name}: cannot read the CA {ca_file} "
-                                 f"({exc}); the chart mounts it from the webhook's TLS Secret") from exc
+        raise ConfigurationError(
+            f"--webhook-configuration {name}: cannot read the CA {ca_file} ({exc}); the chart "
+            "mounts it from the webhook's TLS Secret") from exc
     bundle = base64.b64encode(pem).decode()
     admission = client.AdmissionregistrationV1Api(api)
     try:
-        response = admission.read_mutating_webhook_configuration(name, _preload_content=False)
+        response: Any = admission.read_mutating_webhook_configuration(name,
+                                                                      _preload_content=False)
     except ApiException as exc:
         raise ConfigurationError(
             f"--webhook-configuration {name}: cannot read it (HTTP {exc.status}): the chart "

@@ -36,6 +36,7 @@ import logging
 import os
 import secrets
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,7 @@ def webhook_certificate(service: str, namespace: str, days: int) -> dict[str, by
 
 
 def secret_body(plan: Plan, namespace: str, name: str, kind: str,
-                data: dict[str, str] | dict[str, bytes], component: str) -> Obj:
+                data: Mapping[str, str | bytes], component: str) -> Obj:
     return {"apiVersion": "v1", "kind": "Secret", "type": kind,
             "metadata": {"name": name, "namespace": namespace,
                          "labels": {**plan.labels, "app.kubernetes.io/component": component}},
@@ -186,7 +187,8 @@ class Generator:
 
     def _read(self, namespace: str, name: str) -> Obj | None:
         try:
-            response = self.core.read_namespaced_secret(name, namespace, _preload_content=False)
+            response: Any = self.core.read_namespaced_secret(name, namespace,
+                                                             _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -246,7 +248,7 @@ class Generator:
         for crd in crds:
             name = crd["metadata"]["name"]
             try:
-                response = self.extensions.read_custom_resource_definition(
+                response: Any = self.extensions.read_custom_resource_definition(
                     name, _preload_content=False)
                 served: Obj | None = json.loads(response.data)
             except ApiException as exc:
@@ -254,7 +256,7 @@ class Generator:
                     raise
                 served = None
             if served is None:
-                self.extensions.create_custom_resource_definition(crd)  # type: ignore[arg-type]
+                self.extensions.create_custom_resource_definition(crd)
                 self.made.append(f"crd/{name}")
                 continue
             metadata = served["metadata"]
@@ -264,7 +266,7 @@ class Generator:
                                "annotations": {**(metadata.get("annotations") or {}),
                                                **(crd["metadata"].get("annotations") or {})}}
             crd["metadata"]["resourceVersion"] = metadata["resourceVersion"]
-            self.extensions.replace_custom_resource_definition(name, crd)  # type: ignore[arg-type]
+            self.extensions.replace_custom_resource_definition(name, crd)
             self.made.append(f"crd/{name} (replaced)")
 
 

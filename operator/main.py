@@ -19,8 +19,8 @@ import kopf
 from agentsaga import telemetry
 from agentsaga.cli.database import is_embedded, resolve_dsn
 from agentsaga.errors import ConfigurationError
-from agentsaga.operator.context import Context
 from agentsaga.operator.ca_bundle import inject_ca_bundle
+from agentsaga.operator.context import Context
 from agentsaga.operator.injection import load_template
 from agentsaga.operator.kube import KubeApi, api_client
 from agentsaga.operator.watch_recovery import install as recover_unreadable_watches

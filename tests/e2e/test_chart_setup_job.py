@@ -28,8 +28,18 @@ import yaml
 from cryptography import x509
 
 from agentsaga.operator.ca_bundle import inject_ca_bundle
-from sagatest.chart_tools import (CHART, CREDENTIALS, FULL_VALUES, IMAGES, MINIMAL_VALUES, ROOT,
-                                  find, helm, one, render)
+from sagatest.chart_tools import (
+    CHART,
+    CREDENTIALS,
+    FULL_VALUES,
+    IMAGES,
+    MINIMAL_VALUES,
+    ROOT,
+    find,
+    helm,
+    one,
+    render,
+)
 from sagatest.cluster.chart import RELEASE, RELEASE_NS, WEBHOOK, install_chart
 from sagatest.cluster.kube import Kube
 

@@ -70,8 +70,9 @@ def test_adding_a_namespace_is_one_values_entry() -> None:
     before, after = _render("team-a"), _render("team-a", "team-c")
     assert set(_credentials(with_setup_job(after))) - set(
         _credentials(with_setup_job(before))) == {"team-c"}
-    env = {e["name"]: e.get("value") for e in one(after, "Job", "saga-agentsaga-migrate-1")["spec"]["template"]["spec"][
-        "containers"][0]["env"]}
+    job = one(after, "Job", "saga-agentsaga-migrate-1")
+    env = {e["name"]: e.get("value")
+           for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["AGENTSAGA_NAMESPACES"] == "team-a,team-c"
 
 

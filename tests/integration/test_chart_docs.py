@@ -10,8 +10,14 @@ import re
 import shlex
 from typing import Any
 
-from sagatest.chart_tools import (CHART, EXAMPLE_VALUES, find, render, sidecar_template,
-                                  with_setup_job)
+from sagatest.chart_tools import (
+    CHART,
+    EXAMPLE_VALUES,
+    find,
+    render,
+    sidecar_template,
+    with_setup_job,
+)
 
 README = CHART / "README.md"
 

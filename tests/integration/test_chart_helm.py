@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import hashlib
 import re
 import shutil
 from pathlib import Path
