@@ -3,8 +3,9 @@ pre-install/pre-upgrade hook Job runs `python -P -m agentsaga.operator.generated
 two renders of the chart with the same values are identical (GitOps tools render on every sync)
 and nothing is re-keyed by a render.
 
-What it makes, each only when absent (an existing Secret is never changed, so upgrades and
-re-syncs keep every password, token and certificate):
+What it makes, each only when absent (an existing Secret's data is never changed, so upgrades
+and re-syncs keep every password, token and certificate; one an earlier chart version rendered
+gets the annotation helm.sh/resource-policy: keep, so that the upgrade does not delete it):
 
 - the webhook's serving certificate and its CA (Secret `<webhook>-tls`: tls.crt, tls.key,
   ca.crt) unless cert-manager issues it; the operator reads it at start and puts ca.crt into
@@ -54,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 PLAN_VARIABLE = "AGENTSAGA_GENERATED_SECRETS"
+KEEP_ANNOTATION = "helm.sh/resource-policy"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +202,7 @@ class Generator:
         """The Secret's data (base64, as served): the existing one's, else a new one's."""
         found = self._read(namespace, name)
         if found is not None:
+            self._keep_from_helm(found)
             self.kept.append(f"{namespace}/{name}")
             return dict(found.get("data") or {})
         body = secret_body(self.plan, namespace, name, kind, make(), component)
@@ -211,6 +214,21 @@ class Generator:
             return dict((self._read(namespace, name) or {}).get("data") or {})
         self.made.append(f"{namespace}/{name}")
         return dict(body["data"])
+
+    def _keep_from_helm(self, secret: Obj) -> None:
+        """A Secret an earlier version of the chart rendered is an object of the release, which
+        this upgrade would delete (it is no longer rendered): the annotation
+        helm.sh/resource-policy: keep, read by Helm on the live object, makes Helm leave it."""
+        metadata = secret["metadata"]
+        if (metadata.get("labels") or {}).get("app.kubernetes.io/managed-by") != "Helm":
+            return
+        if (metadata.get("annotations") or {}).get(KEEP_ANNOTATION) == "keep":
+            return
+        self.core.patch_namespaced_secret(metadata["name"], metadata["namespace"], [
+            {"op": "test", "path": "/metadata/resourceVersion",
+             "value": metadata["resourceVersion"]},
+            {"op": "add", "path": "/metadata/annotations",
+             "value": {**(metadata.get("annotations") or {}), KEEP_ANNOTATION: "keep"}}])
 
     def _webhook_tls(self, spec: Obj) -> None:
         self._ensure(spec["namespace"], spec["secret"], "kubernetes.io/tls",

@@ -17,6 +17,7 @@ import base64
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -39,6 +40,8 @@ STAGED = {"phase": "AwaitingApproval",
           "pivot": {"state": "AwaitingApproval", "planHash": "d" * 64,
                     "commit": [{"tool": "capture_charge", "class": "irreversible"}]}}
 Obj = dict[str, Any]
+RENDERED_SECRETS_COMMIT = "a43018160fe355fab8852fc32ff71e5329704064"
+"""The chart as it was when it rendered its Secrets (randAlphaNum, genCA and lookup)."""
 
 
 def _values(*namespaces: str) -> tuple[str, ...]:
@@ -142,3 +145,31 @@ def test_upgrade_and_uninstall_keep_the_runs_the_crds_and_the_secrets(kube: Kube
     again = kube.get(AR, "agentruns", "agents", RUN)
     assert again is not None and again["metadata"]["uid"] == before["metadata"]["uid"]
     assert _secrets(kube, "agents", "billing") == upgraded
+
+
+def test_an_upgrade_from_a_chart_that_rendered_its_secrets_keeps_them(kube: Kube,
+                                                                      tmp_path: Path) -> None:
+    """The chart before the setup Job rendered these Secrets (objects of the release); the new
+    one renders none, so Helm would delete them on the upgrade after the setup Job kept them.
+    The Job annotates them helm.sh/resource-policy: keep, which Helm reads on the live object."""
+    old = tmp_path / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "archive", RENDERED_SECRETS_COMMIT, "charts/agentsaga"],
+                             cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    for name in ("agentsaga-system", "agents"):
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    helm(kube, "install", RELEASE, str(old / "charts" / "agentsaga"), "--namespace", RELEASE_NS,
+         "-f", str(old / "charts" / "agentsaga" / "ci" / "minimal-values.yaml"), *IMAGES,
+         *CREDENTIALS, "--set", "sidecar.namespaces={agents}",
+         "--set", "postgres.migration.enabled=false")
+    rendered = _secrets(kube, "agents")
+    tls = kube.get("v1", "secrets", RELEASE_NS, f"{WEBHOOK}-tls")
+    assert tls is not None
+
+    _run_setup_job(kube, "agents")  # the pre-upgrade hook
+    helm(kube, "upgrade", RELEASE, str(CHART), "--namespace", RELEASE_NS, *_values("agents"))
+    assert _secrets(kube, "agents") == rendered
+    kept = kube.get("v1", "secrets", RELEASE_NS, f"{WEBHOOK}-tls")
+    assert kept is not None and kept["data"] == tls["data"]
+    assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"

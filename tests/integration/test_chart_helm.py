@@ -260,7 +260,7 @@ def test_rbac_is_least_privilege() -> None:
     setup = one(docs, "Role", "saga-agentsaga-setup")
     assert {tuple(r["verbs"]): r.get("resourceNames") for r in setup["rules"]} == {
         ("create",): None,
-        ("get",): ["saga-agentsaga-sidecar-access", "saga-agentsaga-db-credentials",
+        ("get", "patch"): ["saga-agentsaga-sidecar-access", "saga-agentsaga-db-credentials",
                    "saga-agentsaga-webhook-tls", "saga-agentsaga-db-credentials-migrate"],
         ("update",): ["saga-agentsaga-db-credentials-migrate"]}
     crd_rules = one(docs, "ClusterRole", "saga-agentsaga-setup")["rules"]
