@@ -152,7 +152,7 @@ def test_upgrade_and_uninstall_with_pods_keep_the_run(node_cluster: NodeCluster,
                         timeout=90)
     assert run is not None
     rows = _rows(database)
-    assert [r[0] for r in rows] == [RUN]
+    assert [r[0] for r in rows] == [f"{AGENTS}/{RUN}"]  # the log keys runs by namespace
 
     # -- helm upgrade: both hook Jobs run again ----------------------------------------------
     helm(kube, "upgrade", RELEASE, str(CHART), "--namespace", SYSTEM, "--wait",
