@@ -12,12 +12,14 @@ import argparse
 import dataclasses
 import logging
 import random
+from pathlib import Path
 
 import kopf
 
 from agentsaga import telemetry
 from agentsaga.cli.database import is_embedded, resolve_dsn
 from agentsaga.errors import ConfigurationError
+from agentsaga.operator.ca_bundle import inject_ca_bundle
 from agentsaga.operator.context import Context
 from agentsaga.operator.injection import load_template
 from agentsaga.operator.kube import KubeApi, api_client
@@ -46,6 +48,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="serve the sidecar-injection admission webhook on this port")
     parser.add_argument("--webhook-cert-dir", default=None,
                         help="directory with tls.crt, tls.key and ca.crt for the webhook")
+    parser.add_argument("--webhook-configuration", default=None, metavar="NAME",
+                        help="at start, set the caBundle of this MutatingWebhookConfiguration "
+                        "to the ca.crt of --webhook-cert-dir (the chart's generated certificate)")
     parser.add_argument("--dsn", help="Postgres DSN of the saga log as the operator's role "
                         "(default: AGENTSAGA_OPERATOR_DSN, else AGENTSAGA_DSN)")
     parser.add_argument("--resync-interval", type=float, default=None, metavar="SECONDS",
@@ -98,7 +103,14 @@ def run(args: argparse.Namespace) -> int:
     saga_log = None if dsn is None else SagaLog(dsn, min_size=1, max_size=4).open(migrate=False)
     if saga_log is not None:
         saga_log.require_schema()
-    context = Context(config, KubeApi(api_client()), saga_log, template)
+    api = api_client()
+    if args.webhook_configuration:
+        if not config.webhook_cert_dir:
+            raise ConfigurationError("--webhook-configuration needs --webhook-cert-dir: the "
+                                     "caBundle set is that directory's ca.crt")
+        inject_ca_bundle(api, args.webhook_configuration,
+                         Path(config.webhook_cert_dir) / "ca.crt")
+    context = Context(config, KubeApi(api), saga_log, template)
     instruments = telemetry.current().instruments
     telemetry.zero_operator_counters(instruments)
     context.gauges.register(instruments.meter)

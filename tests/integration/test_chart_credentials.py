@@ -6,6 +6,7 @@ one values entry (rendered by the real helm; the roles as agentsaga.store.roles 
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from agentsaga.operator.job_manifests import build_job
@@ -20,6 +21,7 @@ from sagatest.chart_tools import (
     one,
     render,
     sidecar_template,
+    with_setup_job,
 )
 
 LOCATION = "postgresql://postgres.databases.svc:5432/agentsaga?sslmode=require"
@@ -31,26 +33,33 @@ def _render(*namespaces: str) -> list[dict[str, Any]]:
                   "--set", f"postgres.credentials.location={LOCATION}")
 
 
+def _decoded(secret: dict[str, Any]) -> dict[str, str]:
+    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+
+
 def _credentials(docs: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
-    return {d["metadata"]["namespace"]: d["stringData"]
+    """Each namespace's credentials as the setup Job makes them (the chart renders none)."""
+    return {d["metadata"]["namespace"]: _decoded(d)
             for d in find(docs, "Secret", "saga-agentsaga-db-credentials")}
 
 
 def test_each_namespace_gets_only_its_own_credentials_and_the_migration_makes_them() -> None:
     docs = _render("team-a", "team-b", LONG)
-    secrets = _credentials(docs)
+    assert not find(docs, "Secret")  # nothing random at render time: the setup Job makes them
+    made = with_setup_job(docs)
+    secrets = _credentials(made)
     assert set(secrets) == {"team-a", "team-b", LONG}
     for namespace, data in secrets.items():
         assert set(data) == {"sidecar-user", "sidecar-password", "job-user", "job-password"}
         assert data["sidecar-user"] == roles.namespace_role(namespace, "sidecar")
         assert data["job-user"] == roles.namespace_role(namespace, "job")
         assert len(data["sidecar-password"]) == 32 and len(set(data.values())) == 4
-    migrate = one(docs, "Secret", "saga-agentsaga-db-credentials-migrate")
-    assert migrate["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
-    assert migrate["stringData"] == {
+    migrate = one(made, "Secret", "saga-agentsaga-db-credentials-migrate")
+    assert migrate["metadata"]["namespace"] == "agentsaga-system"
+    assert _decoded(migrate) == {
         data[f"{kind}-user"]: data[f"{kind}-password"]
         for data in secrets.values() for kind in ("sidecar", "job")}
-    job = one(docs, "Job")
+    job = one(docs, "Job", "saga-agentsaga-migrate-1")
     container = job["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["AGENTSAGA_NAMESPACES"] == f"team-a,team-b,{LONG}"
@@ -59,9 +68,11 @@ def test_each_namespace_gets_only_its_own_credentials_and_the_migration_makes_th
 
 def test_adding_a_namespace_is_one_values_entry() -> None:
     before, after = _render("team-a"), _render("team-a", "team-c")
-    assert set(_credentials(after)) - set(_credentials(before)) == {"team-c"}
-    env = {e["name"]: e.get("value") for e in one(after, "Job")["spec"]["template"]["spec"][
-        "containers"][0]["env"]}
+    assert set(_credentials(with_setup_job(after))) - set(
+        _credentials(with_setup_job(before))) == {"team-c"}
+    job = one(after, "Job", "saga-agentsaga-migrate-1")
+    env = {e["name"]: e.get("value")
+           for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["AGENTSAGA_NAMESPACES"] == "team-a,team-c"
 
 

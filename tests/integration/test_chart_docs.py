@@ -10,7 +10,14 @@ import re
 import shlex
 from typing import Any
 
-from sagatest.chart_tools import CHART, EXAMPLE_VALUES, find, render, sidecar_template
+from sagatest.chart_tools import (
+    CHART,
+    EXAMPLE_VALUES,
+    find,
+    render,
+    sidecar_template,
+    with_setup_job,
+)
 
 README = CHART / "README.md"
 
@@ -52,7 +59,9 @@ def needed_secrets(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
     agent_namespaces = {a["metadata"]["namespace"] for a in find(docs, "ServiceAccount")
                         if a["metadata"]["labels"]["app.kubernetes.io/component"] == "sidecar"}
     needed |= {(namespace, name) for namespace in agent_namespaces for name in sidecar}
-    created = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in find(docs, "Secret")}
+    # the chart renders no Secret; its setup hook Job makes some in the cluster
+    created = {(d["metadata"]["namespace"], d["metadata"]["name"])
+               for d in find(with_setup_job(docs), "Secret")}
     return needed - created
 
 

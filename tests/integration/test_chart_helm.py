@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import hashlib
 import re
 import shutil
 from pathlib import Path
@@ -34,6 +33,7 @@ from sagatest.chart_tools import (
     render,
     sidecar_template,
     validate_custom_resource,
+    with_setup_job,
 )
 
 CR_SCHEMAS = {
@@ -235,10 +235,38 @@ def test_rbac_is_least_privilege() -> None:
         *{("batch", "jobs", v) for v in ("get", "list", "watch")},
         ("", "events", "create"),
         ("", "events", "patch"),
+        *{("kopf.dev", "kopfpeerings", v) for v in ("get", "list", "watch", "patch")},
     }
+    # by default the operator watches the chart's namespaces only (here the release's, also
+    # its agent namespace): a RoleBinding there, a KopfPeering, `--namespace` flags
+    assert [b["metadata"]["namespace"] for b in find(docs, "RoleBinding",
+                                                     "saga-agentsaga-operator")] == [
+        "agentsaga-system"]
+    assert not find(docs, "ClusterRoleBinding", "saga-agentsaga-operator")
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=agentsaga-system" in args and "--all-namespaces" not in args
     cluster = _rules(one(docs, "ClusterRole", "saga-agentsaga-operator-cluster"))
-    assert ("kopf.dev", "clusterkopfpeerings", "patch") in cluster
+    assert ("kopf.dev", "clusterkopfpeerings", "patch") not in cluster
     assert all(verb in ("get", "list", "watch", "patch") for _, _, verb in cluster)
+    # every namespace only when asked: cluster-wide binding and peering
+    everywhere = render("--set", "operator.watchAllNamespaces=true")
+    assert ("kopf.dev", "clusterkopfpeerings", "patch") in _rules(
+        one(everywhere, "ClusterRole", "saga-agentsaga-operator-cluster"))
+    assert one(everywhere, "ClusterRoleBinding", "saga-agentsaga-operator")
+    assert one(everywhere, "ClusterKopfPeering")
+    assert "--all-namespaces" in one(everywhere, "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]["args"]
+    # the setup hook Job reads only the Secrets it makes, and updates only the CRDs of crds/
+    setup = one(docs, "Role", "saga-agentsaga-setup")
+    assert {tuple(r["verbs"]): r.get("resourceNames") for r in setup["rules"]} == {
+        ("create",): None,
+        ("get", "patch"): ["saga-agentsaga-sidecar-access", "saga-agentsaga-db-credentials",
+                   "saga-agentsaga-webhook-tls", "saga-agentsaga-db-credentials-migrate"],
+        ("update",): ["saga-agentsaga-db-credentials-migrate"]}
+    crd_rules = one(docs, "ClusterRole", "saga-agentsaga-setup")["rules"]
+    assert {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+            "resourceNames": ["agentruns.agentsaga.io", "clusterkopfpeerings.kopf.dev",
+                              "kopfpeerings.kopf.dev"], "verbs": ["get", "update"]} in crd_rules
     assert ("admissionregistration.k8s.io", "validatingadmissionpolicybindings", "list") in cluster
     jobs = one(docs, "Role", "saga-agentsaga-operator-jobs")
     assert _rules(jobs) == {("batch", "jobs", "create")}
@@ -276,11 +304,18 @@ def test_rbac_is_least_privilege() -> None:
 
 def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     docs = render()
-    (secret,) = [d for d in find(docs, "Secret")
-                 if not d["metadata"]["name"].endswith(
-                     ("-sidecar-access", "-db-credentials", "-db-credentials-migrate"))]
+    assert not find(docs, "Secret")  # nothing random at render time: the setup Job makes them
+    (secret,) = [d for d in find(with_setup_job(docs), "Secret")
+                 if d["metadata"]["name"] == "saga-agentsaga-webhook-tls"]
+    assert secret["type"] == "kubernetes.io/tls"
     webhook = one(docs, "MutatingWebhookConfiguration")["webhooks"][0]
-    assert webhook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    # no caBundle rendered: the operator sets it at start from the Secret the setup Job made
+    assert "caBundle" not in webhook["clientConfig"]
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--webhook-configuration=saga-agentsaga-webhook" in container["args"]
+    volumes = one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-tls", "secret": {"secretName": "saga-agentsaga-webhook-tls"}} in \
+        volumes
     assert webhook["clientConfig"]["service"] == {
         "name": "saga-agentsaga-webhook",
         "namespace": "agentsaga-system",
@@ -297,28 +332,24 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
         {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
          "values": ["kube-system", "kube-public", "kube-node-lease"]},
     ]
-    # the operator's pods roll when the certificate they serve changes
-    deployment = one(docs, "Deployment")
-    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
-    checksum = annotations["checksum/webhook-tls"]
-    assert len(checksum) == len(hashlib.sha256().hexdigest())
-    regenerated = render("--set", "injection.timeoutSeconds=4")  # another render, another cert
-    assert one(regenerated, "Secret", secret["metadata"]["name"])["data"]["ca.crt"] != \
-        secret["data"]["ca.crt"]
-    assert one(regenerated, "Deployment")["spec"]["template"]["metadata"]["annotations"][
-        "checksum/webhook-tls"] != checksum
+    # the operator may patch that one configuration (its caBundle), no other
+    rules = one(docs, "ClusterRole", "saga-agentsaga-operator-cluster")["rules"]
+    assert {"apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": ["saga-agentsaga-webhook"], "verbs": ["get", "patch"]} in rules
     managed = render("--set", "injection.certificate.certManager.enabled=true",
                      "--set", "injection.certificate.certManager.issuerRef.name=internal-ca",
                      "--set", "injection.certificate.certManager.issuerRef.kind=ClusterIssuer")
     certificate = one(managed, "Certificate")
     assert certificate["spec"]["secretName"] == "saga-agentsaga-webhook-tls"
-    assert not [d for d in find(managed, "Secret")
-                if not d["metadata"]["name"].endswith(
-                    ("-sidecar-access", "-db-credentials", "-db-credentials-migrate"))]
+    assert "saga-agentsaga-webhook-tls" not in {
+        d["metadata"]["name"] for d in find(with_setup_job(managed), "Secret")}
     configuration = one(managed, "MutatingWebhookConfiguration")
     assert configuration["metadata"]["annotations"] == {
         "cert-manager.io/inject-ca-from": "agentsaga-system/saga-agentsaga-webhook"}
     assert "caBundle" not in configuration["webhooks"][0]["clientConfig"]
+    managed_args = one(managed, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [a for a in managed_args if a.startswith("--webhook-configuration")]
     assert {"key": "app.kubernetes.io/part-of", "operator": "NotIn", "values": ["agentsaga"]} in (
         webhook["objectSelector"]["matchExpressions"]
     )
@@ -330,7 +361,7 @@ def test_webhook_configuration_matches_its_certificate_and_service() -> None:
     assert one(full, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Fail"
     off = render("--set", "injection.enabled=false")
     assert not find(off, "MutatingWebhookConfiguration")
-    assert sorted(d["metadata"]["name"] for d in find(off, "Secret")) == [
+    assert sorted(d["metadata"]["name"] for d in find(with_setup_job(off), "Secret")) == [
         "saga-agentsaga-db-credentials", "saga-agentsaga-db-credentials-migrate",
         "saga-agentsaga-sidecar-access"]
 
@@ -611,7 +642,8 @@ def test_the_operator_holds_no_sidecar_credential(values: str) -> None:
 def test_each_agent_namespace_gets_an_access_token_mounted_in_the_sidecar(
         tmp_path: Path) -> None:
     docs = render("-f", str(FULL_VALUES))
-    secrets = [d for d in find(docs, "Secret") if d["metadata"]["name"].endswith("-sidecar-access")]
+    secrets = [d for d in find(with_setup_job(docs), "Secret")
+               if d["metadata"]["name"].endswith("-sidecar-access")]
     namespaces = {d["metadata"]["namespace"] for d in find(docs, "ServiceAccount")
                   if d["metadata"]["name"] == "saga-agent"}
     assert {s["metadata"]["namespace"] for s in secrets} == namespaces and namespaces

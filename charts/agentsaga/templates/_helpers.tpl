@@ -248,41 +248,31 @@ shared DSN must be the schema owner's: development only). */}}
 
 {{/* Webhook TLS ------------------------------------------------------------------------------ */}}
 
-{{/* The webhook's TLS material as YAML (tls.crt, tls.key, ca.crt, base64): the existing Secret's
-(lookup, so upgrades keep it), else generated once per render and memoised in .Values so that the
-Secret, the caBundle and the operator's checksum annotation agree. */}}
-{{- define "agentsaga.webhookTLS" -}}
-{{- $inj := .Values.injection }}
-{{- if not (hasKey $inj "_generated") }}
-{{- $name := include "agentsaga.webhookName" . }}
-{{- $ns := .Release.Namespace }}
-{{- $existing := lookup "v1" "Secret" $ns (printf "%s-tls" $name) }}
-{{- if and $existing $existing.data (index $existing.data "ca.crt") }}
-{{- $_ := set $inj "_generated" (dict "tls.crt" (index $existing.data "tls.crt") "tls.key" (index $existing.data "tls.key") "ca.crt" (index $existing.data "ca.crt")) }}
-{{- else }}
-{{- $days := int $inj.certificate.validityDays }}
-{{- $caCert := genCA (printf "%s-ca" $name) $days }}
-{{- $dns := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) }}
-{{- $cert := genSignedCert (printf "%s.%s.svc" $name $ns) nil $dns $days $caCert }}
-{{- $_ := set $inj "_generated" (dict "tls.crt" ($cert.Cert | b64enc) "tls.key" ($cert.Key | b64enc) "ca.crt" ($caCert.Cert | b64enc)) }}
-{{- end }}
-{{- end }}
-{{- toYaml $inj._generated }}
+{{- define "agentsaga.webhookTLSSecret" -}}
+{{- printf "%s-tls" (include "agentsaga.webhookName" .) }}
 {{- end }}
 
-{{- define "agentsaga.webhookSecret" -}}
-{{- $tls := include "agentsaga.webhookTLS" . | fromYaml }}
-apiVersion: v1
-kind: Secret
-metadata:
-  name: {{ include "agentsaga.webhookName" . }}-tls
-  namespace: {{ .Release.Namespace }}
-  labels:
-    {{- include "agentsaga.labels" . | nindent 4 }}
-    app.kubernetes.io/component: webhook
-type: kubernetes.io/tls
-data:
-  tls.crt: {{ index $tls "tls.crt" }}
-  tls.key: {{ index $tls "tls.key" }}
-  ca.crt: {{ index $tls "ca.crt" }}
+{{/* "true" when the chart's setup Job makes the webhook's certificate and the operator sets the
+caBundle (injection on, cert-manager off); else empty. */}}
+{{- define "agentsaga.operatorInjectsCABundle" -}}
+{{- if and .Values.injection.enabled (not .Values.injection.certificate.certManager.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* Watched namespaces ----------------------------------------------------------------------- */}}
+
+{{/* The namespaces the operator watches, as a JSON list: operator.watchNamespaces when given,
+else the release namespace and the agent namespaces (sidecar.namespaces); [] with
+operator.watchAllNamespaces (every namespace: cluster-wide RBAC and a ClusterKopfPeering). */}}
+{{- define "agentsaga.watchNamespaces" -}}
+{{- $op := .Values.operator }}
+{{- if $op.watchAllNamespaces }}
+{{- if $op.watchNamespaces }}
+{{- fail (printf "operator.watchAllNamespaces is true and operator.watchNamespaces names %s: set one of them (all namespaces, or those)" (join ", " $op.watchNamespaces)) }}
+{{- end }}
+{{- toJson list }}
+{{- else if $op.watchNamespaces }}
+{{- toJson (uniq $op.watchNamespaces) }}
+{{- else }}
+{{- toJson (uniq (prepend (include "agentsaga.sidecarNamespaces" . | fromJsonArray) .Release.Namespace)) }}
+{{- end }}
 {{- end }}

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sagatest.chart_tools import CHART, ROOT, helm
+from sagatest.chart_tools import CHART, ROOT, helm, with_setup_job
 
 DOCUMENTS = (ROOT / "charts" / "agentsaga" / "README.md", ROOT / "docs" / "kubernetes.md",
              ROOT / "docs" / "deploy.md", ROOT / "docs" / "getting-started.md",
@@ -63,9 +63,10 @@ def documented_installs() -> list[Install]:
 
 
 def rendered(install: Install, *extra: str) -> list[dict[str, Any]]:
+    """The install's objects once its setup Job has run (the Secrets it makes included)."""
     out = helm("template", install.release, str(CHART), "--namespace", install.namespace,
                *install.args, *extra).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return with_setup_job([doc for doc in yaml.safe_load_all(out) if doc])
 
 
 def _data(secret: dict[str, Any]) -> dict[str, str]:

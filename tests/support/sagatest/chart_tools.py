@@ -59,6 +59,25 @@ def _render(
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
+def setup_job_secrets(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Secrets the chart's setup hook Job makes in a cluster holding none of them (the
+    chart renders none: nothing random at render time), from the plan the render gives it."""
+    from agentsaga.operator.generated_secrets import PLAN_VARIABLE, Plan, fresh_secrets
+
+    jobs = [d for d in docs if d["kind"] == "Job"
+            and d["metadata"]["labels"].get("app.kubernetes.io/component") == "setup"]
+    if not jobs:
+        return []
+    env = jobs[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    plan = next(e["value"] for e in env if e["name"] == PLAN_VARIABLE)
+    return fresh_secrets(Plan.parse(plan))
+
+
+def with_setup_job(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`docs` and the Secrets its setup Job makes: what the cluster holds after the install."""
+    return [*docs, *setup_job_secrets(docs)]
+
+
 def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
     return [
         d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)

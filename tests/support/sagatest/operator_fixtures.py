@@ -372,9 +372,9 @@ def sidecar_template(image: str) -> Obj:
 
 @pytest.fixture
 def cluster(pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
-    """The operator's RBAC cluster-wide (the chart's default, `operator.watchNamespaces` empty):
-    start it without `--namespace`."""
-    yield from _cluster(pg, tmp_path, monkeypatch)
+    """The operator's RBAC cluster-wide (`operator.watchAllNamespaces`; the chart's default
+    watches its own namespaces only): start it without `--namespace`."""
+    yield from _cluster(pg, tmp_path, monkeypatch, ("--set", "operator.watchAllNamespaces=true"))
 
 
 @pytest.fixture

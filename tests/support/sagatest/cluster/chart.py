@@ -54,14 +54,17 @@ def install_chart(kube: Kube, agent_namespaces: Sequence[str] = ("default",),
                   *values: str) -> None:
     """`helm install` the chart with `sidecar.namespaces` = `agent_namespaces` (created where
     missing) over ci/minimal-values.yaml, then `values` (`--set`/`-f` arguments); the database
-    is migrated by the test's own fixtures, not by the chart's hook Job."""
+    is migrated by the test's own fixtures, not by the chart's hook Job, and the chart's setup
+    hook Job (its Secrets, the CRD upgrade) does not run either: no pod runs on this control
+    plane (tests/e2e/test_chart_setup_job.py runs that Job's program on its own)."""
     for name in agent_namespaces:
         if kube.get("v1", "namespaces", None, name) is None:
             kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     helm(kube, "install", RELEASE, str(CHART), "--namespace", RELEASE_NS, "--create-namespace",
          "-f", str(MINIMAL_VALUES), *IMAGES,
          "--set", f"sidecar.namespaces={{{','.join(agent_namespaces)}}}",
-         "--set", "postgres.migration.enabled=false", *values)
+         "--set", "postgres.migration.enabled=false", "--set", "setupJob.enabled=false",
+         *values)
     deployment = f"{RELEASE}-agentsaga-operator"
     scaled = kube.kubectl("scale", "deployment", deployment, "-n", RELEASE_NS, "--replicas=0")
     assert scaled.returncode == 0, scaled.stderr
