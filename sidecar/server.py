@@ -94,7 +94,7 @@ def serve(servicer: SidecarServicer, listen: str, *, workers: int = 32,
     return start(bind(listen, workers=workers, hot_workers=hot_workers, token=token), servicer)
 
 
-class LazyReflection(grpc.GenericRpcHandler):
+class LazyReflection(grpc.GenericRpcHandler):  # type: ignore[misc]
     """The reflection service of `service_names`, as `enable_server_reflection` adds it, made at
     its first call (grpc asks a generic handler only for methods no registered one serves)."""
 
@@ -131,7 +131,7 @@ def _reflection_handler(service_names: Sequence[str]) -> grpc.GenericRpcHandler:
     from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
     handlers = _Handlers()
-    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(  # type: ignore[no-untyped-call]
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         reflection.ReflectionServicer(service_names), handlers)
     [handler] = handlers.generic
     return handler
