@@ -41,8 +41,10 @@ class DispatchResult:
 
     def __post_init__(self) -> None:
         # the message quotes what a tool or a real system said: masked once, here, for every
-        # front end and span that carries it (`agentsaga.redact`)
-        object.__setattr__(self, "message", redact_text(self.message))
+        # front end and span that carries it (`agentsaga.redact`); a call that simply happened
+        # says nothing (its eleven patterns would find nothing in "")
+        if self.message:
+            object.__setattr__(self, "message", redact_text(self.message))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The `agentsaga` command. Each subcommand lives in its own module with `configure(parser)` and
 `run(args) -> int`; this file only lists them. Other distributions add commands through the
 `agentsaga.commands` entry point (a dict like `COMMANDS`): the lab's `world`, `demo`, `chaos`
-and `bench` come that way, so the product never imports the lab."""
+and `bench` come that way, so the product never imports the lab. A product command (the
+sidecar's start-up above all) neither reads the installed distributions' entry points nor their
+versions: both scan every installed distribution's metadata."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 
 from agentsaga import grpc_tuning
 from agentsaga.errors import SagaError
@@ -49,6 +50,8 @@ LAB_COMMANDS = ("world", "demo", "chaos", "bench")
 
 def all_commands() -> dict[str, tuple[str, str]]:
     """The product's commands and those of every installed distribution that adds some."""
+    from importlib import metadata
+
     commands = dict(COMMANDS)
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
         try:
@@ -74,7 +77,8 @@ def build_parser(only: str | None = None,
         ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
-    parser.add_argument("--version", action="version", version=f"agentsaga {version()}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in (commands or all_commands()).items():
         command = sub.add_parser(name, help=help_text, description=help_text)
@@ -87,8 +91,20 @@ def build_parser(only: str | None = None,
     return parser
 
 
+class _Version(argparse.Action):
+    """`--version`, the installed version read only when asked (reading it scans the installed
+    distributions' metadata)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"agentsaga {version()}")
+        parser.exit()
+
+
 def version() -> str:
     """The installed package's version."""
+    from importlib import metadata
+
     try:
         return metadata.version("agentsaga")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
@@ -101,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     grpc_tuning.apply()
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
-    commands = all_commands()
+    # a product command needs no other distribution's: no plugin may replace one
+    commands = dict(COMMANDS) if first in COMMANDS else all_commands()
     if first in LAB_COMMANDS and first not in commands:
         print(f"agentsaga {first}: this command is part of the lab, which is not installed: "
               "`make demo` in the agentsaga repository installs it with the product (its "

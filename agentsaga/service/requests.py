@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 from agentsaga import keys
@@ -42,22 +43,25 @@ def own_run_id(*, run_id: str, namespace: str) -> str:
 
 
 DEFAULT_DEPTH = 64
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKETS = re.compile(r"[\[\]{}]")
+# a JSON string, as one run of plain characters and escapes (no alternation per character)
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def check_depth(text: str, limit: int, what: str = "arguments") -> None:
-    """Refuse JSON nested deeper than `limit` before parsing it (a parser recurses)."""
+    """Refuse JSON nested deeper than `limit` before parsing it (a parser recurses). Only text
+    with more brackets than `limit` is read: its strings and everything but its brackets taken
+    out, the deepest nesting is the largest running sum of +1 per opening and -1 per closing
+    bracket, added up without a Python step per bracket."""
     if text.count("[") + text.count("{") <= limit:
         return
-    depth = 0
-    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        if depth > limit:
-            raise InvalidArguments(
-                f"{what} are nested more than {limit} levels deep (AGENTSAGA_MAX_JSON_DEPTH); "
-                "flatten them")
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    if max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > limit:
+        raise InvalidArguments(
+            f"{what} are nested more than {limit} levels deep (AGENTSAGA_MAX_JSON_DEPTH); "
+            "flatten them")
 
 
 def loads(text: str, limit: int, what: str) -> Any:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import metrics, propagate, trace
+from opentelemetry import metrics, trace
 from opentelemetry.metrics._internal import _ProxyMeterProvider
 
 from agentsaga.environment import load
@@ -308,6 +308,8 @@ def trace_carrier() -> dict[str, str] | None:
     """The current span context as W3C headers ({"traceparent": ...}), None if there is none."""
     if not trace.get_current_span().get_span_context().is_valid:
         return None
+    from opentelemetry import propagate  # here, as in `context_from_carrier`
+
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
     return {k: v for k, v in carrier.items() if k in ("traceparent", "tracestate")} or None
@@ -316,6 +318,10 @@ def trace_carrier() -> dict[str, str] | None:
 def context_from_carrier(carrier: Mapping[str, Any] | None) -> otel_context.Context | None:
     if not carrier or not carrier.get("traceparent"):
         return None
+    # imported here, where a carrier holds a traceparent: importing it reads the installed
+    # distributions' entry points for OTEL_PROPAGATORS, which a sidecar's start-up need not
+    from opentelemetry import propagate
+
     ctx = propagate.extract({k: str(v) for k, v in carrier.items()})
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 

@@ -142,7 +142,12 @@ def test_health_reflection_and_tool_listing(sidecar_factory: Factory, ledger: st
     replies = reflect.ServerReflectionInfo(iter([
         reflection_pb2.ServerReflectionRequest(list_services="")]))
     names = {s.name for reply in replies for s in reply.list_services_response.service}
-    assert "agentsaga.v1.Sidecar" in names
+    # made at this first call (`server.LazyReflection`), listing what enable_server_reflection did
+    assert names == {"agentsaga.v1.Sidecar", "grpc.health.v1.Health",
+                     "grpc.reflection.v1alpha.ServerReflection"}
+    replies = reflect.ServerReflectionInfo(iter([  # and again, from the handler made once
+        reflection_pb2.ServerReflectionRequest(file_containing_symbol="agentsaga.v1.Sidecar")]))
+    assert [r.file_descriptor_response.file_descriptor_proto for r in replies][0]
     channel.close()
     tools = {t.name: t.tool_class for t in sidecar.client().list_tools()}
     assert tools["create_ticket"] == "compensatable" and tools["search_orders"] == "pure"

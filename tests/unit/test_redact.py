@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import logging
+import random
 from collections.abc import Iterator
 from typing import cast
 
 import pytest
 
+from agentsaga import redact
 from agentsaga.errors import InvalidArguments
 from agentsaga.redact import clip, mask_cards_value, redact_plan, redact_text, redact_value
 from agentsaga.saga.registry import Registry
@@ -250,3 +252,41 @@ def test_a_card_in_a_plan_shows_a_keyed_digest_of_the_whole_number() -> None:
     assert mask_cards_value(first, key) == first  # masked once
     assert redact_plan({"digestKey": key, "commit": [{"args": {"n": 4242424242424242}}]})[
         "commit"][0]["args"]["n"] == first
+
+
+def _every_pattern(text: str) -> str:
+    """`redact_text` as it was before its one-search shortcut: every pattern, always."""
+    text = redact.mask_cards(text)
+    for pattern, replacement in redact._SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+FRAGMENTS = ("sk_live_", "rk_test_", "whsec_", "-----BEGIN RSA PRIVATE KEY-----",
+             "-----END RSA PRIVATE KEY-----", "-----BEGIN PRIVATE KEY-----", "Bearer ", "basic ",
+             "TOKEN\t", "postgresql://", "u:", "@", "host/db", "eyJ", ".", "AKIA", "ASIA", "AROA",
+             "aws_", "secret_access_key", "secret_key", "session_token", "ghp_", "gho_",
+             "github_pat_", "Authorization", "proxy-authorization", "set-cookie", "Cookie",
+             "x-api-key", "password", "passwd", "passphrase", "pwd", "secret", "client-secret",
+             "api_key", "apikey", "access_token", "refresh-token", "auth_token", "=", ": ", ":",
+             '"', "'", '\\"', "\\", " ", "\n", ",", "}", "]", "&", "abcdefghij", "ABCDEFGHIJKLMNOP",
+             "0123456789", "4242424242424242", "4242 4242 4242 4242", "\u212a", "\u017f", "\u0130",
+             "xyz", "[redacted]")
+
+
+def test_the_one_search_shortcut_masks_exactly_what_every_pattern_would() -> None:
+    rng = random.Random(11)
+    for _ in range(30000):
+        parts = [rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 12))]
+        text = "".join(p.swapcase() if rng.random() < 0.3 else p for p in parts)
+        assert redact.redact_text(text) == _every_pattern(text), text
+
+
+def test_each_secret_pattern_needs_one_of_the_shortcut_s_words() -> None:
+    # each fragment, in the cases the patterns accept, with what may follow it: wherever a
+    # pattern matches, the shortcut finds a word
+    for fragment in FRAGMENTS:
+        for text in (fragment, fragment.upper(), fragment.lower()):
+            if any(pattern.search(text + "abcdefghijklmnopqrstuvwxyz0123456789xyzxyz@h")
+                   for pattern, _ in redact._SECRETS):
+                assert redact._SECRET_WORDS.search(text), text
