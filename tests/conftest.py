@@ -47,6 +47,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "real_node: starts a real node (one runs on a machine at a time): with "
         "`--dist loadgroup`, in the one worker that runs them all")
+    config.addinivalue_line(
+        "markers", "one_cluster_per_module: the module's tests share one operator cluster "
+        "(sagatest.operator_fixtures `cluster`): none changes anything outside `default`, and "
+        "what they make there is deleted after each")
 
 
 @pytest.hookimpl(tryfirst=True)
