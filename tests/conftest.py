@@ -4,8 +4,12 @@ what it yields."""
 from __future__ import annotations
 
 import collections
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +29,8 @@ NODE_FIXTURES = {("node_cluster", "sagatest.cluster.fixtures"),
 """The fixtures that start a real node (`sagatest.cluster.node`): a test taking one runs in
 the `real-node` group. A test that starts a node otherwise carries the mark `real_node`."""
 REAL_NODE = "real-node"
+GROUPS_FILE = "AGENTSAGA_TEST_GROUPS"
+"""The environment variable naming the file of the test groups (`pytest_xdist_make_scheduler`)."""
 CONTROL_PLANES = {"control_plane", "kube", "kube_with_crds"}
 """The fixtures that start a control plane (without a node)."""
 
@@ -44,6 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
     paths = [str(SUPPORT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ["PYTHONSAFEPATH"] = "1"
+    if not hasattr(config, "workerinput") and config.getoption("dist", "no") == "loadgroup":
+        # where the workers hand the controller the groups they collected
+        folder = Path(tempfile.mkdtemp(prefix="agentsaga-test-groups-"))
+        os.environ[GROUPS_FILE] = str(folder / "groups.json")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
     config.addinivalue_line(
         "markers", "real_node: starts a real node (one runs on a machine at a time): with "
         "`--dist loadgroup`, in the one worker that runs them all")
@@ -54,25 +65,47 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The groups `make test` distributes (`--dist loadgroup`, each group whole in one worker
-    process): a test file (its module fixtures set up once), except the tests that start a
-    real node, which are one group together. One node runs on a machine at a time (a
-    machine-wide lock), so they run one after the other in one worker, while the others run
-    the rest of the suite instead of waiting for the lock.
+    process; `GroupScheduling`): a test file (its module fixtures set up once), except the
+    tests that start a real node, which are one group together. One node runs on a machine at
+    a time (a machine-wide lock), so they run one after the other in one worker, while the
+    others run the rest of the suite instead of waiting for the lock.
 
-    The order the groups are handed out in (`--no-loadscope-reorder` keeps it; within a group,
-    pytest-randomly's): the node's group first, the longest; then the files that start control
-    planes or campaigns (tests/e2e, tests/chaos, a control plane's fixture), minutes each, so
-    that none of them starts last; then the others, largest first."""
+    The order the groups are handed out in (within a group, pytest-randomly's): the node's
+    group first, the longest; then the files that start control planes or campaigns
+    (tests/e2e, tests/chaos, a control plane's fixture), minutes each, so that none of them
+    starts last; then the others, largest first."""
     groups = {item: REAL_NODE if _starts_a_node(item) else item.nodeid.split("::", 1)[0]
               for item in items}
     sizes = collections.Counter(groups.values())
     slow = {group for item, group in groups.items() if _slow(item)}
-    for item, group in groups.items():
-        item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: (groups[item] != REAL_NODE, groups[item] not in slow,
                                  -sizes[groups[item]]))
+    handed = os.environ.get(GROUPS_FILE)
+    if handed and hasattr(config, "workerinput"):  # a worker: the controller schedules
+        partial = Path(f"{handed}.{os.getpid()}")
+        partial.write_text(json.dumps({item.nodeid: group for item, group in groups.items()}))
+        partial.replace(handed)  # every worker collects the same, so any one's will do
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` with the groups above (xdist's own reads `xdist_group` marks from
+    node ids, which pytest 9 no longer lets it rewrite)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # scheduled once every worker has collected
+                self.groups = json.loads(Path(os.environ[GROUPS_FILE]).read_text())
+            return self.groups.get(nodeid, nodeid.split("::", 1)[0])
+
+    return GroupScheduling(config, log)
 
 
 def _slow(item: pytest.Item) -> bool:
