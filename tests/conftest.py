@@ -72,10 +72,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a time (a machine-wide lock), so they run one after the other in one worker, while the
     others run the rest of the suite instead of waiting for the lock.
 
-    The order the groups are handed out in (within a group, pytest-randomly's): the node's
-    group first, the longest; then the files that start control planes or campaigns
-    (tests/e2e, tests/chaos, a control plane's fixture), minutes each, so that none of them
-    starts last; then the others, largest first."""
+    The order the groups are handed out in (`--no-loadscope-reorder` keeps it; within a group,
+    pytest-randomly's): the node's group first, the longest; then the files that start control
+    planes or campaigns (tests/e2e, tests/chaos, a control plane's fixture), minutes each, so
+    that none of them starts last; then the others, largest first."""
     groups = {item: REAL_NODE if _starts_a_node(item) else item.nodeid.split("::", 1)[0]
               for item in items}
     sizes = collections.Counter(groups.values())
