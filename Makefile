@@ -99,9 +99,11 @@ cluster: $(VENV)/.installed-test test-tools controlplane host-packages
 cluster-down:
 	$(PY) -P tools/localcluster.py down
 
-# three worker processes, each test file whole in one of them (module fixtures stay together)
+# three worker processes, each test file whole in one of them (module fixtures stay together),
+# and the tests that start a real node all in one of them, one after the other (one node runs
+# on a machine at a time), while the others run the rest (the groups: tests/conftest.py)
 test: $(VENV)/.installed-test test-tools controlplane host-packages images
-	$(PY) -P -m pytest -n 3 --dist loadfile
+	$(PY) -P -m pytest -n 3 --dist loadgroup --no-loadscope-reorder
 
 # ruff, mypy --strict and the layer rules ([tool.importlinter] in pyproject.toml)
 lint: $(VENV)/.installed-test

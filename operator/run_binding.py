@@ -143,27 +143,32 @@ def other_namespace_condition(body: Obj) -> list[Obj]:
 def follow_log(ctx: Context, stop: threading.Event) -> None:
     """Until `stop`: bind the AgentRun of every run the log announces, and in each round
     without a notification those of `run_walk` (after a lost LISTEN connection: every open
-    run again)."""
+    run again). The rounds run on the LISTEN connection's thread while it stays open, so a
+    notification sent during one waits for it instead of being lost."""
     saga_log = ctx.saga_log
     if saga_log is None:
         return
     walk = OpenRunWalk(saga_log, ctx.config)
-    sweep = True  # the late effects of ended runs: once per LISTEN connection
     while not stop.is_set():
         try:
-            for run in walk.round():
-                if not _bind_quietly(ctx, run):
-                    walk.failed.add(run.run_id)
-            if sweep:
-                late_effects.sweep(ctx)
-                sweep = False
             saga_log.listen_runs(lambda run_id: _bind_id(ctx, run_id, walk), stop.is_set,
-                                 timeout=ctx.config.resync_seconds)
+                                 timeout=ctx.config.resync_seconds,
+                                 on_quiet=lambda listening: _round(ctx, walk, listening))
         except Exception as exc:  # Postgres or the API went away: resync once they are back
             logger.warning("following the saga log: %s", exc)
             walk.lost()
-            sweep = True
             stop.wait(min(5.0, ctx.config.resync_seconds))
+
+
+def _round(ctx: Context, walk: OpenRunWalk, listening: bool) -> None:
+    """One round of `run_walk`; when the LISTEN connection has just started listening (start-up,
+    a lost connection: notifications may have been missed), the late effects of ended runs too,
+    swept once it listens, so that one announced meanwhile is either swept or heard."""
+    for run in walk.round():
+        if not _bind_quietly(ctx, run):
+            walk.failed.add(run.run_id)
+    if listening:
+        late_effects.sweep(ctx)
 
 
 def _bind_id(ctx: Context, run_id: str, walk: OpenRunWalk) -> None:

@@ -211,23 +211,27 @@ class RunStatements(StoreBase):
         return row is not None
 
     def listen_runs(self, on_run: Callable[[str], None], stop: Callable[[], bool], *,
-                    timeout: float) -> None:
+                    timeout: float, on_quiet: Callable[[bool], None]) -> None:
         """LISTEN on the runs' channel until `stop()`: `on_run(run_id)` for each run created
-        or changed (its owner, pod, state or pivot); returns after `timeout` seconds without a
-        notification so that the caller can resync. A connection of its own. The channel's
-        name is a secret only the operator's role may read (migration 017): no namespace's
-        credential can listen to the others' run ids."""
+        or changed (its owner, pod, state or pivot) or whose call saw a late effect;
+        `on_quiet(True)` once the LISTEN is in place (what was announced before it, the caller
+        finds by reading the log), and `on_quiet(False)` after each `timeout` seconds without
+        a notification, for the caller's resync. One connection of its own for as long as it
+        runs: what is announced while `on_quiet` runs waits on it, and no notification falls
+        between two connections. The channel's name is a secret only the operator's role may
+        read (migration 017): no namespace's credential can listen to the others' run ids."""
         with translated(self.db.dsn), psycopg.connect(self.db.dsn, autocommit=True) as conn:
             row = conn.execute("SELECT name FROM run_channel").fetchone()
             assert row is not None, "migration 017 writes the channel's name"
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(str(row[0]))))
+            on_quiet(True)
             while not stop():
                 got = False
                 for note in conn.notifies(timeout=timeout, stop_after=64):
                     got = True
                     on_run(note.payload)
                 if not got:
-                    return
+                    on_quiet(False)
 
     def run_and_newest(self, run_id: str) -> tuple[Run | None, Step | None]:
         """The run and its newest step, in one statement (remembered as the run's cursor)."""

@@ -10,6 +10,9 @@ import pytest
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import Cluster
 
+# the module's tests share one cluster: each makes and changes objects in `default` only
+pytestmark = pytest.mark.one_cluster_per_module
+
 RUN = "policy-run"
 
 

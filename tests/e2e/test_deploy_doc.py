@@ -28,6 +28,8 @@ from sagatest.cluster.pod_images import product_images, refund_sidecar
 from sagatest.doc_blocks import blocks, commands
 from sagatest.plugin_tools import PLUGIN_DIR
 
+pytestmark = pytest.mark.real_node  # its own node, with the guide's image names
+
 DOC = (ROOT / "docs" / "deploy.md").read_text()
 RUN, NAMESPACE = "refund-1182", "support-agents"
 # the chart's operator (release agentsaga in agentsaga-system): the one identity the approval

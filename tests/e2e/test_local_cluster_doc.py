@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from sagatest.cluster import leftovers
 from sagatest.doc_blocks import Shell, blocks
 from sagatest.sidecar_fixtures import ROOT
+
+pytestmark = pytest.mark.real_node  # make cluster starts the machine's one node
 
 PAGE = ROOT / "docs" / "local-cluster.md"
 STATE = ROOT / ".cluster"

@@ -5,8 +5,13 @@ the run's pod gone meanwhile: no event ever says so, the relisted run's pass fin
 
 from __future__ import annotations
 
+import pytest
+
 from sagatest.cluster.chart import OPERATOR
 from sagatest.operator_fixtures import Cluster, agentrun, evict
+
+# the module's tests share one cluster: each makes and changes objects in `default` only
+pytestmark = pytest.mark.one_cluster_per_module
 
 RUN = "refund-5001"
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agentsaga.saga import corrections, pivot
 from agentsaga.saga.resolution import unwind_run
 from agentsaga.store import SagaLog
 from sagatest import ledger_tools
 from sagatest.ledger_tools import effects
 from sagatest.operator_fixtures import Cluster, logged
+
+# the module's tests share one cluster: each makes and changes objects in `default` only
+pytestmark = pytest.mark.one_cluster_per_module
 
 RUN = "apology-7"
 EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}

@@ -17,6 +17,9 @@ from sagatest.ledger_tools import calls, effects
 from sagatest.operator_fixtures import AR, Cluster, agentrun, evict, logged
 from sagatest.world_fixtures import poll_until
 
+# the module's tests share one cluster: each makes and changes objects in `default` only
+pytestmark = pytest.mark.one_cluster_per_module
+
 RUN = "refund-1182"
 
 

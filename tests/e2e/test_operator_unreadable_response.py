@@ -22,6 +22,9 @@ from aiohttp import ClientConnectionResetError, ClientSession, ClientTimeout, we
 from sagatest.cluster.kube import KUBECTL
 from sagatest.operator_fixtures import AR, Cluster, Obj
 
+# the module's tests share one cluster: each makes and changes objects in `default` only
+pytestmark = pytest.mark.one_cluster_per_module
+
 HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade",
        "te", "trailer"}
 LOGGED = "unreadable response from the API server while watching"

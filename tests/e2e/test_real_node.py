@@ -17,8 +17,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sagatest.cluster import leftovers
 from sagatest.cluster.node import BRIDGE, CGROUP
+
+pytestmark = pytest.mark.real_node  # in a child process of its own
 
 CHILD = """
 import json, sys, time

@@ -4,6 +4,7 @@ files exported from it (the images', the bench peers') are what it exports today
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -39,20 +40,38 @@ def test_the_lock_agrees_with_pyproject() -> None:
     assert result.returncode == 0, result.stderr + "\nrun `make lock ARGS=` and commit uv.lock"
 
 
+def _check_offline(project: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    """`uv lock --check --offline` in `project`, with a uv cache of its own that starts empty:
+    what it answers depends on the project alone, not on what this machine's cache holds (a
+    lock that agrees needs no index; one that does not is resolved again, which offline and
+    without a cache cannot succeed, so it fails whatever the cache would have let it find)."""
+    return subprocess.run([str(lock.UV), "lock", "--check", "--offline", "--verbose"],
+                          cwd=project, capture_output=True, text=True,
+                          env={**os.environ, "UV_CACHE_DIR": str(cache)})
+
+
 def test_a_changed_pyproject_fails_the_check(tmp_path: Path) -> None:
     # the check above can fail: a dependency added to a copy of the project is not in its lock
-    # (one the lock holds already, so that the offline resolution finds it)
-    (tmp_path / "lab").mkdir()
+    project = tmp_path / "project"
+    (project / "lab").mkdir(parents=True)
     for name in ("pyproject.toml", "uv.lock", "setup.py", "README.md", "lab/pyproject.toml",
                  "lab/README.md"):
-        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
-    pyproject = tmp_path / "pyproject.toml"
+        (project / name).write_bytes((ROOT / name).read_bytes())
+    cache = tmp_path / "uv-cache"
+    unchanged = _check_offline(project, cache)
+    assert unchanged.returncode == 0, unchanged.stderr  # the copy alone passes, so does its lock
+    pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(
         '"jsonschema>=4",', '"jsonschema>=4",\n    "click>=8",', 1))
-    result = subprocess.run([str(lock.UV), "lock", "--check", "--offline"], cwd=tmp_path,
-                            capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "needs to be updated" in result.stderr
+    changed = _check_offline(project, cache)
+    assert changed.returncode != 0
+    # and it fails because the lock no longer holds what the project requires
+    mismatch = re.search(r"Resolving despite existing lockfile due to mismatched requirements "
+                         r"for: `agentsaga==[^`]+`\n\s*Requested: (.*)\n\s*Existing: (.*)\n",
+                         changed.stderr)
+    assert mismatch, changed.stderr
+    requested, existing = mismatch.groups()
+    assert 'PackageName("click")' in requested and 'PackageName("click")' not in existing
 
 
 @pytest.mark.parametrize("path", sorted(lock.EXPORTS), ids=lambda p: p.name)

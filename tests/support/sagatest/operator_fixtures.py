@@ -11,7 +11,10 @@ Pods reach the test's Postgres on the node's address, through a forwarder.
 
 `cluster` yields a `Cluster`: that control plane with `default` as the agent namespace, a
 Postgres with the ledger tools' tables, the DSN Secret, a sidecar template (as the chart
-renders it), and helpers.
+renders it), and helpers. Each test gets a cluster of its own (a node's start and the chart's
+install, about 15 s), except in a module marked `one_cluster_per_module`: its tests change
+nothing outside `default`, so they share one, and what each made there (AgentRuns, Jobs, pods,
+the DSN Secret naming its database) is deleted after it.
 
 Everyone talks to the API server as themselves: the operator with a TokenRequest token of the
 chart's operator ServiceAccount (every test shows the chart grants it enough: nothing it sent
@@ -50,10 +53,10 @@ from sagatest.cluster.chart import (
     operator_kubeconfig,
     person_kubeconfig,
 )
-from sagatest.cluster.kube import Kube
+from sagatest.cluster.kube import Kube, object_path
 from sagatest.cluster.node import NAME as NODE
 from sagatest.cluster.node import PAUSE_IMAGE, Node
-from sagatest.cluster.node_cluster import node_cluster_running
+from sagatest.cluster.node_cluster import NodeCluster, node_cluster_running
 from sagatest.cluster.pod_images import product_images
 from sagatest.sidecar_fixtures import ROOT, SidecarProcess, start_sidecar
 
@@ -126,6 +129,8 @@ class Cluster:
     operator_kubeconfig: Path
     approver_kubeconfig: Path
     sidecar_image: str
+    first_request: int = 0
+    """The audit log's requests before this test's (its cluster may have served others)."""
     operators: list[OperatorProcess] = field(default_factory=list)
     sidecars: list[SidecarProcess] = field(default_factory=list)
 
@@ -321,7 +326,7 @@ class Cluster:
         does not grant it. Not those answered while the API server was starting: it refuses
         everything until its authorizer has read the RBAC objects, whatever the chart grants;
         nor the test's own kubectl calls with the operator's credentials (asserting refusals)."""
-        return [f"{r.method} {r.path}?{r.query}" for r in self.kube.requests
+        return [f"{r.method} {r.path}?{r.query}" for r in self.kube.requests[self.first_request:]
                 if r.user == OPERATOR and r.status == 403
                 and not r.user_agent.startswith("kubectl")
                 and not self.kube.plane.was_starting(r.received)]
@@ -370,11 +375,64 @@ def sidecar_template(image: str) -> Obj:
     }
 
 
+ALL_NAMESPACES = ("--set", "operator.watchAllNamespaces=true")
+"""The chart values of the operator's `cluster`: its RBAC cluster-wide."""
+
+SHARED = "one_cluster_per_module"
+"""The mark of a module whose tests share one cluster (`cluster`)."""
+
+
+@dataclass
+class _Installed:
+    """A node cluster with the sidecar's image and the chart installed, and its people."""
+
+    running: NodeCluster
+    sidecar_image: str
+    operator_kubeconfig: Path
+    approver_kubeconfig: Path
+
+
+@contextlib.contextmanager
+def _installed(chart_values: tuple[str, ...] = ()) -> Iterator[_Installed]:
+    sidecar_image = product_images()["sidecar"]
+    with node_cluster_running() as running:
+        kube = running.kube
+        running.node.load_image(sidecar_image.archive, sidecar_image.reference)
+        install_chart(kube, ["default"], *chart_values)
+        bind_user(kube, "default", f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE,
+                  APPROVER)
+        yield _Installed(running, sidecar_image.reference, operator_kubeconfig(kube),
+                         person_kubeconfig(kube, APPROVER))
+
+
+@pytest.fixture(scope="module")
+def module_cluster() -> Iterator[_Installed]:
+    """One installed cluster for the tests of a module marked `one_cluster_per_module`."""
+    with _installed(ALL_NAMESPACES) as installed:
+        yield installed
+
+
 @pytest.fixture
-def cluster(pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+def cluster(pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+            request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """The operator's RBAC cluster-wide (`operator.watchAllNamespaces`; the chart's default
-    watches its own namespaces only): start it without `--namespace`."""
-    yield from _cluster(pg, tmp_path, monkeypatch, ("--set", "operator.watchAllNamespaces=true"))
+    watches its own namespaces only): start it without `--namespace`. A cluster of the test's
+    own; in a module marked `one_cluster_per_module`, the module's (its tests change nothing
+    outside `default`, and what they made there is deleted after each)."""
+    if _module_marked(request):
+        installed: _Installed = request.getfixturevalue("module_cluster")
+        yield from _cluster(installed, pg, tmp_path, monkeypatch, shared=True)
+        return
+    with _installed(ALL_NAMESPACES) as installed:
+        yield from _cluster(installed, pg, tmp_path, monkeypatch)
+
+
+def _module_marked(request: pytest.FixtureRequest) -> bool:
+    """The module (never a single test: the module's cluster holds the machine's one node
+    until the module ends, so a test of its own there would wait for it forever) is marked
+    `one_cluster_per_module`."""
+    marks = getattr(request.module, "pytestmark", [])
+    return any(m.name == SHARED for m in (marks if isinstance(marks, list) else [marks]))
 
 
 @pytest.fixture
@@ -382,41 +440,70 @@ def namespaced_cluster(pg: str, tmp_path: Path,
                        monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
     """The chart with `operator.watchNamespaces={default}`: the operator's role bound in
     `default` only, its KopfPeering there; start it with `--namespace default`."""
-    yield from _cluster(pg, tmp_path, monkeypatch,
-                        ("--set", "operator.watchNamespaces={default}"))
+    with _installed(("--set", "operator.watchNamespaces={default}")) as installed:
+        yield from _cluster(installed, pg, tmp_path, monkeypatch)
 
 
-def _cluster(pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-             chart_values: tuple[str, ...] = ()) -> Iterator[Cluster]:
+def _cluster(installed: _Installed, pg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             *, shared: bool = False) -> Iterator[Cluster]:
     ledger_tools.setup(pg)
     # the ledger tools reach the ledger wherever they run: the sidecars (their environment),
     # the Jobs' pods (the Secret: the node's address) and this process, where tests unwind
     # runs in-process
     monkeypatch.setenv("LEDGER_DSN", pg)
-    sidecar_image = product_images()["sidecar"]
-    with node_cluster_running() as running:
-        kube = running.kube
-        running.node.load_image(sidecar_image.archive, sidecar_image.reference)
-        pod_dsn = running.dsn_for_pods(pg)
-        kube.create({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": SECRET, "namespace": "default"},
-            "data": {"dsn": base64.b64encode(pod_dsn.encode()).decode()},
-        })
-        install_chart(kube, ["default"], *chart_values)
-        bind_user(kube, "default", f"{APPROVER}-approves", "ClusterRole", APPROVER_ROLE,
-                  APPROVER)
-        template = tmp_path / "sidecar.json"
-        template.write_text(json.dumps(sidecar_template(sidecar_image.reference)))
-        found = Cluster(kube, running.node, pg, pod_dsn, tmp_path, template,
-                        operator_kubeconfig(kube), person_kubeconfig(kube, APPROVER),
-                        sidecar_image.reference)
-        try:
-            yield found
-        finally:
-            found.close()
-        # every test shows the chart grants the operator what it does
-        assert found.refused_to_the_operator() == [], "the chart's RBAC refused the operator"
+    running = installed.running
+    kube = running.kube
+    first_request = len(kube.requests)
+    pod_dsn = running.dsn_for_pods(pg)  # this test's database
+    kube.create({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": SECRET, "namespace": "default"},
+        "data": {"dsn": base64.b64encode(pod_dsn.encode()).decode()},
+    })
+    template = tmp_path / "sidecar.json"
+    template.write_text(json.dumps(sidecar_template(installed.sidecar_image)))
+    found = Cluster(kube, running.node, pg, pod_dsn, tmp_path, template,
+                    installed.operator_kubeconfig, installed.approver_kubeconfig,
+                    installed.sidecar_image, first_request)
+    try:
+        yield found
+    finally:
+        found.close()
+        if shared:
+            _clear_default(kube)
+    # every test shows the chart grants the operator what it does
+    assert found.refused_to_the_operator() == [], "the chart's RBAC refused the operator"
+
+
+CLEARED = (("agentsaga.io/v1alpha1", "agentruns"), ("batch/v1", "jobs"), ("v1", "pods"))
+"""What the tests of a shared cluster make in `default`, deleted after each (and the DSN's
+Secret, which names the test's database)."""
+
+
+def _clear_default(kube: Kube, timeout: float = 60.0) -> None:
+    """Delete the objects a test made in `default` and wait until they are gone: AgentRuns
+    without waiting for an operator (their finalizers dropped; the test's operators are
+    stopped), Jobs with their pods, pods at once (their containers killed by the kubelet)."""
+    for run in kube.objects(AR, "agentruns", "default"):
+        if run["metadata"].get("finalizers"):
+            kube.patch(AR, "agentruns", "default", run["metadata"]["name"],
+                       {"metadata": {"finalizers": None}})
+    for api_version, plural in CLEARED:
+        query = {"propagationPolicy": "Background"} if plural == "jobs" else None
+        kube.call("DELETE", object_path(api_version, plural, "default"),
+                  {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+                  query=query)
+    kube.delete("v1", "secrets", "default", SECRET)
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [f"{plural}/{o['metadata']['name']}" for api_version, plural in CLEARED
+                for o in kube.objects(api_version, plural, "default")]
+        if kube.get("v1", "secrets", "default", SECRET) is not None:
+            left.append(f"secrets/{SECRET}")
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"left in default after the test: {left}"
+        time.sleep(0.1)
 
 
 def agentrun(name: str, *, grace: int, on_orphan: str = "unwind") -> dict[str, object]:
