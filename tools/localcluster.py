@@ -67,12 +67,9 @@ def _process_alive(pid: int) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    """`pid` runs, and is a supervisor of ours (not a process that took its number since)."""
+    if not _process_alive(pid):
         return False
-    except PermissionError:
-        return True
     try:
         return "localcluster.py" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
     except OSError:
