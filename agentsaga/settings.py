@@ -155,6 +155,10 @@ class OperatorSettings:
         "how long after a plan was staged it may be approved, for AgentRuns whose "
         "spec.pivot.approvalTtlSeconds is unset (copied into each run's policy in the log)",
         positive=True)
+    setup_plan: str | None = variable(
+        "AGENTSAGA_GENERATED_SECRETS", None,
+        "the chart's setup hook Job's plan (JSON, rendered by the chart): the Secrets it makes "
+        "once and never changes, and the CRDs it applies")
     watch_timeout_seconds: int = 300
     """Server-side timeout of each watch request (`--watch-timeout`; kopf re-watches from the
     last version)."""

@@ -34,7 +34,6 @@ import dataclasses
 import datetime
 import json
 import logging
-import os
 import secrets
 import sys
 from collections.abc import Mapping
@@ -49,12 +48,14 @@ from cryptography.x509.oid import NameOID
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from agentsaga.environment import name_of
 from agentsaga.errors import ConfigurationError
+from agentsaga.settings import OperatorSettings, Settings
 
 logger = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-PLAN_VARIABLE = "AGENTSAGA_GENERATED_SECRETS"
+PLAN_VARIABLE = name_of(OperatorSettings, "setup_plan")
 KEEP_ANNOTATION = "helm.sh/resource-policy"
 
 
@@ -290,7 +291,11 @@ class Generator:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    text = os.environ.get(PLAN_VARIABLE)
+    try:
+        text = Settings.from_env().operator.setup_plan
+    except ConfigurationError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     if not text:
         print(f"{PLAN_VARIABLE} is not set: this module runs as the chart's generated-secrets "
               "hook Job, which sets it", file=sys.stderr)

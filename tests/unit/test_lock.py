@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -53,10 +54,14 @@ def _check_offline(project: Path, cache: Path) -> subprocess.CompletedProcess[st
 def test_a_changed_pyproject_fails_the_check(tmp_path: Path) -> None:
     # the check above can fail: a dependency added to a copy of the project is not in its lock
     project = tmp_path / "project"
-    (project / "lab").mkdir(parents=True)
-    for name in ("pyproject.toml", "uv.lock", "setup.py", "README.md", "lab/pyproject.toml",
-                 "lab/README.md"):
-        (project / name).write_bytes((ROOT / name).read_bytes())
+    members = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["workspace"][
+        "members"]
+    for folder in (".", *members):  # what uv reads of the workspace: each member's project
+        (project / folder).mkdir(parents=True, exist_ok=True)
+        for name in ("pyproject.toml", "setup.py", "README.md"):
+            if (ROOT / folder / name).exists():
+                (project / folder / name).write_bytes((ROOT / folder / name).read_bytes())
+    (project / "uv.lock").write_bytes((ROOT / "uv.lock").read_bytes())
     cache = tmp_path / "uv-cache"
     unchanged = _check_offline(project, cache)
     assert unchanged.returncode == 0, unchanged.stderr  # the copy alone passes, so does its lock
