@@ -8,10 +8,14 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from sagatest.cluster.control_plane import ADMIN
 from sagatest.cluster.kube import KUBECTL, ROOT, Kube
 from sagatest.operator_fixtures import APPROVER, Cluster
 from sagatest.plugin_tools import kubectl_agentsaga
+
+pytestmark = pytest.mark.one_cluster_per_module  # its `cluster` tests touch only `default`
 
 RUN = "refund-3001"
 APPROVE_SH = ROOT / "charts" / "agentsaga" / "examples" / "approve.sh"

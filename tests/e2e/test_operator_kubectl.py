@@ -1,6 +1,8 @@
 """What a human sees and does with kubectl: printer columns, the pivot approval by
 `kubectl patch` (stale hashes refused, the decision recorded once), `kubectl wait` on the
-operator's conditions, and a rejection that unwinds the run."""
+operator's conditions, and a rejection that unwinds the run. The tests change nothing outside
+`default` and share one cluster; those that change the admission policy or other namespaces are
+in test_operator_kubectl_policy.py."""
 
 from __future__ import annotations
 
@@ -10,43 +12,13 @@ import grpc
 import psycopg
 import pytest
 
-from agentsaga.keys import log_run_id
 from agentsaga.operator.job_manifests import job_name
 from agentsaga.saga.pivot import MAX_REVIEW_BYTES
 from agentsaga.store import SagaLog
-from sagatest.cluster.chart import APPROVER_ROLE, bind_user, person_kubeconfig
 from sagatest.operator_fixtures import Cluster, logged
+from sagatest.staged_runs import EMAIL, RUN, approve, staged_run
 
-RUN = "refund-3001"
-ADMISSION = "admissionregistration.k8s.io/v1"
-EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
-
-
-def approve(cluster: Cluster, plan_hash: str, decision: str = "Approved") -> None:
-    body = {"status": {"approval": {"planHash": plan_hash, "decision": decision,
-                                    "approver": "alice", "reason": "checked the plan"}}}
-    patched = cluster.approver_kubectl("patch", "agentrun", RUN, "--subresource=status",
-                                       "--type=merge", "-p", json.dumps(body))
-    assert patched.returncode == 0, patched.stderr
-
-
-def staged_run(cluster: Cluster) -> str:
-    """A run that reached its pivot through a real sidecar; returns the staged plan hash."""
-    cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=30)
-    cluster.start_operator("--standalone")
-    agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
-    agent.begin_run(RUN, agent="refunder")
-    agent.dispatch(RUN, "create_draft", {"body": "draft of the apology"})
-    charge = agent.dispatch(RUN, "charge_card", {"customer_id": "cus_1", "amount": 500})
-    staged = agent.reach_pivot(RUN, [
-        {"tool": "capture_charge", "args": {"charge_ref": charge["id"]}},
-        {"tool": "send_email", "args": EMAIL},
-    ])
-    waiting = cluster.wait_phase(RUN, "AwaitingApproval")
-    assert waiting["status"]["pivot"]["planHash"] == staged.plan_hash
-    assert [s["tool"] for s in waiting["status"]["pivot"]["commit"]] == [
-        "capture_charge", "send_email"]
-    return str(staged.plan_hash)
+pytestmark = pytest.mark.one_cluster_per_module
 
 
 def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> None:
@@ -106,35 +78,6 @@ def test_printer_columns_and_an_approval_by_kubectl_patch(cluster: Cluster) -> N
     assert cluster.jobs() == []  # a late rejection unwinds nothing
 
 
-def test_no_approval_is_recorded_while_the_api_server_does_not_check_approvers(
-        cluster: Cluster) -> None:
-    plan_hash = staged_run(cluster)
-    binding = "saga-agentsaga-approval"
-    deny = cluster.kube.get(ADMISSION, "validatingadmissionpolicybindings", None, binding)
-    assert deny is not None and deny["spec"]["validationActions"] == ["Deny"]
-
-    # Warn only: the approver's name is refused by nothing, so the operator records nothing
-    cluster.kube.patch(ADMISSION, "validatingadmissionpolicybindings", None, binding,
-                       {"spec": {"validationActions": ["Warn", "Audit"]}})
-    approve(cluster, plan_hash)
-    untrusted = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])
-    condition = next(c for c in untrusted["status"]["conditions"] if c["type"] == "PivotApproved")
-    assert (condition["status"], condition["reason"]) == ("False", "ApprovalUntrusted")
-    assert "not bound with validationActions Deny" in condition["message"]
-    assert untrusted["status"]["pivot"]["state"] == "AwaitingApproval"
-
-    # no policy at all
-    cluster.kube.delete(ADMISSION, "validatingadmissionpolicybindings", None, binding)
-    cluster.kube.delete(ADMISSION, "validatingadmissionpolicies", None, binding)
-    approve(cluster, plan_hash)
-    again = cluster.wait_run(RUN, lambda o: "approval" not in o["status"] and any(
-        "no ValidatingAdmissionPolicy" in c["message"] for c in o["status"]["conditions"]))
-    assert again["status"]["phase"] == "AwaitingApproval"
-    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(logged(RUN)).pivot
-    assert record is not None and record.state == "AwaitingApproval" and not record.decided_by
-
-
 def test_rejection_at_the_pivot_starts_the_unwind_job(cluster: Cluster) -> None:
     plan_hash = staged_run(cluster)
     approve(cluster, plan_hash, "Rejected")
@@ -182,99 +125,6 @@ def test_a_plan_too_large_to_review_is_refused_and_a_large_one_is_shown_whole(
     with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
         steps = saga_log.steps(logged(RUN))
     assert [(s.tool, s.status) for s in steps] == [("send_email", "CONFIRMED")]
-
-
-def test_an_agentrun_naming_another_namespaces_run_sees_and_decides_nothing(
-        cluster: Cluster) -> None:
-    """A run of namespace `default` (bound by its pod there); an AgentRun in `sandbox` naming it
-    gets RunLinked=False and no plan; an approver of `sandbox` cannot approve it (the admission
-    policy: there is no staged plan to name), and an approval that got there anyway (a policy
-    in Warn mode: written straight to storage) is consumed without recording anything."""
-    plan_hash = staged_run(cluster)
-    created = cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sandbox"}}))
-    assert created.returncode == 0, created.stderr
-    bind_user(cluster.kube, "sandbox", "mallory-approves", "ClusterRole", APPROVER_ROLE,
-              "mallory")
-    manifest = {"apiVersion": "agentsaga.io/v1alpha1", "kind": "AgentRun",
-                "metadata": {"name": "borrowed", "namespace": "sandbox"},
-                "spec": {"agent": "mallory", "runId": RUN}}
-    applied = cluster.kube.kubectl("apply", "-f", "-", input=json.dumps(manifest))
-    assert applied.returncode == 0, applied.stderr
-    linked = cluster.kube.wait_for(
-        "agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
-        lambda o: o is not None and any(c.get("reason") == "RunInOtherNamespace" for c in
-                                        (o.get("status") or {}).get("conditions") or []), 20)
-    assert linked is not None and "pivot" not in linked["status"]
-    body = {"status": {"approval": {"planHash": plan_hash, "decision": "Approved",
-                                    "approver": "mallory"}}}
-    patched = cluster.kube.kubectl("-n", "sandbox", "patch", "agentrun", "borrowed",
-                                   "--subresource=status", "--type=merge", "-p",
-                                   json.dumps(body),
-                                   kubeconfig=person_kubeconfig(cluster.kube, "mallory"))
-    assert patched.returncode != 0
-    assert "status.approval.planHash must equal status.pivot.planHash" in patched.stderr
-    cluster.write_status_as_operator("borrowed", body["status"], namespace="sandbox")
-    cluster.kube.wait_for("agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
-                          lambda o: o is not None and "approval" not in o.get("status", {}), 20)
-    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(logged(RUN)).pivot
-    assert record is not None and record.state == "AwaitingApproval"
-
-    # sandbox runs its own `refund-3001` (a run id is unique within its namespace): the
-    # operator makes its AgentRun there, and `borrowed` now shows sandbox's run, not default's
-    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        saga_log.begin_run(log_run_id("sandbox", RUN), agent="tester", owner="tester-0",
-                           pod_uid="uid-sandbox", namespace="sandbox")
-    # the bind writes `pod` and the epoch together; the AgentRun's own handler may show the
-    # log's epoch first (it reads the log too), so the test waits for the pod
-    own = cluster.kube.wait_for(
-        "agentsaga.io/v1alpha1", "agentruns", "sandbox", RUN,
-        lambda o: o is not None and "pod" in (o.get("status") or {}), 20)
-    assert own is not None and own["spec"]["runId"] == RUN
-    assert own["status"]["ownerEpoch"] == 1
-    assert own["status"]["pod"] == {"name": "tester-0", "uid": "uid-sandbox",
-                                    "namespace": "sandbox"}
-    relinked = cluster.kube.wait_for(
-        "agentsaga.io/v1alpha1", "agentruns", "sandbox", "borrowed",
-        lambda o: o is not None and any(
-            c.get("type") == "RunLinked" and c.get("status") == "True"
-            for c in (o.get("status") or {}).get("conditions") or []), 20)
-    assert relinked is not None and "pivot" not in relinked["status"]
-    theirs = cluster.wait_run(RUN, lambda o: True)  # default's own AgentRun is untouched
-    assert theirs["status"]["pivot"]["state"] == "AwaitingApproval"
-    assert theirs["status"]["pod"]["namespace"] == "default"
-
-
-def test_no_approval_is_recorded_where_the_deny_binding_does_not_apply(
-        cluster: Cluster) -> None:
-    """The binding is narrowed to namespaces labelled `policed`, which this one is not: there
-    the approver's name goes unchecked, so the operator records no approval, and says which
-    binding leaves the namespace out. Labelled, the namespace is covered again."""
-    plan_hash = staged_run(cluster)
-    binding = "saga-agentsaga-approval"
-    policed = {"namespaceSelector": {"matchLabels": {"policed": "true"}}}
-    cluster.kube.patch(ADMISSION, "validatingadmissionpolicybindings", None, binding,
-                       {"spec": {"matchResources": policed}})
-    approve(cluster, plan_hash)
-    untrusted = cluster.wait_run(RUN, lambda o: "approval" not in o["status"])
-    condition = next(c for c in untrusted["status"]["conditions"]
-                     if c["type"] == "PivotApproved")
-    assert (condition["status"], condition["reason"]) == ("False", "ApprovalUntrusted")
-    assert "applies to AgentRuns in namespace default" in condition["message"]
-    assert untrusted["status"]["pivot"]["state"] == "AwaitingApproval"
-    with SagaLog(cluster.dsn, min_size=1, max_size=1).open(migrate=False) as saga_log:
-        record = saga_log.require_run(logged(RUN)).pivot
-    assert record is not None and (record.state, record.decision) == (
-        "AwaitingApproval", "")  # nothing recorded
-
-    labelled = cluster.kube.kubectl("label", "namespace", "default", "policed=true")
-    assert labelled.returncode == 0, labelled.stderr
-    approve(cluster, plan_hash)
-    approved = cluster.wait_run(RUN, lambda o: (o["status"].get("pivot") or {}).get("state")
-                                == "Approved")
-    assert approved["status"]["pivot"]["decidedBy"] == "alice"
-
 
 
 def test_an_approval_of_a_plan_staged_too_long_ago_is_refused_as_expired(
