@@ -14,32 +14,15 @@ from sagatest.cluster.control_plane import ADMIN
 from sagatest.cluster.kube import KUBECTL, ROOT, Kube
 from sagatest.operator_fixtures import APPROVER, Cluster
 from sagatest.plugin_tools import kubectl_agentsaga
+from sagatest.staged_runs import RUN, staged_run
 
 pytestmark = pytest.mark.one_cluster_per_module  # its `cluster` tests touch only `default`
 
-RUN = "refund-3001"
 APPROVE_SH = ROOT / "charts" / "agentsaga" / "examples" / "approve.sh"
-EMAIL = {"to": "customer@example.com", "body": "Your refund is on its way."}
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CARD = "4242 4242 4242 4242"
 LONG = "We are sorry for the delay; " * 4 + "Token evil.example/claim, password=hunter2."
 """Longer than any column: shown whole, its `Token ...` and `password=...` too."""
-
-
-def staged_run(cluster: Cluster) -> str:
-    """A run that reached its pivot through a real sidecar and the operator; its plan hash."""
-    cluster.apply_agentrun(RUN, orphanGracePeriodSeconds=30)
-    cluster.start_operator("--standalone")
-    agent = cluster.start_sidecar(cluster.create_pod("agent-0", RUN)).client()
-    agent.begin_run(RUN, agent="refunder")
-    agent.dispatch(RUN, "create_draft", {"body": "draft of the apology"})
-    charge = agent.dispatch(RUN, "charge_card", {"customer_id": "cus_1", "amount": 500})
-    staged = agent.reach_pivot(RUN, [
-        {"tool": "capture_charge", "args": {"charge_ref": charge["id"]}},
-        {"tool": "send_email", "args": EMAIL},
-    ])
-    cluster.wait_phase(RUN, "AwaitingApproval")
-    return str(staged.plan_hash)
 
 
 def test_runs_plan_and_approve_through_the_operator(cluster: Cluster) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,10 +90,8 @@ def test_email_and_warehouse_encode_their_ids(world: World) -> None:
     assert world.truth()["reships"] == reships
 
 
-def test_a_generic_http_tool_encodes_its_url_fields(world: World, tmp_path: Path) -> None:
-    jira = JiraTickets(JiraConfig(world.url, "SUP"), HTTP)
-    made = as_effect(jira.create("a", "1", "", "k1", draft=True))
-    assert made is not None
+def _move_issue_tool(world: World, tmp_path: Path) -> Any:
+    """A generic HTTP tool from a tools file whose URL has a field: Jira's transitions."""
     config = tmp_path / "tools.yaml"
     config.write_text(f"""
 tools:
@@ -103,7 +102,14 @@ tools:
 """)
     registry = Registry()
     register_file(registry, str(config), HTTP, {})
-    move = registry.get("move_issue").fn
+    return registry.get("move_issue").fn
+
+
+def test_a_generic_http_tool_encodes_its_url_fields(world: World, tmp_path: Path) -> None:
+    jira = JiraTickets(JiraConfig(world.url, "SUP"), HTTP)
+    made = as_effect(jira.create("a", "1", "", "k1", draft=True))
+    assert made is not None
+    move = _move_issue_tool(world, tmp_path)
     before = world.truth()["tickets"]
     received(world, lambda i: move(id=i, transition={"id": "21"}, idempotency_key="k2"),
              "/rest/api/3/issue/", "/transitions")
@@ -170,17 +176,7 @@ def test_warehouse_refuses_an_id_that_is_not_one_segment(world: World) -> None:
 
 def test_a_generic_http_tool_refuses_a_url_field_that_is_not_one_segment(
         world: World, tmp_path: Path) -> None:
-    config = tmp_path / "tools.yaml"
-    config.write_text(f"""
-tools:
-  - name: move_issue
-    class: irreversible
-    method: POST
-    url: {world.url}/rest/api/3/issue/{{id}}/transitions
-""")
-    registry = Registry()
-    register_file(registry, str(config), HTTP, {})
-    move = registry.get("move_issue").fn
+    move = _move_issue_tool(world, tmp_path)
     before = world.truth()["tickets"]
     refused(world, lambda i: move(id=i, transition={"id": "21"}, idempotency_key="k2"))
     assert world.truth()["tickets"] == before
